@@ -1,0 +1,36 @@
+# `make demo` and `make test` are all a newcomer needs; both set up .venv on first use.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint bench clean
+
+# Python 3.13 from, in order: $PYTHON, a python3.13 that really runs (pyenv shims can fail),
+# pyenv's own 3.13 install, or the system one (Debian 13).
+PYTHON313 := $(shell for p in "$$PYTHON" python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13.*/bin/python3.13 2>/dev/null | sort -V -r) /usr/bin/python3.13 /usr/local/bin/python3.13; do \
+	[ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
+
+$(STAMP): pyproject.toml
+	@if [ -z "$(PYTHON313)" ]; then echo "error: Python 3.13 not found. Install it (pyenv install 3.13, or apt-get install python3.13) or set PYTHON=/path/to/python3.13." >&2; exit 1; fi
+	@[ -x $(PY) ] || $(PYTHON313) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint
+	$(VENV)/bin/pytest -q
+
+test-slow: $(STAMP)
+	$(VENV)/bin/pytest -q -m slow
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,654 @@
+"""The commit log: a memory as an append-only chain of immutable objects created with put-if-absent.
+
+Commit N lives at `log/<N, 20 digits>.json` and exists exactly when it is committed. A writer
+validates its change against the state at head H and creates `log/H+1`; success proves H was the
+head. Checkpoints (`checkpoints/<N>.json`) hold the whole state as of commit N so that a cold start
+reads a bounded number of objects. docs/design.md gives the argument for each rule here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, describe
+
+from .objects import ObjectInfo, ObjectStore, TransientError, retrying
+
+FORMAT = 1
+LOG_PREFIX = "log/"
+CHECKPOINT_PREFIX = "checkpoints/"
+GENESIS_HASH = "0" * 64
+_FETCH_CONCURRENCY = 16
+
+logger = logging.getLogger(__name__)
+
+
+def log_key(seq: int) -> str:
+    return f"{LOG_PREFIX}{seq:020d}.json"
+
+
+def checkpoint_key(seq: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
+
+
+def key_seq(key: str) -> int | None:
+    """The seq a log or checkpoint key names, or None for a key the store did not write."""
+    name = key.rpartition("/")[2]
+    digits, dot, suffix = name.partition(".")
+    if dot and suffix == "json" and len(digits) == 20 and digits.isdigit():
+        return int(digits)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    path: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    source: str
+    destination: str
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    pass
+
+
+type Change = Write | Delete | Move | Purge
+
+
+class CorruptObjectError(MemoryStoreError):
+    """An object under the memory's prefix is not what the store wrote there; nothing is served past it."""
+
+    def __init__(self, location: str, key: str, reason: str) -> None:
+        super().__init__(
+            "unavailable",
+            f"{location}/{key} is corrupt ({reason}). The memory is not served past it; "
+            f"run `bucket-memory verify {location}` and restore the object from bucket versioning.",
+        )
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain."""
+
+    seq: int
+    id: str
+    time: str
+    origin: Origin
+    prev: str
+    changes: tuple[Change, ...]
+    hash: str
+
+    @classmethod
+    def create(cls, seq: int, prev: str, changes: Sequence[Change], origin: Origin) -> Commit:
+        body = {
+            "kind": "commit",
+            "format": FORMAT,
+            "seq": seq,
+            "id": secrets.token_hex(16),
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "origin": {
+                "run_id": origin.run_id,
+                "principal_id": origin.principal_id,
+                "tool_call_id": origin.tool_call_id,
+            },
+            "prev": prev,
+            "changes": [_encode_change(change) for change in changes],
+        }
+        return cls._from_body(body, _digest(body))
+
+    def encode(self) -> bytes:
+        return _canonical({**self._body(), "hash": self.hash})
+
+    @classmethod
+    def decode(cls, location: str, key: str, data: bytes) -> Commit:
+        body = _verified_body(location, key, data, "commit")
+        try:
+            commit = cls._from_body(body, body.pop("hash"))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptObjectError(location, key, f"malformed commit: {error!r}") from None
+        if key_seq(key) != commit.seq:
+            raise CorruptObjectError(location, key, f"it holds commit {commit.seq}, not the one its key names")
+        return commit
+
+    @property
+    def size(self) -> int:
+        """Bytes of text this commit carries, which the checkpoint policy counts."""
+        return sum(len(change.text.encode()) for change in self.changes if isinstance(change, Write))
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "kind": "commit",
+            "format": FORMAT,
+            "seq": self.seq,
+            "id": self.id,
+            "time": self.time,
+            "origin": {
+                "run_id": self.origin.run_id,
+                "principal_id": self.origin.principal_id,
+                "tool_call_id": self.origin.tool_call_id,
+            },
+            "prev": self.prev,
+            "changes": [_encode_change(change) for change in self.changes],
+        }
+
+    @classmethod
+    def _from_body(cls, body: Mapping[str, Any], digest: str) -> Commit:
+        origin = body["origin"]
+        return cls(
+            seq=_int(body["seq"]),
+            id=_str(body["id"]),
+            time=_str(body["time"]),
+            origin=Origin(
+                run_id=_optional_str(origin["run_id"]),
+                principal_id=_optional_str(origin["principal_id"]),
+                tool_call_id=_optional_str(origin["tool_call_id"]),
+            ),
+            prev=_str(body["prev"]),
+            changes=tuple(_decode_change(change) for change in body["changes"]),
+            hash=_str(digest),
+        )
+
+
+@dataclass(slots=True)
+class LiveFile:
+    text: str
+    version: int
+    size: int
+    description: str | None
+
+
+@dataclass(slots=True)
+class State:
+    """A memory as of commit `head`: its files, and what the change feed and policies need.
+
+    `changed` maps every path changed above `floor` (live or deleted) to the seq of its last
+    change, kept in seq order so the change feed reads only the tail. A cursor below `floor`
+    (a purge, or tombstones dropped by a checkpoint) can only be answered with a full resync.
+    """
+
+    format: FileFormat
+    head: int = 0
+    head_hash: str = GENESIS_HASH
+    floor: int = 0
+    files: dict[str, LiveFile] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)
+    directories: dict[str, int] = field(default_factory=dict)
+    live_bytes: int = 0
+    checkpoint_seq: int = 0
+    bytes_since_checkpoint: int = 0
+
+    def apply(self, commit: Commit, location: str) -> None:
+        if commit.seq != self.head + 1:
+            raise CorruptObjectError(location, log_key(commit.seq), f"commit {self.head + 1} is missing before it")
+        if commit.prev != self.head_hash:
+            raise CorruptObjectError(
+                location, log_key(commit.seq), f"it does not follow commit {self.head} in the hash chain"
+            )
+        for change in commit.changes:
+            match change:
+                case Write(path, text):
+                    self._remove(path, None)
+                    self._add(path, text, commit.seq)
+                case Delete(path):
+                    self._remove(path, commit.seq)
+                case Move(source, destination):
+                    if source not in self.files:
+                        raise CorruptObjectError(
+                            location, log_key(commit.seq), f"it moves {source}, which does not exist"
+                        )
+                    text = self.files[source].text
+                    self._remove(source, commit.seq)
+                    self._add(destination, text, commit.seq)
+                case Purge():
+                    self.files.clear()
+                    self.changed.clear()
+                    self.directories.clear()
+                    self.live_bytes = 0
+                    self.floor = commit.seq
+        self.head, self.head_hash = commit.seq, commit.hash
+        self.bytes_since_checkpoint += commit.size
+
+    def changes_since(self, since: int) -> tuple[str, ...] | None:
+        """Paths changed after `since`, or None when the state cannot tell (a full resync)."""
+        if since < self.floor or since > self.head:
+            return None
+        paths: list[str] = []
+        for path, seq in reversed(self.changed.items()):
+            if seq <= since:
+                break
+            paths.append(path)
+        return tuple(sorted(paths))
+
+    def is_directory(self, path: str) -> bool:
+        return f"{path}/" in self.directories
+
+    def _add(self, path: str, text: str, seq: int) -> None:
+        size = len(text.encode())
+        self.files[path] = LiveFile(text, seq, size, _description(text, self.format))
+        self.live_bytes += size
+        self.changed.pop(path, None)
+        self.changed[path] = seq
+        for directory in _parents(path):
+            self.directories[directory] = self.directories.get(directory, 0) + 1
+
+    def _remove(self, path: str, seq: int | None) -> None:
+        """Drop a live file; `seq` records a deletion in the change feed, None a file about to be rewritten."""
+        removed = self.files.pop(path, None)
+        if removed is not None:
+            self.live_bytes -= removed.size
+            for directory in _parents(path):
+                if self.directories[directory] == 1:
+                    del self.directories[directory]
+                else:
+                    self.directories[directory] -= 1
+        if seq is not None:
+            self.changed.pop(path, None)
+            self.changed[path] = seq
+
+    def checkpoint(self, max_tombstones: int) -> bytes:
+        """The whole state as a checkpoint object, dropping the oldest tombstones past `max_tombstones`."""
+        deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
+        floor = self.floor
+        if len(deleted) > max_tombstones:
+            dropped = deleted[: len(deleted) - max_tombstones]
+            floor = max(floor, dropped[-1][1])
+            deleted = deleted[len(dropped) :]
+        body: dict[str, Any] = {
+            "kind": "checkpoint",
+            "format": FORMAT,
+            "seq": self.head,
+            "head_hash": self.head_hash,
+            "floor": floor,
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "files": [[path, live.text, live.version] for path, live in sorted(self.files.items())],
+            "deleted": deleted,
+        }
+        return _canonical({**body, "hash": _digest(body)})
+
+    @classmethod
+    def from_checkpoint(cls, location: str, key: str, data: bytes, fmt: FileFormat) -> State:
+        body = _verified_body(location, key, data, "checkpoint")
+        try:
+            state = cls(
+                format=fmt, head=_int(body["seq"]), head_hash=_str(body["head_hash"]), floor=_int(body["floor"])
+            )
+            changes: list[tuple[int, str]] = []
+            for path, text, version in body["files"]:
+                state._add(_str(path), _str(text), _int(version))
+                changes.append((_int(version), path))
+            changes.extend((_int(seq), _str(path)) for path, seq in body["deleted"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptObjectError(location, key, f"malformed checkpoint: {error!r}") from None
+        if key_seq(key) != state.head:
+            raise CorruptObjectError(location, key, f"it holds the state at {state.head}, not the one its key names")
+        state.changed = {path: seq for seq, path in sorted(changes)}
+        state.checkpoint_seq = state.head
+        return state
+
+
+type Plan = Callable[[State], Sequence[Change]]
+
+
+@dataclass(frozen=True, slots=True)
+class LogOptions:
+    """Tuning of one memory's log.
+
+    `max_staleness` lets reads skip the freshness probe for that many seconds (0: every read is
+    fresh). A head confirmed longer ago than half of `grace_period` is re-confirmed by listing,
+    never by a GET probe, because compaction deletes objects below a checkpoint older than the
+    grace period. A checkpoint is written after `checkpoint_min_commits` commits once the bytes
+    committed since the last one reach the live size, and after `checkpoint_max_commits` always.
+    """
+
+    max_staleness: float = 0.0
+    grace_period: float = 3600.0
+    checkpoint_min_commits: int = 32
+    checkpoint_max_commits: int = 512
+    max_tombstones: int = 10_000
+    commit_attempts: int = 64
+    request_attempts: int = 6
+
+
+class CommitLog:
+    """One memory's log on an object store, with the state at its head cached in memory.
+
+    Reads call `fresh_state()`; mutations call `commit(plan)`, where `plan` validates against the
+    state and returns the changes (or none, for a write that changes nothing). A plan that raises
+    or returns nothing is only trusted against a state proven to be the head during the call.
+    One lock serializes catch-up and commits within the process.
+    """
+
+    def __init__(self, objects: ObjectStore, *, format: FileFormat, options: LogOptions | None = None) -> None:
+        self.objects = objects
+        self.format = format
+        self.options = options or LogOptions()
+        self._state: State | None = None
+        self._confirmed_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def fresh_state(self) -> State:
+        """The state at the head as of some moment during this call (or within `max_staleness`)."""
+        called = time.monotonic()
+        async with self._lock:
+            state = await self._loaded()
+            # A confirmation sent after this call began is as good as our own probe.
+            if self._confirmed_at < called and time.monotonic() - self._confirmed_at > self.options.max_staleness:
+                await self._probe()
+            return state
+
+    async def commit(self, plan: Plan, origin: Origin) -> int | None:
+        """Commit what `plan` returns at the head; the new seq, or None when it returned no change."""
+        async with self._lock:
+            await self._loaded()
+            proven = False
+            for attempt in range(self.options.commit_attempts):
+                state = self._current()
+                try:
+                    changes = plan(state)
+                except MemoryStoreError:
+                    if proven:
+                        raise
+                    await self._probe()
+                    proven = True
+                    continue
+                if not changes:
+                    if proven:
+                        return None
+                    await self._probe()
+                    proven = True
+                    continue
+                await self._ensure_recent()
+                commit = Commit.create(self._current().head + 1, self._current().head_hash, changes, origin)
+                if await self._create(commit):
+                    self._current().apply(commit, self.objects.location)
+                    await self._maybe_checkpoint(force=any(isinstance(change, Purge) for change in changes))
+                    return commit.seq
+                proven = True  # _create caught up with a listing sent after our attempt lost.
+                if attempt:
+                    await asyncio.sleep(random.uniform(0, 0.01 * min(attempt, 10)))
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.options.commit_attempts} commits in a row lost to other writers of {self.objects.location}; "
+                "try again.",
+            )
+
+    async def _loaded(self) -> State:
+        if self._state is None:
+            await self._cold_start()
+        elif time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+            await self._catch_up()
+        return self._current()
+
+    def _current(self) -> State:
+        assert self._state is not None, "the log is loaded before use"
+        return self._state
+
+    async def _ensure_recent(self) -> None:
+        if time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+            await self._catch_up()
+
+    async def _probe(self) -> None:
+        """Prove the cached head current with one GET of the next seq, catching up when it exists."""
+        if time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+            await self._catch_up()
+            return
+        state = self._current()
+        sent = time.monotonic()
+        data = await self._get(log_key(state.head + 1))
+        if data is None:
+            self._confirmed_at = sent
+            return
+        state.apply(Commit.decode(self.objects.location, log_key(state.head + 1), data), self.objects.location)
+        await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
+        state = self._current()
+        sent = time.monotonic()
+        listed = await self._list(LOG_PREFIX, start_after=log_key(state.head))
+        if listed and key_seq(listed[0].key) != state.head + 1:
+            logger.info(
+                "%s: commits after %d were compacted; reloading from a checkpoint", self.objects.location, state.head
+            )
+            await self._cold_start()
+            return
+        await self._apply_listed(state, listed)
+        self._confirmed_at = sent
+
+    async def _cold_start(self) -> None:
+        """Load the newest checkpoint, then the log after it."""
+        problem = "it kept changing (compaction running?)"
+        for _ in range(self.options.request_attempts):
+            sent = time.monotonic()
+            checkpoints = [info for info in await self._list(CHECKPOINT_PREFIX) if key_seq(info.key) is not None]
+            state = State(format=self.format)
+            if checkpoints:
+                key = checkpoints[-1].key
+                data = await self._get(key)
+                if data is None:
+                    continue  # compacted between the listing and the read
+                state = State.from_checkpoint(self.objects.location, key, data, self.format)
+            listed = await self._list(LOG_PREFIX, start_after=log_key(state.head) if state.head else None)
+            if listed and key_seq(listed[0].key) != state.head + 1:
+                # Usually a newer checkpoint was written and the log below it compacted meanwhile.
+                problem = f"its log jumps from commit {state.head} to {listed[0].key} with no checkpoint between"
+                continue
+            await self._apply_listed(state, listed)
+            self._state, self._confirmed_at = state, sent
+            return
+        raise MemoryStoreError(
+            "unavailable",
+            f"Cannot load {self.objects.location}: {problem}. Try again; if it persists, run "
+            f"`bucket-memory verify {self.objects.location}`.",
+        )
+
+    async def _apply_listed(self, state: State, listed: Sequence[ObjectInfo]) -> None:
+        location = self.objects.location
+        for info in listed:
+            if key_seq(info.key) is None:
+                raise CorruptObjectError(location, info.key, "a key the store never writes under log/")
+        semaphore = asyncio.Semaphore(_FETCH_CONCURRENCY)
+
+        async def fetch(key: str) -> Commit:
+            async with semaphore:
+                data = await self._get(key)
+            if data is None:
+                raise MemoryStoreError("unavailable", f"{location}/{key} vanished while it was read; try again.")
+            return Commit.decode(location, key, data)
+
+        for commit in await asyncio.gather(*(fetch(info.key) for info in listed)):
+            state.apply(commit, location)
+
+    async def _create(self, commit: Commit) -> bool:
+        """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did.
+
+        Any failure leaves the outcome unknown, so the key is read back and the commit id
+        compared. When requests keep failing, a fence (an empty commit at the same seq) settles
+        it: once the fence lands our commit never can, so reporting failure is truthful.
+        """
+        key, data = log_key(commit.seq), commit.encode()
+        for attempt in range(self.options.request_attempts):
+            sent = time.monotonic()
+            try:
+                created = await self.objects.create(key, data)
+            except TransientError:
+                await asyncio.sleep(random.uniform(0, 0.05 * 2**attempt))
+                existing = await self._get(key)
+                if existing is None:
+                    continue
+                return await self._settle(commit, key, existing, sent)
+            if created:
+                self._confirmed_at = sent
+                return True
+            existing = await self._get(key)
+            if existing is None:
+                # Refused yet absent: deleted under a head older than we knew. Never re-create it.
+                await self._catch_up()
+                return False
+            return await self._settle(commit, key, existing, sent)
+        fence = Commit.create(commit.seq, commit.prev, (), Origin(run_id="bucket-memory:fence"))
+        try:
+            fenced = await retrying(
+                lambda: self.objects.create(key, fence.encode()),
+                what=f"Fencing {key}",
+                attempts=self.options.request_attempts,
+            )
+        except MemoryStoreError:
+            raise MemoryStoreError(
+                "write_unconfirmed",
+                f"{self.objects.location} did not confirm {key}; the write may or may not have happened. "
+                "Read the file before trying again.",
+            ) from None
+        if fenced:
+            self._current().apply(fence, self.objects.location)
+            raise MemoryStoreError(
+                "unavailable", f"{self.objects.location} kept failing; nothing was written. Try again later."
+            )
+        existing = await self._get(key)
+        if existing is None:
+            await self._catch_up()
+            return False
+        return await self._settle(commit, key, existing, time.monotonic())
+
+    async def _settle(self, commit: Commit, key: str, existing: bytes, sent: float) -> bool:
+        """Decide from the object at our key whether our create landed (a retried PUT may see 412)."""
+        winner = Commit.decode(self.objects.location, key, existing)
+        if winner.id == commit.id:
+            self._confirmed_at = sent
+            return True
+        state = self._current()
+        state.apply(winner, self.objects.location)
+        await self._catch_up()
+        return False
+
+    async def _maybe_checkpoint(self, *, force: bool) -> None:
+        state = self._current()
+        commits = state.head - state.checkpoint_seq
+        options = self.options
+        due = commits >= options.checkpoint_max_commits or (
+            commits >= options.checkpoint_min_commits and state.bytes_since_checkpoint >= state.live_bytes
+        )
+        if not (force or due):
+            return
+        try:
+            # Create-only: a duplicate from another writer crossing the same threshold is harmless.
+            await self.objects.create(checkpoint_key(state.head), state.checkpoint(options.max_tombstones))
+        except (TransientError, MemoryStoreError) as error:
+            logger.warning("%s: checkpoint at %d not written: %s", self.objects.location, state.head, error)
+            return
+        state.checkpoint_seq, state.bytes_since_checkpoint = state.head, 0
+
+    async def _get(self, key: str) -> bytes | None:
+        return await retrying(
+            lambda: self.objects.get(key),
+            what=f"Reading {self.objects.location}/{key}",
+            attempts=self.options.request_attempts,
+        )
+
+    async def _list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+        return await retrying(
+            lambda: self.objects.list(prefix, start_after=start_after),
+            what=f"Listing {self.objects.location}/{prefix}",
+            attempts=self.options.request_attempts,
+        )
+
+
+def _parents(path: str) -> Iterable[str]:
+    parts = path.split("/")[:-1]
+    return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
+
+
+def _description(text: str, fmt: FileFormat) -> str | None:
+    try:
+        return describe(text, fmt)
+    except MemoryStoreError:
+        return None  # written under a looser format; listed without a description, as the harness does
+
+
+def _encode_change(change: Change) -> dict[str, str]:
+    match change:
+        case Write(path, text):
+            return {"op": "write", "path": path, "text": text}
+        case Delete(path):
+            return {"op": "delete", "path": path}
+        case Move(source, destination):
+            return {"op": "move", "from": source, "to": destination}
+        case Purge():
+            return {"op": "purge"}
+
+
+def _decode_change(change: Mapping[str, Any]) -> Change:
+    match change["op"]:
+        case "write":
+            return Write(_str(change["path"]), _str(change["text"]))
+        case "delete":
+            return Delete(_str(change["path"]))
+        case "move":
+            return Move(_str(change["from"]), _str(change["to"]))
+        case "purge":
+            return Purge()
+    raise ValueError(f"unknown change {change['op']!r}")
+
+
+def _canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canonical(body)).hexdigest()
+
+
+def _verified_body(location: str, key: str, data: bytes, kind: str) -> dict[str, Any]:
+    """The parsed object after checking it is whole and of the expected kind and format."""
+    try:
+        body = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CorruptObjectError(location, key, "not a JSON document; truncated or overwritten?") from None
+    if not isinstance(body, dict) or body.get("kind") != kind:
+        raise CorruptObjectError(location, key, f"not a bucket-memory {kind}")
+    if body.get("format") != FORMAT:
+        raise CorruptObjectError(
+            location, key, f"format {body.get('format')!r}; this bucket-memory reads format {FORMAT} (upgrade it?)"
+        )
+    digest = body.pop("hash", None)
+    if digest != _digest(body):
+        raise CorruptObjectError(location, key, "its content does not match its hash")
+    body["hash"] = digest
+    return body
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else _str(value)

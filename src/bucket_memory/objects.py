@@ -1,0 +1,231 @@
+"""The object layer: the few operations the commit log needs from a bucket, and its local backends.
+
+Keys are relative to one memory's prefix ("log/00000000000000000001.json"). Every backend gives
+the same guarantees the clouds do: an object is created whole or not at all, `create` succeeds
+for exactly one of any number of racing callers, and a listing sees every object created before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import errno
+import os
+import random
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+_STAGING = ".staging"
+
+
+class TransientError(Exception):
+    """A request failed in a way that may pass: throttling, a 5xx, a timeout, a reset connection.
+
+    For `create` the outcome is unknown: the object may exist, written by this very request.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """A listed object: its key and when the server last wrote it (seconds since the epoch)."""
+
+    key: str
+    modified: float
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """The objects under one memory's prefix.
+
+    `create` writes an object only if its key is absent and says whether it did. `list` returns
+    keys under a prefix in lexical order, after `start_after` when given. Failures that may
+    pass raise `TransientError`; others raise `MemoryStoreError` (`forbidden`, `unavailable`).
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the objects are, for messages: a URL such as s3://bucket/prefix."""
+        ...
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def create(self, key: str, data: bytes) -> bool: ...
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]: ...
+
+    async def delete(self, keys: Sequence[str]) -> None: ...
+
+    async def now(self) -> float:
+        """The server's clock, in seconds since the epoch, to age objects by."""
+        ...
+
+
+async def retrying[T](
+    operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6, base_delay: float = 0.05
+) -> T:
+    """Run an idempotent request, retrying transient failures with full-jitter exponential backoff."""
+    for attempt in range(attempts):
+        try:
+            return await operation()
+        except TransientError as error:
+            if attempt == attempts - 1:
+                raise MemoryStoreError(
+                    "unavailable", f"{what} failed {attempts} times ({error}); try again later."
+                ) from None
+            await asyncio.sleep(random.uniform(0, base_delay * 2**attempt))
+    raise AssertionError("unreachable")
+
+
+class LocalObjectStore:
+    """Objects as files under a directory, laid out exactly as under a bucket prefix.
+
+    `create` writes and fsyncs a staging file, then hard-links it into place: the link fails if
+    the key exists, so two processes can never both create one key, and a reader sees a whole
+    object or none.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    @property
+    def location(self) -> str:
+        return self.root.absolute().as_uri()
+
+    async def get(self, key: str) -> bytes | None:
+        return await asyncio.to_thread(self._get, key)
+
+    async def create(self, key: str, data: bytes) -> bool:
+        return await asyncio.to_thread(self._create, key, data)
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+        return await asyncio.to_thread(self._list, prefix, start_after)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        await asyncio.to_thread(self._delete, keys)
+
+    async def now(self) -> float:
+        return time.time()
+
+    def _get(self, key: str) -> bytes | None:
+        try:
+            return (self.root / key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise _os_error(error, self.root / key) from error
+
+    def _create(self, key: str, data: bytes) -> bool:
+        target = self.root / key
+        staging = self.root / _STAGING
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
+                staged.write(data)
+                staged.flush()
+                os.fsync(staged.fileno())
+            try:
+                os.link(staged.name, target)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(staged.name)
+            _fsync_directory(target.parent)
+            return True
+        except OSError as error:
+            raise _os_error(error, target) from error
+
+    def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+        # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.
+        directory, _, name_prefix = prefix.rpartition("/")
+        folder = self.root / directory if directory else self.root
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise _os_error(error, folder) from error
+        found: builtins.list[ObjectInfo] = []
+        for name in sorted(names):
+            key = f"{directory}/{name}" if directory else name
+            if not name.startswith(name_prefix) or (start_after is not None and key <= start_after):
+                continue
+            try:
+                found.append(ObjectInfo(key, (folder / name).stat().st_mtime))
+            except FileNotFoundError:
+                continue  # deleted by a concurrent compaction
+        return found
+
+    def _delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            try:
+                (self.root / key).unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise _os_error(error, self.root / key) from error
+
+
+class MemoryObjectStore:
+    """Objects in a dict, for fast property tests and as the base of fault injection.
+
+    It keeps the cloud guarantees (create-if-absent, ordered listing) within one process.
+    """
+
+    def __init__(self, name: str = "memory") -> None:
+        self.objects: dict[str, tuple[bytes, float]] = {}
+        self.clock = 1_700_000_000.0
+        self._name = name
+
+    @property
+    def location(self) -> str:
+        return f"memory://{self._name}"
+
+    async def get(self, key: str) -> bytes | None:
+        found = self.objects.get(key)
+        return found[0] if found is not None else None
+
+    async def create(self, key: str, data: bytes) -> bool:
+        if key in self.objects:
+            return False
+        self.objects[key] = (bytes(data), self.clock)
+        return True
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+        return [
+            ObjectInfo(key, modified)
+            for key, (_, modified) in sorted(self.objects.items())
+            if key.startswith(prefix) and (start_after is None or key > start_after)
+        ]
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.objects.pop(key, None)
+
+    async def now(self) -> float:
+        return self.clock
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a new link durable: without this a crash can lose a commit that was reported done."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _os_error(error: OSError, where: Path) -> MemoryStoreError:
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return MemoryStoreError(
+            "forbidden", f"No permission to use {where}: {error.strerror}. Check its owner and mode."
+        )
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return MemoryStoreError("unavailable", f"The disk holding {where} is full; free space and retry.")
+    return MemoryStoreError("unavailable", f"Cannot use {where}: {error.strerror or error}.")

@@ -1,0 +1,313 @@
+"""The harness `FileStore` and `SearchableFileStore` over a commit log, and `open_store(url)`."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import regex
+from a13n_harness.providers.memory import (
+    Changes,
+    FileEntry,
+    FileFormat,
+    FileText,
+    FullResync,
+    GrepMatch,
+    MemoryStoreError,
+    Origin,
+    describe,
+    validate_directory,
+    validate_path,
+)
+
+from .log import Change, CommitLog, Delete, LogOptions, Move, Purge, State, Write
+from .objects import LocalObjectStore, ObjectStore
+
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+SEARCH_SECONDS = 2.0
+
+
+class LogFileStore:
+    """One memory kept as a commit log on an object store; the harness file memory contract.
+
+    Versions are the seqs of the commits that last wrote each file, as decimal strings, and the
+    change cursor is the head seq. Every mutation validates `dependencies`, then `expected`,
+    against the head and commits with one conditional create. Live content is capped at
+    `max_bytes` (`memory_full`).
+    """
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        *,
+        format: FileFormat | None = None,
+        options: LogOptions | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.format = format or FileFormat()
+        self.max_bytes = max_bytes
+        self.log = CommitLog(objects, format=self.format, options=options)
+        self._listing: tuple[State, int, list[FileEntry]] | None = None
+
+    @property
+    def location(self) -> str:
+        return self.log.objects.location
+
+    async def list(self) -> list[FileEntry]:
+        state = await self.log.fresh_state()
+        if self._listing is None or self._listing[0] is not state or self._listing[1] != state.head:
+            entries = [
+                FileEntry(path=path, version=str(live.version), size=live.size, description=live.description)
+                for path, live in sorted(state.files.items())
+            ]
+            self._listing = (state, state.head, entries)
+        return list(self._listing[2])
+
+    async def read(self, path: str) -> FileText:
+        path = validate_path(path, self.format)
+        current = _file(await self.log.fresh_state(), path)
+        if current is None:
+            raise MemoryStoreError("not_found", f"{path} does not exist.")
+        return current
+
+    async def write(
+        self,
+        path: str,
+        text: str,
+        *,
+        expected: str | None,
+        origin: Origin,
+        dependencies: Mapping[str, str | None] | None = None,
+    ) -> str:
+        path = validate_path(path, self.format)
+        size = _checked_size(text, self.format)
+        checked = self._dependencies(dependencies)
+        unchanged: list[str] = []
+
+        def plan(state: State) -> Sequence[Change]:
+            _check_dependencies(state, checked)
+            current = _check_expected(state, path, expected)
+            if current is not None and current.text == text:
+                unchanged.append(current.version)
+                return ()
+            _check_room(state, path)
+            self._check_quota(state, size - (state.files[path].size if current is not None else 0))
+            return (Write(path, text),)
+
+        seq = await self.log.commit(plan, origin)
+        return str(seq) if seq is not None else unchanged[-1]
+
+    async def move(
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: str,
+        origin: Origin,
+        dependencies: Mapping[str, str | None] | None = None,
+    ) -> str:
+        source, destination = validate_path(source, self.format), validate_path(destination, self.format)
+        checked = self._dependencies(dependencies)
+
+        def plan(state: State) -> Sequence[Change]:
+            _check_dependencies(state, checked)
+            _check_expected(state, source, expected)
+            if (taken := _file(state, destination)) is not None:
+                raise MemoryStoreError("already_exists", f"{destination} already exists.", current=taken)
+            _check_room(state, destination, leaving=source)
+            return (Move(source, destination),)
+
+        seq = await self.log.commit(plan, origin)
+        assert seq is not None, "a move always commits"
+        return str(seq)
+
+    async def delete(
+        self,
+        path: str,
+        *,
+        expected: str,
+        origin: Origin,
+        dependencies: Mapping[str, str | None] | None = None,
+    ) -> None:
+        path = validate_path(path, self.format)
+        checked = self._dependencies(dependencies)
+
+        def plan(state: State) -> Sequence[Change]:
+            _check_dependencies(state, checked)
+            _check_expected(state, path, expected)
+            return (Delete(path),)
+
+        await self.log.commit(plan, origin)
+
+    async def changes(self, since: str | None) -> Changes | FullResync:
+        state = await self.log.fresh_state()
+        cursor = str(state.head)
+        if since is None or not since.isdecimal() or not since.isascii():
+            return FullResync(cursor=cursor)
+        paths = state.changes_since(int(since))
+        return FullResync(cursor=cursor) if paths is None else Changes(cursor=cursor, paths=paths)
+
+    async def purge(self) -> None:
+        await self.log.commit(lambda state: (Purge(),), Origin(run_id="bucket-memory:purge"))
+
+    async def search(
+        self, pattern: str, *, regex: bool, case_sensitive: bool, path: str, limit: int
+    ) -> tuple[builtins.list[GrepMatch], bool]:
+        directory = validate_directory(path, self.format)
+        compiled = _compile(pattern, regex, case_sensitive)
+        state = await self.log.fresh_state()
+        # Copied before leaving the event loop: the state changes in place under later commits.
+        files = [
+            (name, live.text, str(live.version))
+            for name, live in sorted(state.files.items())
+            if name.startswith(directory)
+        ]
+        return await asyncio.to_thread(_search, compiled, files, max(limit, 0))
+
+    def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> dict[str, str | None]:
+        return {validate_path(path, self.format): version for path, version in (dependencies or {}).items()}
+
+    def _check_quota(self, state: State, growth: int) -> None:
+        if growth > 0 and state.live_bytes + growth > self.max_bytes:
+            raise MemoryStoreError(
+                "memory_full",
+                f"The memory holds {state.live_bytes} of its {self.max_bytes} bytes; this write needs {growth} more. "
+                "Delete or shorten files first.",
+            )
+
+
+class LocalFileStore(LogFileStore):
+    """A memory in a local directory, in the same layout as under a bucket prefix.
+
+    The embedded default, safe across processes on one machine, and a way to open a copy made
+    with `aws s3 sync` or `gcloud storage rsync`.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        format: FileFormat | None = None,
+        options: LogOptions | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        super().__init__(LocalObjectStore(root), format=format, options=options, max_bytes=max_bytes)
+
+
+@asynccontextmanager
+async def open_store(
+    url: str | os.PathLike[str],
+    *,
+    format: FileFormat | None = None,
+    options: LogOptions | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> AsyncIterator[LogFileStore]:
+    """The memory at `url`: `file:///abs/path` or a plain path (s3:// and gs:// follow)."""
+    yield LocalFileStore(local_path(url), format=format, options=options, max_bytes=max_bytes)
+
+
+def local_path(url: str | os.PathLike[str]) -> Path:
+    """The directory a `file://` URL or plain path names; any other URL is refused with what is accepted."""
+    text = os.fspath(url)
+    parts = urlsplit(text)
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise MemoryStoreError("invalid_path", f"{text}: a file URL names a local path, as file:///abs/path.")
+        return Path(unquote(parts.path))
+    if parts.scheme and len(parts.scheme) > 1:  # one letter is a Windows drive, not a scheme
+        raise MemoryStoreError(
+            "invalid_path",
+            f"{text}: unsupported scheme {parts.scheme!r}; use s3://bucket/prefix, gs://bucket/prefix, "
+            "file:///abs/path or a plain path.",
+        )
+    if not text:
+        raise MemoryStoreError("invalid_path", "An empty URL names no memory; give a path or s3:// / gs:// URL.")
+    return Path(text)
+
+
+def _file(state: State, path: str) -> FileText | None:
+    live = state.files.get(path)
+    return FileText(path=path, text=live.text, version=str(live.version)) if live is not None else None
+
+
+def _checked_size(text: str, fmt: FileFormat) -> int:
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        raise MemoryStoreError(
+            "invalid_file", "A memory file is UTF-8 text; this one has unpaired surrogates."
+        ) from None
+    describe(text, fmt)
+    return size
+
+
+def _check_dependencies(state: State, dependencies: Mapping[str, str | None]) -> None:
+    for path, version in dependencies.items():
+        current = _file(state, path)
+        if (current.version if current is not None else None) != version:
+            raise MemoryStoreError(
+                "read_conflict",
+                f"{path} changed since it was observed; reread it and reconsider the write.",
+                current=current,
+            )
+
+
+def _check_expected(state: State, path: str, expected: str | None) -> FileText | None:
+    current = _file(state, path)
+    if (current.version if current is not None else None) != expected:
+        raise MemoryStoreError("version_mismatch", f"{path} changed since it was read.", current=current)
+    return current
+
+
+def _check_room(state: State, path: str, *, leaving: str | None = None) -> None:
+    """A file cannot share its path with a directory, as on a file system (and in an export)."""
+    blocked_by_directory = state.is_directory(path) and not (
+        leaving is not None and leaving.startswith(f"{path}/") and state.directories[f"{path}/"] == 1
+    )
+    parts = path.split("/")
+    blocking_file = next(
+        (
+            prefix
+            for prefix in ("/".join(parts[:index]) for index in range(1, len(parts)))
+            if prefix in state.files and prefix != leaving
+        ),
+        None,
+    )
+    if blocked_by_directory or blocking_file is not None:
+        raise MemoryStoreError("invalid_path", f"{path} conflicts with an existing file or directory of the same name.")
+
+
+def _compile(pattern: str, is_regex: bool, case_sensitive: bool) -> regex.Pattern[str]:
+    try:
+        return regex.compile(
+            pattern if is_regex else regex.escape(pattern), regex.VERSION0 | (0 if case_sensitive else regex.IGNORECASE)
+        )
+    except regex.error as error:
+        raise MemoryStoreError("invalid_pattern", f"The pattern is not a valid regular expression: {error}.") from None
+
+
+def _search(
+    pattern: regex.Pattern[str], files: Sequence[tuple[str, str, str]], limit: int
+) -> tuple[list[GrepMatch], bool]:
+    """Matching lines in path order, under a hard time budget (patterns come from a model)."""
+    deadline = time.monotonic() + SEARCH_SECONDS
+    matches: list[GrepMatch] = []
+    try:
+        for path, text, version in files:
+            for number, line in enumerate(text.splitlines(), start=1):
+                if pattern.search(line, concurrent=True, timeout=max(deadline - time.monotonic(), 0.001)):
+                    if len(matches) == limit:
+                        return matches, True
+                    matches.append(GrepMatch(path=path, line=number, text=line, version=version))
+    except TimeoutError:
+        raise MemoryStoreError(
+            "invalid_pattern",
+            f"The pattern took over {SEARCH_SECONDS:g} s to match; simplify it (avoid nested repetition like (a|aa)+).",
+        ) from None
+    return matches, False

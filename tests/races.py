@@ -1,0 +1,109 @@
+"""Workers that race in separate OS processes on one memory, and the harness that starts them together."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from multiprocessing.synchronize import Barrier
+
+from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, open_store
+
+RETRIABLE = ("version_mismatch", "read_conflict")
+
+
+def run_processes(target: Callable[..., object], arguments: Sequence[tuple[object, ...]]) -> list[object]:
+    """Run `target(barrier, queue, *args)` once per argument tuple, each in its own spawned process."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(len(arguments))
+    results = context.Queue()
+    processes = [context.Process(target=target, args=(barrier, results, *args)) for args in arguments]
+    for process in processes:
+        process.start()
+    collected = [results.get(timeout=240) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0, f"a racing process failed with exit code {process.exitcode}"
+    failures = [result for result in collected if isinstance(result, str)]
+    assert not failures, failures
+    return collected
+
+
+def increment(barrier: Barrier, results: multiprocessing.Queue[object], url: str, rounds: int) -> None:
+    """Read-modify-write `counter` `rounds` times, retrying lost compare-and-swaps; report the retries.
+
+    Every round all processes read, meet at the barrier, then write: each round is a real race.
+    """
+    _report(results, lambda: _increment(barrier, url, rounds))
+
+
+async def _increment(barrier: Barrier, url: str, rounds: int) -> int:
+    origin = Origin(run_id=f"increment-{os.getpid()}")
+    retries = 0
+    async with open_store(url) as store:
+        for _ in range(rounds):
+            current = await _read(store, "counter")
+            barrier.wait()
+            while True:
+                value = int(current.text) if current is not None else 0
+                expected = current.version if current is not None else None
+                try:
+                    await store.write("counter", str(value + 1), expected=expected, origin=origin)
+                    break
+                except MemoryStoreError as error:
+                    if error.code not in RETRIABLE:
+                        raise
+                    retries += 1
+                    current = error.current
+            barrier.wait()
+    return retries
+
+
+def toggle(
+    barrier: Barrier, results: multiprocessing.Queue[object], url: str, mine: str, other: str, rounds: int
+) -> None:
+    """Turn `mine` on only while `other` is off (read as a dependency), and off again; report commits.
+
+    All processes read, meet at the barrier, then write, so every round races the two decisions.
+    """
+    _report(results, lambda: _toggle(barrier, url, mine, other, rounds))
+
+
+async def _toggle(barrier: Barrier, url: str, mine: str, other: str, rounds: int) -> int:
+    origin = Origin(run_id=f"toggle-{os.getpid()}")
+    committed = 0
+    async with open_store(url) as store:
+        for _ in range(rounds):
+            own, theirs = await store.read(mine), await store.read(other)
+            barrier.wait()
+            if own.text == "on" or theirs.text == "off":
+                text = "off" if own.text == "on" else "on"
+                try:
+                    await store.write(
+                        mine, text, expected=own.version, origin=origin, dependencies={other: theirs.version}
+                    )
+                    committed += 1
+                except MemoryStoreError as error:
+                    if error.code not in RETRIABLE:
+                        raise
+            barrier.wait()
+    return committed
+
+
+async def _read(store: LogFileStore, path: str) -> FileText | None:
+    try:
+        return await store.read(path)
+    except MemoryStoreError as error:
+        if error.code != "not_found":
+            raise
+        return None
+
+
+def _report(results: multiprocessing.Queue[object], work: Callable[[], object]) -> None:
+    try:
+        results.put(asyncio.run(work()))  # type: ignore[arg-type]
+    except BaseException as error:
+        results.put(f"{type(error).__name__}: {error}")

@@ -1,0 +1,227 @@
+"""The commit log protocol: request counts, catch-up, checkpoints, ambiguity, and integrity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.log import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
+from bucket_memory.objects import MemoryObjectStore
+
+from .helpers import CountingObjectStore, ScriptedFaults, replay
+
+ORIGIN = Origin(run_id="run", principal_id="me", tool_call_id="call")
+
+
+async def warm(counted: CountingObjectStore, **options: object) -> LogFileStore:
+    store = LogFileStore(counted, options=LogOptions(**options))  # type: ignore[arg-type]
+    await store.list()
+    counted.reset()
+    return store
+
+
+async def test_uncontended_write_is_one_create_and_fresh_read_one_get() -> None:
+    counted = CountingObjectStore(MemoryObjectStore())
+    store = await warm(counted)
+    version = await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    assert dict(counted.calls) == {"create": 1}
+    await store.write("a.md", "b", expected=version, origin=ORIGIN)
+    assert dict(counted.calls) == {"create": 2}
+    for read in (
+        store.list(),
+        store.read("a.md"),
+        store.changes("1"),
+        store.search("b", regex=False, case_sensitive=False, path="", limit=5),
+    ):
+        counted.reset()
+        await read
+        assert dict(counted.calls) == {"get": 1}, "a fresh read is one probe of the next seq"
+
+
+async def test_bounded_staleness_skips_the_probe() -> None:
+    counted = CountingObjectStore(MemoryObjectStore())
+    store = await warm(counted, max_staleness=3600)
+    await store.list()
+    await store.changes("0")
+    assert counted.total == 0
+
+
+async def test_a_lost_race_catches_up_and_commits_next() -> None:
+    objects = MemoryObjectStore()
+    counted = CountingObjectStore(objects)
+    one, two = LogFileStore(objects), await warm(counted)
+    await one.write("a.md", "a", expected=None, origin=ORIGIN)
+    await one.write("b.md", "b", expected=None, origin=ORIGIN)
+    assert await two.write("c.md", "c", expected=None, origin=ORIGIN) == "3"
+    # lose at 1, read the winner, list after it and fetch 2, create at 3
+    assert dict(counted.calls) == {"create": 2, "get": 2, "list": 1}
+
+
+@pytest.mark.parametrize("fault", ["before", "lost_reply"])
+async def test_an_ambiguous_create_is_settled_by_the_commit_id(fault: str) -> None:
+    objects = MemoryObjectStore()
+    faulty = ScriptedFaults(objects, fail=lambda key, attempt: fault if attempt == 1 else None)
+    store = LogFileStore(faulty)
+    assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"
+    assert await store.write("a.md", "b", expected="1", origin=ORIGIN) == "2"
+    state, commits = await replay(objects)
+    assert [commit.seq for commit in commits] == [1, 2]
+    assert state.files["a.md"].text == "b"
+
+
+async def test_a_commit_that_never_confirms_is_fenced_and_reported_as_not_written() -> None:
+    objects = MemoryObjectStore()
+    faulty = ScriptedFaults(objects, fail=lambda key, attempt: "before" if key == log_key(1) and attempt <= 6 else None)
+    store = LogFileStore(faulty)
+    with pytest.raises(MemoryStoreError) as caught:
+        await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    assert caught.value.code == "unavailable"
+    state, commits = await replay(objects)
+    assert state.files == {} and commits[0].changes == (), "a fence, not our write, holds seq 1"
+    assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "2"
+
+
+async def test_a_write_whose_reply_is_always_lost_is_still_reported_done() -> None:
+    objects = MemoryObjectStore()
+    faulty = ScriptedFaults(objects, fail=lambda key, attempt: "lost_reply" if key == log_key(1) else None)
+    store = LogFileStore(faulty)
+    assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"
+    assert [commit.seq for commit in (await replay(objects))[1]] == [1]
+
+
+async def test_checkpoints_bound_the_cold_start() -> None:
+    objects = MemoryObjectStore()
+    options = LogOptions(checkpoint_min_commits=4, checkpoint_max_commits=10)
+    store = LogFileStore(objects, options=options)
+    version = await store.write("big.md", "x" * 1000, expected=None, origin=ORIGIN)
+    for round in range(25):
+        version = await store.write("big.md", f"{round}" * 1000, expected=version, origin=ORIGIN)
+    checkpoints = [info.key for info in await objects.list(CHECKPOINT_PREFIX)]
+    assert checkpoints, "rewriting the live size several times over writes checkpoints"
+    newest = int(checkpoints[-1].rpartition("/")[2].split(".")[0])
+    counted = CountingObjectStore(objects)
+    cold = LogFileStore(counted, options=options)
+    assert (await cold.read("big.md")).text == "24" * 1000
+    commits_after = 26 - newest
+    assert counted.calls == {"list": 2, "get": 1 + commits_after}
+
+
+async def test_a_young_memory_does_not_checkpoint_every_commit() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    for index in range(20):
+        await store.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+    assert await objects.list(CHECKPOINT_PREFIX) == []
+
+
+async def test_purge_writes_a_checkpoint_and_cold_start_uses_it() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    await store.purge()
+    assert [info.key for info in await objects.list(CHECKPOINT_PREFIX)] == [checkpoint_key(2)]
+    cold = LogFileStore(objects)
+    assert await cold.list() == []
+    assert isinstance(await cold.changes("1"), FullResync)
+    assert await cold.changes("2") == Changes(cursor="2", paths=())
+
+
+async def test_dropped_tombstones_raise_the_floor() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(
+        objects, options=LogOptions(max_tombstones=2, checkpoint_min_commits=1000, checkpoint_max_commits=8)
+    )
+    for index in range(4):
+        version = await store.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+        await store.delete(f"f{index}.md", expected=version, origin=ORIGIN)
+    cold = LogFileStore(objects)
+    assert isinstance(await cold.changes("3"), FullResync), "the tombstone of f1 (seq 4) was dropped"
+    feed = await cold.changes("6")
+    assert isinstance(feed, Changes) and feed.paths == ("f3.md",)
+
+
+def corrupt_cases() -> list[tuple[str, bytes]]:
+    return [("truncated", b'{"kind": "commit", "form'), ("not json", b"\x00\xff garbage"), ("empty", b"")]
+
+
+@pytest.mark.parametrize(("case", "payload"), corrupt_cases())
+async def test_a_corrupt_commit_is_refused_by_name(case: str, payload: bytes) -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    objects.objects[log_key(2)] = (payload, objects.clock)
+    await assert_refused(objects, log_key(2))
+
+
+async def test_a_tampered_commit_fails_its_hash() -> None:
+    objects = MemoryObjectStore()
+    await LogFileStore(objects).write("a.md", "a", expected=None, origin=ORIGIN)
+    body = json.loads(objects.objects[log_key(1)][0])
+    body["changes"][0]["text"] = "evil"
+    objects.objects[log_key(1)] = (json.dumps(body).encode(), objects.clock)
+    await assert_refused(objects, log_key(1))
+
+
+async def test_a_foreign_or_out_of_chain_commit_is_refused() -> None:
+    mine, theirs = MemoryObjectStore(), MemoryObjectStore()
+    for objects, text in ((mine, "mine"), (theirs, "theirs")):
+        store = LogFileStore(objects)
+        await store.write("a.md", text, expected=None, origin=ORIGIN)
+        await store.write("b.md", text, expected=None, origin=ORIGIN)
+    mine.objects[log_key(2)] = theirs.objects[log_key(2)]  # valid on its own, but follows another commit 1
+    await assert_refused(mine, log_key(2))
+    mine.objects[log_key(3)] = mine.objects[log_key(1)]  # a commit under the wrong key
+    mine.objects.pop(log_key(2))
+    await assert_refused(mine, log_key(3))
+
+
+async def test_a_stray_key_under_log_is_refused() -> None:
+    objects = MemoryObjectStore()
+    await LogFileStore(objects).write("a.md", "a", expected=None, origin=ORIGIN)
+    objects.objects["log/notes.txt"] = (b"hello", objects.clock)
+    await assert_refused(objects, "log/notes.txt")
+
+
+async def test_a_corrupt_checkpoint_is_refused() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    await store.purge()
+    data, modified = objects.objects[checkpoint_key(2)]
+    objects.objects[checkpoint_key(2)] = (data.replace(b'"floor":2', b'"floor":0'), modified)
+    await assert_refused(objects, checkpoint_key(2))
+
+
+async def assert_refused(objects: MemoryObjectStore, key: str) -> None:
+    """A fresh store serves nothing past the corrupt object and writes nothing over history."""
+    before = dict(objects.objects)
+    store = LogFileStore(objects)
+    for operation in (store.list(), store.write("new.md", "n", expected=None, origin=ORIGIN)):
+        with pytest.raises(CorruptObjectError) as caught:
+            await operation
+        assert caught.value.code == "unavailable"
+        assert caught.value.key == key and key in str(caught.value)
+    assert objects.objects == before
+
+
+async def test_a_warm_store_refuses_a_corrupt_successor() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    objects.objects[log_key(2)] = (b"{}", objects.clock)
+    with pytest.raises(CorruptObjectError):
+        await store.write("a.md", "b", expected="1", origin=ORIGIN)
+    with pytest.raises(CorruptObjectError):
+        await store.read("a.md")
+    assert objects.objects[log_key(2)][0] == b"{}"
+
+
+def test_commit_encoding_round_trips() -> None:
+    from bucket_memory.log import Delete, Move, Purge, Write
+
+    commit = Commit.create(7, "ab" * 32, [Write("é.md", "ü\n"), Delete("x"), Move("a", "b"), Purge()], ORIGIN)
+    decoded = Commit.decode("memory://t", log_key(7), commit.encode())
+    assert decoded == commit
