@@ -1,27 +1,93 @@
-"""Backends every contract test runs on; a factory opens another store on the same memory."""
+"""Backends every contract test runs on, and the emulators the cloud ones talk to over HTTP.
+
+The S3 backend reaches a moto server through the real aiobotocore client; the GCS backend reaches
+fake-gcs-server through the real google-cloud-storage client. Both servers start once per session.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.emulators import fake_gcs_server, moto_server
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 
 type StoreFactory = Callable[..., LogFileStore]
 
-BACKENDS = ["memory", "local"]
+BUCKET = "bucket-memory-tests"
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto server with the test bucket, reachable the standard way: AWS_ENDPOINT_URL and credentials."""
+    with moto_server() as url, pytest.MonkeyPatch.context() as environment:
+        environment.setenv("AWS_ENDPOINT_URL", url)
+        environment.setenv("AWS_ACCESS_KEY_ID", "testing")
+        environment.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        environment.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        environment.delenv("AWS_PROFILE", raising=False)
+        import botocore.session
+
+        botocore.session.get_session().create_client("s3").create_bucket(Bucket=BUCKET)
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    """A fake-gcs-server with the test bucket, reachable through STORAGE_EMULATOR_HOST."""
+    with fake_gcs_server() as url, pytest.MonkeyPatch.context() as environment:
+        environment.setenv("STORAGE_EMULATOR_HOST", url)
+        from google.cloud import storage
+
+        client = storage.Client()
+        client.create_bucket(BUCKET)
+        client.close()
+        yield url
+
+
+@pytest.fixture
+async def s3_client(s3_endpoint: str) -> AsyncIterator[Any]:
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client("s3") as client:
+        yield client
+
+
+@pytest.fixture
+def gcs_client(gcs_endpoint: str) -> Iterator[Any]:
+    from google.cloud import storage
+
+    client = storage.Client()
+    yield client
+    client.close()
+
+
+def unique_prefix() -> str:
+    return f"memories/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["memory", "local", "s3", "gcs"])
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     """One memory's objects on each backend."""
-    if request.param == "memory":
-        return MemoryObjectStore()
-    return LocalObjectStore(tmp_path / "memory")
+    match request.param:
+        case "memory":
+            return MemoryObjectStore()
+        case "local":
+            return LocalObjectStore(tmp_path / "memory")
+        case "s3":
+            from bucket_memory.s3 import S3ObjectStore
+
+            return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=BUCKET, prefix=unique_prefix())
+        case _:
+            from bucket_memory.gcs import GCSObjectStore
+
+            return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=BUCKET, prefix=unique_prefix())
 
 
 @pytest.fixture
@@ -39,3 +105,17 @@ def open_memory(objects: ObjectStore) -> StoreFactory:
 @pytest.fixture
 def store(open_memory: StoreFactory) -> LogFileStore:
     return open_memory()
+
+
+@pytest.fixture(params=["local", "s3", "gcs"])
+def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for `open_store` naming a fresh memory on each persistent backend."""
+    match request.param:
+        case "local":
+            return str(tmp_path / "memory")
+        case "s3":
+            request.getfixturevalue("s3_endpoint")
+            return f"s3://{BUCKET}/{unique_prefix()}"
+        case _:
+            request.getfixturevalue("gcs_endpoint")
+            return f"gs://{BUCKET}/{unique_prefix()}"

@@ -2,10 +2,11 @@
 
 from .log import LogOptions
 from .objects import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
-from .store import DEFAULT_MAX_BYTES, LocalFileStore, LogFileStore, open_store
+from .store import DEFAULT_MAX_BYTES, GCSFileStore, LocalFileStore, LogFileStore, S3FileStore, open_store
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "GCSFileStore",
     "LocalFileStore",
     "LocalObjectStore",
     "LogFileStore",
@@ -13,6 +14,7 @@ __all__ = [
     "MemoryObjectStore",
     "ObjectInfo",
     "ObjectStore",
+    "S3FileStore",
     "TransientError",
     "open_store",
 ]

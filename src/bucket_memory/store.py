@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import regex
@@ -200,6 +201,44 @@ class LocalFileStore(LogFileStore):
         super().__init__(LocalObjectStore(root), format=format, options=options, max_bytes=max_bytes)
 
 
+class S3FileStore(LogFileStore):
+    """A memory under `s3://bucket/prefix` through an aiobotocore S3 client that the caller owns and closes."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        bucket: str,
+        prefix: str = "",
+        format: FileFormat | None = None,
+        options: LogOptions | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        from .s3 import S3ObjectStore
+
+        objects = S3ObjectStore(client, bucket=bucket, prefix=prefix)
+        super().__init__(objects, format=format, options=options, max_bytes=max_bytes)
+
+
+class GCSFileStore(LogFileStore):
+    """A memory under `gs://bucket/prefix` through a google-cloud-storage client that the caller owns."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        bucket: str,
+        prefix: str = "",
+        format: FileFormat | None = None,
+        options: LogOptions | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        from .gcs import GCSObjectStore
+
+        objects = GCSObjectStore(client, bucket=bucket, prefix=prefix)
+        super().__init__(objects, format=format, options=options, max_bytes=max_bytes)
+
+
 @asynccontextmanager
 async def open_store(
     url: str | os.PathLike[str],
@@ -208,8 +247,68 @@ async def open_store(
     options: LogOptions | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> AsyncIterator[LogFileStore]:
-    """The memory at `url`: `file:///abs/path` or a plain path (s3:// and gs:// follow)."""
-    yield LocalFileStore(local_path(url), format=format, options=options, max_bytes=max_bytes)
+    """The memory at `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path.
+
+    Cloud clients come from the standard credential chains and honour `AWS_ENDPOINT_URL` and
+    `STORAGE_EMULATOR_HOST`; they are closed when the context exits.
+    """
+    settings: dict[str, Any] = {"format": format, "options": options, "max_bytes": max_bytes}
+    scheme = urlsplit(os.fspath(url)).scheme
+    if scheme == "s3":
+        bucket, prefix = bucket_and_prefix(os.fspath(url))
+        async with _s3_client() as client:
+            yield S3FileStore(client, bucket=bucket, prefix=prefix, **settings)
+    elif scheme == "gs":
+        bucket, prefix = bucket_and_prefix(os.fspath(url))
+        client = _gcs_client()
+        try:
+            yield GCSFileStore(client, bucket=bucket, prefix=prefix, **settings)
+        finally:
+            client.close()
+    else:
+        yield LocalFileStore(local_path(url), **settings)
+
+
+def bucket_and_prefix(url: str) -> tuple[str, str]:
+    """The bucket and key prefix of an `s3://` or `gs://` URL."""
+    parts = urlsplit(url)
+    if not parts.netloc or parts.query or parts.fragment:
+        raise MemoryStoreError(
+            "invalid_path", f"{url}: a bucket URL is {parts.scheme}://bucket/prefix, with no query or fragment."
+        )
+    return parts.netloc, unquote(parts.path).strip("/")
+
+
+@asynccontextmanager
+async def _s3_client() -> AsyncIterator[Any]:
+    try:
+        from aiobotocore.config import AioConfig
+        from aiobotocore.session import get_session
+    except ImportError:
+        raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
+    # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
+    # itself, so the SDK makes one attempt per request.
+    config = AioConfig(connect_timeout=5, read_timeout=20, retries={"total_max_attempts": 1})
+    async with get_session().create_client("s3", config=config) as client:
+        yield client
+
+
+def _gcs_client() -> Any:
+    try:
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.cloud import storage
+    except ImportError:
+        raise MemoryStoreError(
+            "unavailable", "gs:// needs google-cloud-storage: pip install 'bucket-memory[gcs]'."
+        ) from None
+    try:
+        return storage.Client()
+    except DefaultCredentialsError as error:
+        raise MemoryStoreError(
+            "forbidden",
+            f"No Google Cloud credentials: {error}. Run `gcloud auth application-default login` or set "
+            "GOOGLE_APPLICATION_CREDENTIALS.",
+        ) from None
 
 
 def local_path(url: str | os.PathLike[str]) -> Path:

