@@ -9,22 +9,23 @@ from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError,
 
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.log import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
+from bucket_memory.faults import Fault, Faults, FaultyObjectStore
 from bucket_memory.objects import MemoryObjectStore
 
-from .helpers import CountingObjectStore, ScriptedFaults, replay
+from .helpers import replay
 
 ORIGIN = Origin(run_id="run", principal_id="me", tool_call_id="call")
 
 
-async def warm(counted: CountingObjectStore, **options: object) -> LogFileStore:
+async def warm(counted: FaultyObjectStore, **options: object) -> LogFileStore:
     store = LogFileStore(counted, options=LogOptions(**options))  # type: ignore[arg-type]
     await store.list()
-    counted.reset()
+    counted.calls.clear()
     return store
 
 
 async def test_uncontended_write_is_one_create_and_fresh_read_one_get() -> None:
-    counted = CountingObjectStore(MemoryObjectStore())
+    counted = FaultyObjectStore(MemoryObjectStore())
     store = await warm(counted)
     version = await store.write("a.md", "a", expected=None, origin=ORIGIN)
     assert dict(counted.calls) == {"create": 1}
@@ -36,22 +37,22 @@ async def test_uncontended_write_is_one_create_and_fresh_read_one_get() -> None:
         store.changes("1"),
         store.search("b", regex=False, case_sensitive=False, path="", limit=5),
     ):
-        counted.reset()
+        counted.calls.clear()
         await read
         assert dict(counted.calls) == {"get": 1}, "a fresh read is one probe of the next seq"
 
 
 async def test_bounded_staleness_skips_the_probe() -> None:
-    counted = CountingObjectStore(MemoryObjectStore())
+    counted = FaultyObjectStore(MemoryObjectStore())
     store = await warm(counted, max_staleness=3600)
     await store.list()
     await store.changes("0")
-    assert counted.total == 0
+    assert counted.requests == 0
 
 
 async def test_a_lost_race_catches_up_and_commits_next() -> None:
     objects = MemoryObjectStore()
-    counted = CountingObjectStore(objects)
+    counted = FaultyObjectStore(objects)
     one, two = LogFileStore(objects), await warm(counted)
     await one.write("a.md", "a", expected=None, origin=ORIGIN)
     await one.write("b.md", "b", expected=None, origin=ORIGIN)
@@ -60,10 +61,12 @@ async def test_a_lost_race_catches_up_and_commits_next() -> None:
     assert dict(counted.calls) == {"create": 2, "get": 2, "list": 1}
 
 
-@pytest.mark.parametrize("fault", ["before", "lost_reply"])
-async def test_an_ambiguous_create_is_settled_by_the_commit_id(fault: str) -> None:
+@pytest.mark.parametrize("fault", ["fail_before", "lose_reply"])
+async def test_an_ambiguous_create_is_settled_by_the_commit_id(fault: Fault) -> None:
     objects = MemoryObjectStore()
-    faulty = ScriptedFaults(objects, fail=lambda key, attempt: fault if attempt == 1 else None)
+    faulty = FaultyObjectStore(
+        objects, Faults(script=lambda operation, key, n: fault if (operation, n) == ("create", 0) else None)
+    )
     store = LogFileStore(faulty)
     assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"
     assert await store.write("a.md", "b", expected="1", origin=ORIGIN) == "2"
@@ -74,7 +77,9 @@ async def test_an_ambiguous_create_is_settled_by_the_commit_id(fault: str) -> No
 
 async def test_a_commit_that_never_confirms_is_fenced_and_reported_as_not_written() -> None:
     objects = MemoryObjectStore()
-    faulty = ScriptedFaults(objects, fail=lambda key, attempt: "before" if key == log_key(1) and attempt <= 6 else None)
+    faulty = FaultyObjectStore(
+        objects, Faults(script=lambda operation, key, n: "fail_before" if operation == "create" and n < 6 else None)
+    )
     store = LogFileStore(faulty)
     with pytest.raises(MemoryStoreError) as caught:
         await store.write("a.md", "a", expected=None, origin=ORIGIN)
@@ -86,7 +91,10 @@ async def test_a_commit_that_never_confirms_is_fenced_and_reported_as_not_writte
 
 async def test_a_write_whose_reply_is_always_lost_is_still_reported_done() -> None:
     objects = MemoryObjectStore()
-    faulty = ScriptedFaults(objects, fail=lambda key, attempt: "lost_reply" if key == log_key(1) else None)
+    faulty = FaultyObjectStore(
+        objects,
+        Faults(script=lambda operation, key, n: "lose_reply" if (operation, key) == ("create", log_key(1)) else None),
+    )
     store = LogFileStore(faulty)
     assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"
     assert [commit.seq for commit in (await replay(objects))[1]] == [1]
@@ -102,7 +110,7 @@ async def test_checkpoints_bound_the_cold_start() -> None:
     checkpoints = [info.key for info in await objects.list(CHECKPOINT_PREFIX)]
     assert checkpoints, "rewriting the live size several times over writes checkpoints"
     newest = int(checkpoints[-1].rpartition("/")[2].split(".")[0])
-    counted = CountingObjectStore(objects)
+    counted = FaultyObjectStore(objects)
     cold = LogFileStore(counted, options=options)
     assert (await cold.read("big.md")).text == "24" * 1000
     commits_after = 26 - newest

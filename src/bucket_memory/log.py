@@ -319,6 +319,9 @@ class LogOptions:
     never by a GET probe, because compaction deletes objects below a checkpoint older than the
     grace period. A checkpoint is written after `checkpoint_min_commits` commits once the bytes
     committed since the last one reach the live size, and after `checkpoint_max_commits` always.
+    Compaction keeps at least `retain_commits` commits and those younger than `retain_seconds` as
+    history; with `auto_compact` the writer of a checkpoint compacts too. `clock` is the local
+    monotonic clock heads are aged by (tests replace it).
     """
 
     max_staleness: float = 0.0
@@ -326,8 +329,21 @@ class LogOptions:
     checkpoint_min_commits: int = 32
     checkpoint_max_commits: int = 512
     max_tombstones: int = 10_000
+    retain_commits: int = 1000
+    retain_seconds: float = 7 * 24 * 3600.0
+    auto_compact: bool = True
     commit_attempts: int = 64
     request_attempts: int = 6
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The outcome of a compaction: objects removed, and the checkpoint history now starts at (0: none)."""
+
+    floor: int
+    log_deleted: int
+    checkpoints_deleted: int
 
 
 class CommitLog:
@@ -345,15 +361,16 @@ class CommitLog:
         self.options = options or LogOptions()
         self._state: State | None = None
         self._confirmed_at = float("-inf")
+        self._clock = self.options.clock
         self._lock = asyncio.Lock()
 
     async def fresh_state(self) -> State:
         """The state at the head as of some moment during this call (or within `max_staleness`)."""
-        called = time.monotonic()
+        called = self._clock()
         async with self._lock:
             state = await self._loaded()
             # A confirmation sent after this call began is as good as our own probe.
-            if self._confirmed_at < called and time.monotonic() - self._confirmed_at > self.options.max_staleness:
+            if self._confirmed_at < called and self._clock() - self._confirmed_at > self.options.max_staleness:
                 await self._probe()
             return state
 
@@ -396,7 +413,7 @@ class CommitLog:
     async def _loaded(self) -> State:
         if self._state is None:
             await self._cold_start()
-        elif time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+        elif self._clock() - self._confirmed_at > self.options.grace_period / 2:
             await self._catch_up()
         return self._current()
 
@@ -405,16 +422,16 @@ class CommitLog:
         return self._state
 
     async def _ensure_recent(self) -> None:
-        if time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
             await self._catch_up()
 
     async def _probe(self) -> None:
         """Prove the cached head current with one GET of the next seq, catching up when it exists."""
-        if time.monotonic() - self._confirmed_at > self.options.grace_period / 2:
+        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
             await self._catch_up()
             return
         state = self._current()
-        sent = time.monotonic()
+        sent = self._clock()
         data = await self._get(log_key(state.head + 1))
         if data is None:
             self._confirmed_at = sent
@@ -425,7 +442,7 @@ class CommitLog:
     async def _catch_up(self) -> None:
         """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
         state = self._current()
-        sent = time.monotonic()
+        sent = self._clock()
         listed = await self._list(LOG_PREFIX, start_after=log_key(state.head))
         if listed and key_seq(listed[0].key) != state.head + 1:
             logger.info(
@@ -440,7 +457,7 @@ class CommitLog:
         """Load the newest checkpoint, then the log after it."""
         problem = "it kept changing (compaction running?)"
         for _ in range(self.options.request_attempts):
-            sent = time.monotonic()
+            sent = self._clock()
             checkpoints = [info for info in await self._list(CHECKPOINT_PREFIX) if key_seq(info.key) is not None]
             state = State(format=self.format)
             if checkpoints:
@@ -489,7 +506,7 @@ class CommitLog:
         """
         key, data = log_key(commit.seq), commit.encode()
         for attempt in range(self.options.request_attempts):
-            sent = time.monotonic()
+            sent = self._clock()
             try:
                 created = await self.objects.create(key, data)
             except TransientError:
@@ -529,7 +546,7 @@ class CommitLog:
         if existing is None:
             await self._catch_up()
             return False
-        return await self._settle(commit, key, existing, time.monotonic())
+        return await self._settle(commit, key, existing, self._clock())
 
     async def _settle(self, commit: Commit, key: str, existing: bytes, sent: float) -> bool:
         """Decide from the object at our key whether our create landed (a retried PUT may see 412)."""
@@ -558,6 +575,46 @@ class CommitLog:
             logger.warning("%s: checkpoint at %d not written: %s", self.objects.location, state.head, error)
             return
         state.checkpoint_seq, state.bytes_since_checkpoint = state.head, 0
+        if options.auto_compact:
+            try:
+                await self._compact()
+            except MemoryStoreError as error:
+                logger.warning("%s: compaction skipped: %s", self.objects.location, error)
+
+    async def compact(self) -> Compaction:
+        """Delete log and checkpoint objects below the newest checkpoint that is older than the grace
+        period and outside the history retention."""
+        async with self._lock:
+            await self._loaded()
+            await self._probe()
+            return await self._compact()
+
+    async def _compact(self) -> Compaction:
+        options, head = self.options, self._current().head
+        now = await self.objects.now()
+        log = [(seq, info) for info in await self._list(LOG_PREFIX) if (seq := key_seq(info.key)) is not None]
+        checkpoints = [
+            (seq, info) for info in await self._list(CHECKPOINT_PREFIX) if (seq := key_seq(info.key)) is not None
+        ]
+        retained = head - options.retain_commits + 1
+        young = [seq for seq, info in log if now - info.modified < options.retain_seconds]
+        if young:
+            retained = min(retained, min(young))
+        # The anchor is kept, log object included: a stale head listing after itself must meet it
+        # and see the gap, never an empty listing it would mistake for being current.
+        anchors = [seq for seq, info in checkpoints if seq <= retained and now - info.modified >= options.grace_period]
+        if not anchors:
+            return Compaction(floor=0, log_deleted=0, checkpoints_deleted=0)
+        anchor = max(anchors)
+        dead_log = [info.key for seq, info in log if seq < anchor]
+        dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
+        if dead_log or dead_checkpoints:
+            await retrying(
+                lambda: self.objects.delete(dead_checkpoints + dead_log),
+                what=f"Compacting {self.objects.location}",
+                attempts=options.request_attempts,
+            )
+        return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
 
     async def _get(self, key: str) -> bytes | None:
         return await retrying(

@@ -1,0 +1,124 @@
+"""An object layer that wraps any backend to count requests and inject faults, deterministically from a seed.
+
+For fault-injection tests and benchmarks: a request can fail before it reaches the store, land and
+then lose its reply, be answered with a throttling or conflict status, wait a fixed latency plus a
+random delay, or crash the caller (an exception the store never catches, as a process dying would).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .objects import ObjectInfo, ObjectStore, TransientError
+
+type Operation = Literal["get", "create", "list", "delete"]
+type Fault = Literal["fail_before", "lose_reply", "refuse", "crash_before", "crash_after"]
+
+
+class SimulatedCrash(BaseException):
+    """The caller died at this point: nothing after it runs, nothing catches it but the test."""
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """Probabilities of each fault per request, and the time a request takes.
+
+    `fail_before` never reaches the store; `lose_reply` (creates and deletes) reaches it and then
+    fails; `refuse` answers like a 409, 429 or 503 without reaching it. `script`, given the
+    operation, key and how many of that operation came before, names a fault for exactly that
+    request instead (the crashes are only scripted).
+    """
+
+    fail_before: float = 0.0
+    lose_reply: float = 0.0
+    refuse: float = 0.0
+    latency: float = 0.0
+    max_delay: float = 0.0
+    script: Callable[[Operation, str, int], Fault | None] | None = None
+
+
+class FaultyObjectStore:
+    """Wraps an object store: counts requests by operation and injects `Faults` drawn from `seed`."""
+
+    def __init__(self, inner: ObjectStore, faults: Faults | None = None, *, seed: int = 0) -> None:
+        self.inner = inner
+        self.faults = faults or Faults()
+        self.calls: Counter[Operation] = Counter()
+        self._random = random.Random(seed)
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    @property
+    def requests(self) -> int:
+        return sum(self.calls.values())
+
+    async def get(self, key: str) -> bytes | None:
+        fault = await self._before("get", key)
+        found = await self.inner.get(key)
+        self._after("get", key, fault)
+        return found
+
+    async def create(self, key: str, data: bytes) -> bool:
+        fault = await self._before("create", key)
+        created = await self.inner.create(key, data)
+        self._after("create", key, fault)
+        return created
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+        fault = await self._before("list", prefix)
+        found = await self.inner.list(prefix, start_after=start_after)
+        self._after("list", prefix, fault)
+        return found
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        fault = await self._before("delete", keys[0] if keys else "")
+        await self.inner.delete(keys)
+        self._after("delete", keys[0] if keys else "", fault)
+
+    async def now(self) -> float:
+        return await self.inner.now()
+
+    async def _before(self, operation: Operation, key: str) -> Fault | None:
+        """Count the request, decide its fault, and act out the part that comes before the store."""
+        faults = self.faults
+        fault = faults.script(operation, key, self.calls[operation]) if faults.script else None
+        self.calls[operation] += 1
+        if fault is None:
+            fault = self._draw(operation)
+        if fault == "crash_before":
+            raise SimulatedCrash(f"crash before {operation} {key}")
+        delay = faults.latency + (self._random.uniform(0, faults.max_delay) if faults.max_delay else 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if fault == "fail_before":
+            raise TransientError(f"injected: {operation} {key} failed before reaching the store")
+        if fault == "refuse":
+            status = self._random.choice(["409 ConditionalRequestConflict", "429 TooManyRequests", "503 SlowDown"])
+            raise TransientError(f"injected: {operation} {key} answered {status}")
+        return fault
+
+    def _after(self, operation: Operation, key: str, fault: Fault | None) -> None:
+        if fault == "crash_after":
+            raise SimulatedCrash(f"crash after {operation} {key}")
+        if fault == "lose_reply":
+            raise TransientError(f"injected: {operation} {key} was applied, its reply lost")
+
+    def _draw(self, operation: Operation) -> Fault | None:
+        faults, draw = self.faults, self._random.random()
+        if draw < faults.fail_before:
+            return "fail_before"
+        draw -= faults.fail_before
+        if draw < faults.refuse:
+            return "refuse"
+        draw -= faults.refuse
+        if operation in ("create", "delete") and draw < faults.lose_reply:
+            return "lose_reply"
+        return None
