@@ -68,12 +68,23 @@ async def test_gcs_request_counts(gcs_client: Any) -> None:
 @pytest.mark.parametrize("scheme", ["s3", "gs"])
 async def test_a_missing_bucket_is_named(scheme: str, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("s3_endpoint" if scheme == "s3" else "gcs_endpoint")
-    async with open_store(f"{scheme}://no-such-bucket-here/memory") as store:
+    with pytest.raises(MemoryStoreError) as caught:
+        async with open_store(f"{scheme}://no-such-bucket-here/memory"):
+            pass
+    assert caught.value.code == "unavailable"
+    assert "no-such-bucket-here" in str(caught.value) and "does not exist" in str(caught.value)
+
+
+async def test_a_store_on_a_missing_bucket_names_it(s3_client: Any, gcs_client: Any) -> None:
+    for store in (
+        S3FileStore(s3_client, bucket="no-such-bucket-here", prefix="memory"),
+        GCSFileStore(gcs_client, bucket="no-such-bucket-here", prefix="memory"),
+    ):
         for operation in (store.list(), store.write("a.md", "a", expected=None, origin=ORIGIN)):
             with pytest.raises(MemoryStoreError) as caught:
                 await operation
             assert caught.value.code == "unavailable"
-            assert "no-such-bucket-here" in str(caught.value) and "does not exist" in str(caught.value)
+            assert "no-such-bucket-here" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -141,8 +152,8 @@ async def test_cloud_failures_become_store_errors(
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        async with open_store(f"{scheme}://guarded-bucket/memory") as store:
-            with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(MemoryStoreError) as caught:
+            async with open_store(f"{scheme}://guarded-bucket/memory") as store:
                 await store.write("a.md", "a", expected=None, origin=ORIGIN)
     assert caught.value.code == code
     assert "guarded-bucket" in str(caught.value)

@@ -8,8 +8,8 @@ import pytest
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.log import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
 from bucket_memory.faults import Fault, Faults, FaultyObjectStore
+from bucket_memory.log import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
 from bucket_memory.objects import MemoryObjectStore
 
 from .helpers import replay

@@ -120,4 +120,9 @@ class GCSObjectStore:
 
 
 def _message(error: Exception) -> str:
-    return str(getattr(error, "message", None) or error)
+    """The server's own words, without the SDK's request dump."""
+    if isinstance(error, api.GoogleAPICallError):
+        details = [item.get("message") for item in error.errors or () if isinstance(item, dict)]
+        reason = next((detail for detail in details if detail), None) or error.message.split(":", 1)[0]
+        return f"HTTP {error.code}: {reason}"
+    return str(error)

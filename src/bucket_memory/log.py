@@ -9,6 +9,7 @@ reads a bounded number of objects. docs/design.md gives the argument for each ru
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -310,6 +311,18 @@ class State:
 type Plan = Callable[[State], Sequence[Change]]
 
 
+class _Overtaken(Exception):
+    """The key this writer meant to create lies below what compaction has already removed."""
+
+
+def _unconfirmed(location: str, seq: int) -> MemoryStoreError:
+    return MemoryStoreError(
+        "write_unconfirmed",
+        f"{location} did not confirm a commit near seq {seq}; the write may or may not have happened. "
+        "Read the file before trying again.",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LogOptions:
     """Tuning of one memory's log.
@@ -500,62 +513,77 @@ class CommitLog:
     async def _create(self, commit: Commit) -> bool:
         """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did.
 
-        Any failure leaves the outcome unknown, so the key is read back and the commit id
+        A failed request leaves the outcome unknown, so the key is read back and the commit id
         compared. When requests keep failing, a fence (an empty commit at the same seq) settles
         it: once the fence lands our commit never can, so reporting failure is truthful.
         """
-        key, data = log_key(commit.seq), commit.encode()
+        doubtful = False
         for attempt in range(self.options.request_attempts):
-            sent = self._clock()
             try:
-                created = await self.objects.create(key, data)
-            except TransientError:
-                await asyncio.sleep(random.uniform(0, 0.05 * 2**attempt))
-                existing = await self._get(key)
-                if existing is None:
-                    continue
-                return await self._settle(commit, key, existing, sent)
-            if created:
-                self._confirmed_at = sent
-                return True
-            existing = await self._get(key)
-            if existing is None:
-                # Refused yet absent: deleted under a head older than we knew. Never re-create it.
-                await self._catch_up()
-                return False
-            return await self._settle(commit, key, existing, sent)
+                holder, sent = await self._place(commit)
+            except _Overtaken:
+                return await self._overtaken(doubtful)
+            if holder is not None:
+                return await self._settle(commit, holder, sent)
+            doubtful = True
+            await asyncio.sleep(random.uniform(0, 0.05 * 2**attempt))
         fence = Commit.create(commit.seq, commit.prev, (), Origin(run_id="bucket-memory:fence"))
-        try:
-            fenced = await retrying(
-                lambda: self.objects.create(key, fence.encode()),
-                what=f"Fencing {key}",
-                attempts=self.options.request_attempts,
-            )
-        except MemoryStoreError:
-            raise MemoryStoreError(
-                "write_unconfirmed",
-                f"{self.objects.location} did not confirm {key}; the write may or may not have happened. "
-                "Read the file before trying again.",
-            ) from None
-        if fenced:
-            self._current().apply(fence, self.objects.location)
-            raise MemoryStoreError(
-                "unavailable", f"{self.objects.location} kept failing; nothing was written. Try again later."
-            )
-        existing = await self._get(key)
-        if existing is None:
-            await self._catch_up()
-            return False
-        return await self._settle(commit, key, existing, self._clock())
+        for attempt in range(self.options.request_attempts):
+            try:
+                holder, sent = await self._place(fence)
+            except _Overtaken:
+                return await self._overtaken(doubtful)
+            if holder is not None and holder.id == fence.id:
+                self._current().apply(fence, self.objects.location)
+                self._confirmed_at = sent
+                raise MemoryStoreError(
+                    "unavailable", f"{self.objects.location} kept failing; nothing was written. Try again later."
+                )
+            if holder is not None:
+                return await self._settle(commit, holder, sent)
+            await asyncio.sleep(random.uniform(0, 0.05 * 2**attempt))
+        raise _unconfirmed(self.objects.location, commit.seq)
 
-    async def _settle(self, commit: Commit, key: str, existing: bytes, sent: float) -> bool:
-        """Decide from the object at our key whether our create landed (a retried PUT may see 412)."""
-        winner = Commit.decode(self.objects.location, key, existing)
-        if winner.id == commit.id:
+    async def _place(self, commit: Commit) -> tuple[Commit | None, float]:
+        """One attempt to create the commit's key: the commit the key then holds (None: still free), and
+        when the attempt was sent. A head too old to trust is first re-confirmed by listing."""
+        key = log_key(commit.seq)
+        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
+            sent = self._clock()
+            listed = await self._list(LOG_PREFIX, start_after=log_key(commit.seq - 1))
+            if listed and listed[0].key != key:
+                raise _Overtaken
+            if listed:
+                return await self._holder(key), sent
+            self._confirmed_at = sent
+        sent = self._clock()
+        try:
+            if await self.objects.create(key, commit.encode()):
+                return commit, sent
+        except TransientError:
+            data = await self._get(key)
+            return (Commit.decode(self.objects.location, key, data) if data is not None else None), sent
+        return await self._holder(key), sent
+
+    async def _holder(self, key: str) -> Commit:
+        data = await self._get(key)
+        if data is None:
+            raise _Overtaken  # refused yet absent: deleted under a head older than we knew
+        return Commit.decode(self.objects.location, key, data)
+
+    async def _overtaken(self, doubtful: bool) -> bool:
+        """Compaction passed our head: reload. If an earlier attempt may have landed, its fate is lost with it."""
+        await self._cold_start()
+        if doubtful:
+            raise _unconfirmed(self.objects.location, self._current().head)
+        return False
+
+    async def _settle(self, commit: Commit, holder: Commit, sent: float) -> bool:
+        """Ours if the key holds our commit id (a retried PUT may see 412), else apply the winner and catch up."""
+        if holder.id == commit.id:
             self._confirmed_at = sent
             return True
-        state = self._current()
-        state.apply(winner, self.objects.location)
+        self._current().apply(holder, self.objects.location)
         await self._catch_up()
         return False
 
@@ -608,12 +636,14 @@ class CommitLog:
         anchor = max(anchors)
         dead_log = [info.key for seq, info in log if seq < anchor]
         dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
-        if dead_log or dead_checkpoints:
-            await retrying(
-                lambda: self.objects.delete(dead_checkpoints + dead_log),
-                what=f"Compacting {self.objects.location}",
-                attempts=options.request_attempts,
-            )
+        # Log first: a compaction that dies between the two leaves old checkpoints, which cost nothing.
+        for dead in (dead_log, dead_checkpoints):
+            if dead:
+                await retrying(
+                    functools.partial(self.objects.delete, dead),
+                    what=f"Compacting {self.objects.location}",
+                    attempts=options.request_attempts,
+                )
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
 
     async def _get(self, key: str) -> bytes | None:

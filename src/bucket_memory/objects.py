@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import errno
+import logging
 import os
 import random
+import secrets
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +24,8 @@ from typing import Protocol, runtime_checkable
 from a13n_harness.providers.memory import MemoryStoreError
 
 _STAGING = ".staging"
+
+logger = logging.getLogger(__name__)
 
 
 class TransientError(Exception):
@@ -80,6 +84,28 @@ async def retrying[T](
                 ) from None
             await asyncio.sleep(random.uniform(0, base_delay * 2**attempt))
     raise AssertionError("unreachable")
+
+
+async def check_create_only(objects: ObjectStore) -> None:
+    """Refuse an endpoint that does not enforce create-only writes, by creating one key twice.
+
+    Some endpoints and emulators silently ignore conditional headers; on them two writers could
+    both commit the same seq and one would vanish, so the store must not run there at all.
+    """
+    key = f"doctor/{secrets.token_hex(8)}.json"
+    first = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
+    second = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
+    try:
+        await retrying(lambda: objects.delete([key]), what=f"Cleaning up {objects.location}/{key}")
+    except MemoryStoreError as error:
+        logger.warning("could not delete %s/%s: %s", objects.location, key, error)
+    if not first or second:
+        raise MemoryStoreError(
+            "unavailable",
+            f"{objects.location} does not enforce create-only writes: a second create of {key} was not refused. "
+            "Concurrent writers would overwrite each other's commits there, so bucket-memory refuses to use it. "
+            "Use an endpoint that honours If-None-Match: * (S3) or ifGenerationMatch=0 (GCS).",
+        )
 
 
 class LocalObjectStore:

@@ -28,7 +28,7 @@ from a13n_harness.providers.memory import (
 )
 
 from .log import Change, CommitLog, Delete, LogOptions, Move, Purge, State, Write
-from .objects import LocalObjectStore, ObjectStore
+from .objects import LocalObjectStore, ObjectStore, check_create_only
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 SEARCH_SECONDS = 2.0
@@ -257,16 +257,31 @@ async def open_store(
     if scheme == "s3":
         bucket, prefix = bucket_and_prefix(os.fspath(url))
         async with _s3_client() as client:
-            yield S3FileStore(client, bucket=bucket, prefix=prefix, **settings)
+            store: LogFileStore = S3FileStore(client, bucket=bucket, prefix=prefix, **settings)
+            await _checked(store, client.meta.endpoint_url)
+            yield store
     elif scheme == "gs":
         bucket, prefix = bucket_and_prefix(os.fspath(url))
         client = _gcs_client()
         try:
-            yield GCSFileStore(client, bucket=bucket, prefix=prefix, **settings)
+            store = GCSFileStore(client, bucket=bucket, prefix=prefix, **settings)
+            await _checked(store, os.environ.get("STORAGE_EMULATOR_HOST", "gcs"))
+            yield store
         finally:
             client.close()
     else:
         yield LocalFileStore(local_path(url), **settings)
+
+
+_CHECKED_ENDPOINTS: set[tuple[str, str]] = set()
+
+
+async def _checked(store: LogFileStore, endpoint: str) -> None:
+    """Check create-only writes once per endpoint and bucket in this process (a few requests per cold start)."""
+    bucket = store.location.split("/")[2]
+    if (endpoint, bucket) not in _CHECKED_ENDPOINTS:
+        await check_create_only(store.log.objects)
+        _CHECKED_ENDPOINTS.add((endpoint, bucket))
 
 
 def bucket_and_prefix(url: str) -> tuple[str, str]:

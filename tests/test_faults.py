@@ -1,0 +1,263 @@
+"""Nothing lost under faults: seeded random faults, crashes between steps, compaction, stale heads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from a13n_harness.providers.memory import Changes, MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
+from bucket_memory.log import CHECKPOINT_PREFIX, LOG_PREFIX, Move, Write, checkpoint_key
+from bucket_memory.objects import MemoryObjectStore, check_create_only
+
+from .helpers import replay
+
+ORIGIN = Origin(run_id="faults")
+PATHS = ("a.md", "b.md", "c.md", "d/e.md")
+
+
+@dataclass
+class Outcomes:
+    """What each writer was told: versions returned, and the unique texts of writes that raised."""
+
+    written: dict[str, str] = field(default_factory=dict)  # text -> version
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # (source, destination, version)
+    refused: set[str] = field(default_factory=set)  # texts of writes that raised
+    unconfirmed: set[str] = field(default_factory=set)
+
+
+async def random_writer(store: LogFileStore, name: str, operations: int, seed: int, outcomes: Outcomes) -> None:
+    chooser = random.Random(seed)
+    for index in range(operations):
+        path = chooser.choice(PATHS)
+        text = f"{name}-{index}\n"
+        try:
+            current = {entry.path: entry.version for entry in await store.list()}
+            action = chooser.random()
+            if path not in current:
+                outcomes.written[text] = await store.write(path, text, expected=None, origin=ORIGIN)
+            elif action < 0.6:
+                outcomes.written[text] = await store.write(path, text, expected=current[path], origin=ORIGIN)
+            elif action < 0.8:
+                destination = chooser.choice(PATHS)
+                version = await store.move(path, destination, expected=current[path], origin=ORIGIN)
+                outcomes.moved.append((path, destination, version))
+            else:
+                await store.delete(path, expected=current[path], origin=ORIGIN)
+        except MemoryStoreError as error:
+            (outcomes.unconfirmed if error.code == "write_unconfirmed" else outcomes.refused).add(text)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_faults_lose_nothing(seed: int) -> None:
+    await run_random_faults(seed, writers=4, operations=25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8, 208))
+async def test_random_faults_lose_nothing_at_scale(seed: int) -> None:
+    await run_random_faults(seed, writers=6, operations=60)
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Audited(MemoryObjectStore):
+    """A bucket with versioning, in effect: deleted objects stay readable to the audit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: dict[str, bytes] = {}
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            if key in self.objects:
+                self.deleted[key] = self.objects[key][0]
+        await super().delete(keys)
+
+    def everything(self) -> MemoryObjectStore:
+        """Every object ever created, live or deleted."""
+        audit = MemoryObjectStore("audit")
+        audit.objects = {key: (data, 0.0) for key, data in self.deleted.items()} | dict(self.objects)
+        return audit
+
+
+async def run_random_faults(seed: int, *, writers: int, operations: int) -> None:
+    objects = Audited()
+    clock = Clock()
+    faults = Faults(fail_before=0.08, lose_reply=0.08, refuse=0.04, max_delay=0.001)
+    options = LogOptions(
+        checkpoint_min_commits=3,
+        checkpoint_max_commits=9,
+        retain_commits=5,
+        retain_seconds=0,
+        grace_period=60,
+        clock=clock,
+    )
+    outcomes = Outcomes()
+    stores = [
+        LogFileStore(FaultyObjectStore(objects, faults, seed=seed * 100 + i), options=options) for i in range(writers)
+    ]
+
+    async def compactor() -> None:
+        for _ in range(5):
+            # Time passes for the server and the writers alike, so checkpoints age past the grace period
+            # and heads past half of it. (Clocks that disagree on the rate of time defeat any lease.)
+            objects.clock += 30
+            clock.now += 30
+            await asyncio.sleep(0.005)
+            with contextlib.suppress(MemoryStoreError):
+                await stores[0].log.compact()
+
+    await asyncio.gather(
+        *(random_writer(store, f"w{i}", operations, seed * 100 + i, outcomes) for i, store in enumerate(stores)),
+        compactor(),
+    )
+    state, commits = await replay(objects.everything())  # gap-free and hash-chained from seq 1
+    texts = {change.text: commit.seq for commit in commits for change in commit.changes if isinstance(change, Write)}
+    for text, version in outcomes.written.items():
+        assert texts.get(text) == int(version), f"write {text!r} returned {version} but the log disagrees"
+    for text in outcomes.refused:
+        assert text not in texts, f"write {text!r} raised but happened"
+    moves = {
+        (change.source, change.destination, str(commit.seq))
+        for commit in commits
+        for change in commit.changes
+        if isinstance(change, Move)
+    }
+    assert set(outcomes.moved) <= moves
+    assert len(texts) == sum(isinstance(c, Write) for commit in commits for c in commit.changes), "each write once"
+    fresh = LogFileStore(objects)
+    assert {entry.path: entry.version for entry in await fresh.list()} == {
+        path: str(live.version) for path, live in state.files.items()
+    }
+    for path, live in state.files.items():
+        assert (await fresh.read(path)).text == live.text
+
+
+async def test_an_endpoint_that_ignores_create_only_is_refused() -> None:
+    class Careless(MemoryObjectStore):
+        async def create(self, key: str, data: bytes) -> bool:
+            self.objects[key] = (data, self.clock)
+            return True
+
+    with pytest.raises(MemoryStoreError) as caught:
+        await check_create_only(Careless())
+    assert caught.value.code == "unavailable" and "does not enforce create-only" in str(caught.value)
+    await check_create_only(MemoryObjectStore())
+
+
+def crashing(operation: Operation, key_start: str, when: Fault) -> Faults:
+    fired: list[bool] = []
+
+    def script(op: Operation, key: str, n: int) -> Fault | None:
+        if op == operation and key.startswith(key_start) and not fired:
+            fired.append(True)
+            return when
+        return None
+
+    return Faults(script=script)
+
+
+async def test_a_writer_that_dies_after_its_commit_before_the_checkpoint_loses_nothing() -> None:
+    objects = MemoryObjectStore()
+    options = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=4)
+    store = LogFileStore(
+        FaultyObjectStore(objects, crashing("create", CHECKPOINT_PREFIX, "crash_before")), options=options
+    )
+    versions = [await store.write(f"f{i}.md", "x", expected=None, origin=ORIGIN) for i in range(3)]
+    with pytest.raises(SimulatedCrash):
+        await store.write("f3.md", "x", expected=None, origin=ORIGIN)
+    assert await objects.list(CHECKPOINT_PREFIX) == []
+    survivor = LogFileStore(objects, options=options)
+    assert [entry.version for entry in await survivor.list()] == [*versions, "4"]
+    for index in range(4, 8):
+        await survivor.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+    # The survivor counts from the last checkpoint that exists, and writes the one that was missed.
+    assert [info.key for info in await objects.list(CHECKPOINT_PREFIX)] == [checkpoint_key(5)]
+
+
+@pytest.mark.parametrize("when", ["crash_before", "crash_after"])
+async def test_a_compaction_that_dies_midway_leaves_a_loadable_memory(when: Fault) -> None:
+    objects = MemoryObjectStore()
+    options = LogOptions(
+        checkpoint_min_commits=1000,
+        checkpoint_max_commits=4,
+        retain_commits=0,
+        retain_seconds=0,
+        grace_period=10,
+        auto_compact=False,
+    )
+    store = LogFileStore(objects, options=options)
+    for index in range(10):
+        await store.write(f"f{index}.md", f"{index}", expected=None, origin=ORIGIN)
+    objects.clock += 11
+    dying = LogFileStore(FaultyObjectStore(objects, crashing("delete", "", when)), options=options)
+    with pytest.raises(SimulatedCrash):
+        await dying.log.compact()
+    after = LogFileStore(objects, options=options)
+    assert len(await after.list()) == 10
+    result = await after.log.compact()
+    assert result.floor == 8
+    assert next(info.key for info in await objects.list(LOG_PREFIX)).endswith("00000000000000000008.json")
+    assert len(await LogFileStore(objects, options=options).list()) == 10
+
+
+async def test_a_stale_writer_and_reader_never_act_on_a_compacted_head() -> None:
+    """A head older than half the grace period is re-confirmed by listing: a GET of the next seq
+    would answer 404 for a compacted key and look fresh, and the writer would commit below the
+    newest checkpoint where no reader looks."""
+    objects = MemoryObjectStore()
+    grace = 100.0
+    clock = Clock()
+    options = LogOptions(
+        grace_period=grace,
+        checkpoint_min_commits=1000,
+        checkpoint_max_commits=5,
+        retain_commits=0,
+        retain_seconds=0,
+        clock=clock,
+    )
+    sleeper = LogFileStore(objects, options=options)
+    reader = LogFileStore(objects, options=options)
+    await sleeper.write("shared.md", "v1", expected=None, origin=ORIGIN)
+    cursor = (await reader.changes(None)).cursor
+    assert (await reader.read("shared.md")).text == "v1"
+
+    busy = LogFileStore(
+        objects,
+        options=LogOptions(
+            grace_period=grace,
+            checkpoint_min_commits=1000,
+            checkpoint_max_commits=5,
+            retain_commits=0,
+            retain_seconds=0,
+        ),
+    )
+    for index in range(12):
+        await busy.write(f"other{index}.md", "x", expected=None, origin=ORIGIN)
+    objects.clock += grace + 1
+    await busy.write("late.md", "x", expected=None, origin=ORIGIN)
+    assert (await busy.log.compact()).floor == 10
+    assert await objects.get("log/00000000000000000002.json") is None, "the key after the sleepers' head is gone"
+
+    clock.now += grace / 2 + 1  # both slept past half the grace period
+    version = await sleeper.write("shared.md", "v2", expected="1", origin=ORIGIN)
+    assert version == "15"
+    feed = await reader.changes(cursor)
+    assert isinstance(feed, Changes) and "shared.md" in feed.paths and "late.md" in feed.paths
+    assert (await reader.read("shared.md")).text == "v2"
+    assert (await LogFileStore(objects).read("shared.md")).version == "15"
