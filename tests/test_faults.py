@@ -113,12 +113,14 @@ async def run_random_faults(seed: int, *, writers: int, operations: int) -> None
     ]
 
     async def compactor() -> None:
-        for _ in range(5):
+        for _ in range(15):
             # Time passes for the server and the writers alike, so checkpoints age past the grace period
-            # and heads past half of it. (Clocks that disagree on the rate of time defeat any lease.)
-            objects.clock += 30
-            clock.now += 30
-            await asyncio.sleep(0.005)
+            # and heads past half of it. The protocol assumes clocks that agree on the rate of time and
+            # requests that finish well within half the grace period; steps of a sixth of it, one per
+            # in-flight request at most, keep both true here (steps of half of it broke them).
+            objects.clock += 10
+            clock.now += 10
+            await asyncio.sleep(0.002)
             with contextlib.suppress(MemoryStoreError):
                 await stores[0].log.compact()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import random
@@ -250,7 +251,7 @@ class State:
         self.live_bytes += size
         self.changed.pop(path, None)
         self.changed[path] = seq
-        for directory in _parents(path):
+        for directory in parent_directories(path):
             self.directories[directory] = self.directories.get(directory, 0) + 1
 
     def _remove(self, path: str, seq: int | None) -> None:
@@ -258,7 +259,7 @@ class State:
         removed = self.files.pop(path, None)
         if removed is not None:
             self.live_bytes -= removed.size
-            for directory in _parents(path):
+            for directory in parent_directories(path):
                 if self.directories[directory] == 1:
                     del self.directories[directory]
                 else:
@@ -348,6 +349,14 @@ class LogOptions:
     commit_attempts: int = 64
     request_attempts: int = 6
     clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something `verify` found wrong with one object."""
+
+    key: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +503,11 @@ class CommitLog:
         )
 
     async def _apply_listed(self, state: State, listed: Sequence[ObjectInfo]) -> None:
+        for commit in await self._fetch(listed):
+            state.apply(commit, self.objects.location)
+
+    async def _fetch(self, listed: Sequence[ObjectInfo]) -> list[Commit]:
+        """The listed commits, read concurrently and decoded; a key the store never writes is refused."""
         location = self.objects.location
         for info in listed:
             if key_seq(info.key) is None:
@@ -507,8 +521,116 @@ class CommitLog:
                 raise MemoryStoreError("unavailable", f"{location}/{key} vanished while it was read; try again.")
             return Commit.decode(location, key, data)
 
-        for commit in await asyncio.gather(*(fetch(info.key) for info in listed)):
-            state.apply(commit, location)
+        return list(await asyncio.gather(*(fetch(info.key) for info in listed)))
+
+    async def history(self) -> list[Commit]:
+        """Every commit still in the log, oldest first, each checked to follow the one before."""
+        commits = await self._fetch(await self._list(LOG_PREFIX))
+        for before, after in itertools.pairwise(commits):
+            if after.seq != before.seq + 1:
+                raise CorruptObjectError(
+                    self.objects.location,
+                    log_key(after.seq),
+                    f"commits {before.seq + 1} to {after.seq - 1} are missing",
+                )
+            if after.prev != before.hash:
+                raise CorruptObjectError(
+                    self.objects.location,
+                    log_key(after.seq),
+                    f"it does not follow commit {before.seq} in the hash chain",
+                )
+        return commits
+
+    async def state_at(self, seq: int) -> State:
+        """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""
+        location = self.objects.location
+        for _ in range(self.options.request_attempts):
+            checkpoints = [
+                info.key for info in await self._list(CHECKPOINT_PREFIX) if (key_seq(info.key) or seq + 1) <= seq
+            ]
+            state = State(format=self.format)
+            if checkpoints:
+                data = await self._get(checkpoints[-1])
+                if data is None:
+                    continue  # compacted meanwhile
+                state = State.from_checkpoint(location, checkpoints[-1], data, self.format)
+            listed = [
+                info
+                for info in await self._list(LOG_PREFIX, start_after=log_key(state.head) if state.head else None)
+                if (key_seq(info.key) or 0) <= seq
+            ]
+            if state.head + len(listed) != seq or (listed and key_seq(listed[0].key) != state.head + 1):
+                first = await self._list(LOG_PREFIX)
+                start = key_seq(first[0].key) if first else None
+                raise MemoryStoreError(
+                    "not_found",
+                    f"Commit {seq} is not in the retained history of {location} (the log holds "
+                    f"{'nothing' if start is None else f'commits from {start}'}). "
+                    "`bucket-memory recover` rebuilds older states from bucket versioning.",
+                )
+            await self._apply_listed(state, listed)
+            return state
+        raise MemoryStoreError("unavailable", f"{location} kept changing while commit {seq} was rebuilt; try again.")
+
+    async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
+        """Read every object under the prefix and report what is not whole, chained and consistent.
+
+        Each commit must decode and follow the one before; each checkpoint must decode, name the
+        hash of its commit, and equal the state the log replays to at its seq.
+        """
+        problems: list[Problem] = []
+        log = await self._list(LOG_PREFIX)
+        checkpoint_infos = await self._list(CHECKPOINT_PREFIX)
+        total, done = len(log) + len(checkpoint_infos), 0
+        commits: dict[int, Commit] = {}
+        checkpoints: dict[int, State] = {}
+        for info in [*log, *checkpoint_infos]:
+            seq = key_seq(info.key)
+            data = await self._get(info.key)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            if seq is None or data is None:
+                problems.append(Problem(info.key, "a key the store never writes" if seq is None else "vanished"))
+                continue
+            try:
+                if info.key.startswith(LOG_PREFIX):
+                    commits[seq] = Commit.decode(self.objects.location, info.key, data)
+                else:
+                    checkpoints[seq] = State.from_checkpoint(self.objects.location, info.key, data, self.format)
+            except CorruptObjectError as error:
+                problems.append(Problem(info.key, str(error).split(" is corrupt ", 1)[-1].split(". The memory", 1)[0]))
+        seqs = sorted(commits)
+        for before, after in itertools.pairwise(seqs):
+            if after != before + 1:
+                problems.append(Problem(log_key(after), f"commits {before + 1} to {after - 1} are missing before it"))
+            elif commits[after].prev != commits[before].hash:
+                problems.append(Problem(log_key(after), f"it does not follow commit {before} in the hash chain"))
+        for seq, checkpoint in checkpoints.items():
+            if seq in commits and checkpoint.head_hash != commits[seq].hash:
+                problems.append(Problem(checkpoint_key(seq), f"it names another commit {seq} than the log holds"))
+            if seqs and seq > seqs[-1]:
+                problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {seqs[-1]}"))
+        if not problems and seqs:
+            problems.extend(self._replay_problems(commits, checkpoints))
+        return problems
+
+    def _replay_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
+        """Replay the retained log and compare the state with every checkpoint it passes."""
+        first = min(commits)
+        bases = [seq for seq in checkpoints if first - 1 <= seq]
+        if first == 1:
+            state = State(format=self.format)
+        elif bases:
+            state = _copy(checkpoints[min(bases)])
+        else:
+            return [Problem(log_key(first), "the log starts here but no checkpoint holds the state before it")]
+        problems: list[Problem] = []
+        for seq in range(state.head + 1, max(commits) + 1):
+            state.apply(commits[seq], self.objects.location)
+            if seq in checkpoints and _files(checkpoints[seq]) != _files(state):
+                problems.append(Problem(checkpoint_key(seq), "its files differ from the state the log replays to"))
+        return problems
 
     async def _create(self, commit: Commit) -> bool:
         """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did.
@@ -661,7 +783,20 @@ class CommitLog:
         )
 
 
-def _parents(path: str) -> Iterable[str]:
+def _files(state: State) -> dict[str, tuple[str, int]]:
+    return {path: (live.text, live.version) for path, live in state.files.items()}
+
+
+def _copy(state: State) -> State:
+    copied = State(format=state.format, head=state.head, head_hash=state.head_hash, floor=state.floor)
+    for path, live in state.files.items():
+        copied._add(path, live.text, live.version)
+    copied.changed = dict(state.changed)
+    return copied
+
+
+def parent_directories(path: str) -> Iterable[str]:
+    """The directories above a path, outermost first, each ending in "/"."""
     parts = path.split("/")[:-1]
     return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
 

@@ -6,10 +6,12 @@ import asyncio
 import builtins
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 import regex
@@ -27,7 +29,23 @@ from a13n_harness.providers.memory import (
     validate_path,
 )
 
-from .log import Change, CommitLog, Delete, LogOptions, Move, Purge, State, Write
+from .log import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    Change,
+    Commit,
+    CommitLog,
+    Compaction,
+    Delete,
+    LogOptions,
+    Move,
+    Problem,
+    Purge,
+    State,
+    Write,
+    key_seq,
+    parent_directories,
+)
 from .objects import LocalObjectStore, ObjectStore, check_create_only
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -156,6 +174,115 @@ class LogFileStore:
 
     async def purge(self) -> None:
         await self.log.commit(lambda state: (Purge(),), Origin(run_id="bucket-memory:purge"))
+
+    async def history(self, path: str | None = None) -> builtins.list[Revision]:
+        """Changes in the retained log, newest first; only those touching `path` when given (purges always)."""
+        wanted = validate_path(path, self.format) if path is not None else None
+        revisions: builtins.list[Revision] = []
+        for commit in await self.log.history():
+            for change in commit.changes:
+                for revision in _revisions(commit, change):
+                    if wanted is None or revision.path in (wanted, ""):
+                        revisions.append(revision)
+        return revisions[::-1]
+
+    async def read_at(self, path: str, version: str) -> FileText:
+        """The file as it was once commit `version` had landed (`not_found` if it did not exist then)."""
+        path = validate_path(path, self.format)
+        old = _file(await self.log.state_at(_seq(version)), path)
+        if old is None:
+            raise MemoryStoreError("not_found", f"{path} did not exist at version {version}.")
+        return old
+
+    async def seq_at(self, moment: datetime) -> int:
+        """The last commit made at or before `moment`, from the retained log."""
+        commits = await self.log.history()
+        before = [commit.seq for commit in commits if _time(commit.time) <= moment]
+        if not before:
+            floor = f"starts at {commits[0].time}" if commits else "is empty"
+            raise MemoryStoreError(
+                "not_found", f"The retained history of {self.location} {floor}; nothing before {moment}."
+            )
+        return before[-1]
+
+    async def restore(self, path: str, version: str, *, origin: Origin) -> str | None:
+        """Make `path` what it was at `version` with a new commit; its new version (None: deleted)."""
+        path = validate_path(path, self.format)
+        target = _file(await self.log.state_at(_seq(version)), path)
+        unchanged: list[str | None] = []
+
+        def plan(state: State) -> Sequence[Change]:
+            current = state.files.get(path)
+            if target is None:
+                unchanged.append(None)
+                return (Delete(path),) if current is not None else ()
+            if current is not None and current.text == target.text:
+                unchanged.append(str(current.version))
+                return ()
+            _check_room(state, path)
+            self._check_quota(state, len(target.text.encode()) - (current.size if current is not None else 0))
+            return (Write(path, target.text),)
+
+        seq = await self.log.commit(plan, origin)
+        return str(seq) if seq is not None and target is not None else (None if target is None else unchanged[-1])
+
+    async def rollback(self, seq: int, *, origin: Origin) -> int | None:
+        """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
+        target = await self.log.state_at(seq)
+        return await self.put_files(
+            {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
+        )
+
+    async def put_files(self, files: Mapping[str, str], *, replace: bool, origin: Origin) -> int | None:
+        """Write `files` (path to text) as one commit; with `replace`, delete every other file too.
+
+        Only files whose text differs are written; the new seq, or None when nothing differed.
+        """
+        checked = {validate_path(path, self.format): text for path, text in files.items()}
+        sizes = {path: _checked_size(text, self.format) for path, text in checked.items()}
+
+        def plan(state: State) -> Sequence[Change]:
+            deletes = [Delete(path) for path in sorted(state.files) if path not in checked] if replace else []
+            writes = [
+                Write(path, text)
+                for path, text in sorted(checked.items())
+                if path not in state.files or state.files[path].text != text
+            ]
+            after = {path: live.size for path, live in state.files.items()}
+            for delete in deletes:
+                del after[delete.path]
+            after.update((write.path, sizes[write.path]) for write in writes)
+            _check_tree(after, [write.path for write in writes])
+            self._check_quota(state, sum(after.values()) - state.live_bytes)
+            return [*deletes, *writes]
+
+        return await self.log.commit(plan, origin)
+
+    async def stats(self) -> Stats:
+        """Sizes and the shape of the log, for operators."""
+        state = await self.log.fresh_state()
+        log = await self.log.objects.list(LOG_PREFIX)
+        checkpoints = await self.log.objects.list(CHECKPOINT_PREFIX)
+        now = await self.log.objects.now()
+        return Stats(
+            files=len(state.files),
+            bytes=state.live_bytes,
+            max_bytes=self.max_bytes,
+            head=state.head,
+            commits=len(log),
+            history_floor=key_seq(log[0].key) if log else None,
+            checkpoints=len(checkpoints),
+            checkpoint=key_seq(checkpoints[-1].key) if checkpoints else None,
+            checkpoint_age=now - checkpoints[-1].modified if checkpoints else None,
+        )
+
+    async def compact(self) -> Compaction:
+        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
+        return await self.log.compact()
+
+    async def verify(self, progress: Callable[[int, int], None] | None = None) -> builtins.list[Problem]:
+        """Every problem with the objects under the prefix; empty when the memory is whole."""
+        return await self.log.verify(progress)
 
     async def search(
         self, pattern: str, *, regex: bool, case_sensitive: bool, path: str, limit: int
@@ -345,6 +472,67 @@ def local_path(url: str | os.PathLike[str]) -> Path:
     return Path(text)
 
 
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A memory at a glance: live files and bytes, the head, the retained log and the newest checkpoint."""
+
+    files: int
+    bytes: int
+    max_bytes: int
+    head: int
+    commits: int
+    history_floor: int | None
+    checkpoints: int
+    checkpoint: int | None
+    checkpoint_age: float | None
+
+
+type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge"]
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """One change to one file in the retained history: the version it made, when, by whom, and what.
+
+    `action` is write, delete, moved-in (from `other`), moved-out (to `other`), or purge (path "").
+    """
+
+    path: str
+    version: str
+    time: str
+    origin: Origin
+    action: RevisionAction
+    other: str | None = None
+    size: int | None = None
+
+
+def _revisions(commit: Commit, change: Change) -> builtins.list[Revision]:
+    def made(path: str, action: RevisionAction, other: str | None = None, size: int | None = None) -> Revision:
+        return Revision(path, str(commit.seq), commit.time, commit.origin, action, other, size)
+
+    match change:
+        case Write(path, text):
+            return [made(path, "write", size=len(text.encode()))]
+        case Delete(path):
+            return [made(path, "delete")]
+        case Move(source, destination):
+            return [made(destination, "moved-in", source), made(source, "moved-out", destination)]
+        case Purge():
+            return [made("", "purge")]
+
+
+def _seq(version: str) -> int:
+    if not (version.isascii() and version.isdecimal()):
+        raise MemoryStoreError(
+            "not_found", f"{version!r} is not a version of this store (versions are commit numbers)."
+        )
+    return int(version)
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
 def _file(state: State, path: str) -> FileText | None:
     live = state.files.get(path)
     return FileText(path=path, text=live.text, version=str(live.version)) if live is not None else None
@@ -395,6 +583,14 @@ def _check_room(state: State, path: str, *, leaving: str | None = None) -> None:
     )
     if blocked_by_directory or blocking_file is not None:
         raise MemoryStoreError("invalid_path", f"{path} conflicts with an existing file or directory of the same name.")
+
+
+def _check_tree(files: Mapping[str, int], written: Sequence[str]) -> None:
+    """`_check_room` for a planned set of files rather than a state: no path is both a file and a directory."""
+    directories = {directory for path in files for directory in parent_directories(path)}
+    for path in written:
+        if f"{path}/" in directories or any(directory[:-1] in files for directory in parent_directories(path)):
+            raise MemoryStoreError("invalid_path", f"{path} conflicts with a file or directory of the same name.")
 
 
 def _compile(pattern: str, is_regex: bool, case_sensitive: bool) -> regex.Pattern[str]:

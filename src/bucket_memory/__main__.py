@@ -1,0 +1,5 @@
+"""`python -m bucket_memory` runs the command line."""
+
+from .cli import app
+
+app()

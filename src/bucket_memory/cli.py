@@ -1,0 +1,292 @@
+"""The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
+
+Exit codes: 0 done; 1 `verify` or `doctor` found a problem; 2 the command line was wrong; 3 the
+store refused or failed (the message says why and what to do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import getpass
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from .store import LogFileStore, open_store
+
+app = typer.Typer(
+    name="bucket-memory",
+    help="Look after agent file memories kept in S3, GCS or a local directory.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+Url = Annotated[str, typer.Argument(help="s3://bucket/prefix, gs://bucket/prefix, file:///path or a path")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+EXIT_PROBLEMS, EXIT_STORE = 1, 3
+
+
+def _origin(command: str) -> Origin:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    return Origin(run_id=f"bucket-memory {command}", principal_id=user)
+
+
+def _run[T](work: Callable[[LogFileStore], Awaitable[T]], url: str) -> T:
+    """Open the memory, run `work` on it, and turn a store error into a message and exit code 3."""
+
+    async def opened() -> T:
+        async with open_store(url) as store:
+            return await work(store)
+
+    try:
+        return asyncio.run(opened())
+    except MemoryStoreError as error:
+        err.print(f"[red]error[/red] ({error.code}): {error}", highlight=False)
+        raise typer.Exit(EXIT_STORE) from None
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def _progress(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, fed (done, total)."""
+    with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield advance
+
+
+@app.command()
+def ls(url: Url, as_json: Json = False) -> None:
+    """List the files with their versions, sizes and descriptions."""
+    entries = _run(lambda store: store.list(), url)
+    if as_json:
+        _print_json([asdict(entry) for entry in entries])
+        return
+    table = Table("path", "version", "bytes", "description", box=None)
+    for entry in entries:
+        table.add_row(entry.path, entry.version, str(entry.size), entry.description or "")
+    out.print(table)
+
+
+@app.command()
+def cat(
+    url: Url,
+    path: str,
+    version: Annotated[str | None, typer.Option(help="Show the file as of this version (commit).")] = None,
+) -> None:
+    """Print a file, now or as of a version."""
+    file = _run(lambda store: store.read(path) if version is None else store.read_at(path, version), url)
+    sys.stdout.write(file.text)
+
+
+@app.command()
+def log(
+    url: Url,
+    path: Annotated[str | None, typer.Argument(help="Only changes to this file.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many entries, newest first.")] = 50,
+    as_json: Json = False,
+) -> None:
+    """Show the retained history: who changed what, when."""
+    revisions = _run(lambda store: store.history(path), url)[:limit]
+    if as_json:
+        _print_json([asdict(revision) for revision in revisions])
+        return
+    table = Table("version", "time", "action", "path", "by", box=None)
+    for revision in revisions:
+        action = f"{revision.action} {revision.other}" if revision.other else revision.action
+        who = " ".join(part for part in (revision.origin.principal_id, revision.origin.run_id) if part)
+        table.add_row(revision.version, revision.time, action, revision.path or "*", who)
+    out.print(table)
+
+
+@app.command()
+def diff(
+    url: Url,
+    path: str,
+    start: Annotated[str, typer.Option("--from", help="The older version.")],
+    end: Annotated[str | None, typer.Option("--to", help="The newer version (default: now).")] = None,
+) -> None:
+    """Show how a file changed between two versions, as a unified diff."""
+
+    async def texts(store: LogFileStore) -> tuple[str, str]:
+        before = await store.read_at(path, start)
+        after = await (store.read(path) if end is None else store.read_at(path, end))
+        return before.text, after.text
+
+    before, after = _run(texts, url)
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        f"{path}@{start}",
+        f"{path}@{end or 'now'}",
+    )
+    sys.stdout.writelines(lines)
+
+
+@app.command()
+def restore(
+    url: Url,
+    path: str,
+    version: Annotated[str, typer.Option(help="The version to bring back.")],
+) -> None:
+    """Make a file what it was at a version, as a new commit (itself undoable)."""
+    result = _run(lambda store: store.restore(path, version, origin=_origin("restore")), url)
+    out.print(f"{path}: " + ("deleted (it did not exist then)" if result is None else f"now version {result}"))
+
+
+@app.command()
+def rollback(
+    url: Url,
+    to: Annotated[int | None, typer.Option(help="The commit to roll the whole memory back to.")] = None,
+    time: Annotated[datetime | None, typer.Option(help="Roll back to the last commit at or before this time.")] = None,
+) -> None:
+    """Make the whole memory what it was at a commit or time, as one new commit."""
+    if (to is None) == (time is None):
+        err.print("Give exactly one of --to SEQ or --time ISO-8601.")
+        raise typer.Exit(2)
+
+    async def work(store: LogFileStore) -> tuple[int, int | None]:
+        if time is not None:
+            target = await store.seq_at(time if time.tzinfo else time.replace(tzinfo=UTC))
+        else:
+            assert to is not None
+            target = to
+        return target, await store.rollback(target, origin=_origin("rollback"))
+
+    target, seq = _run(work, url)
+    out.print(f"already as at commit {target}" if seq is None else f"rolled back to commit {target} as commit {seq}")
+
+
+@app.command("export")
+def export_files(url: Url, directory: Annotated[Path, typer.Argument(help="An empty or new directory.")]) -> None:
+    """Write the files as plain files, openable by the harness's DirectoryFileStore."""
+    if directory.exists() and any(directory.iterdir()):
+        err.print(f"{directory} is not empty; export into a new or empty directory.")
+        raise typer.Exit(2)
+
+    async def work(store: LogFileStore) -> int:
+        entries = await store.list()
+        with _progress("exporting") as advance:
+            for done, entry in enumerate(entries, start=1):
+                target = directory / entry.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text((await store.read(entry.path)).text, encoding="utf-8")
+                advance(done, len(entries))
+        return len(entries)
+
+    out.print(f"exported {_run(work, url)} files to {directory}")
+
+
+@app.command("import")
+def import_files(
+    url: Url,
+    directory: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A directory of text files.")],
+    replace: Annotated[bool, typer.Option(help="Also delete memory files the directory lacks.")] = False,
+) -> None:
+    """Write a directory's files into the memory as one commit (hidden files are skipped)."""
+    files: dict[str, str] = {}
+    candidates = [path for path in sorted(directory.rglob("*")) if path.is_file() and not path.is_symlink()]
+    with _progress("reading") as advance:
+        for done, file in enumerate(candidates, start=1):
+            relative = file.relative_to(directory).as_posix()
+            advance(done, len(candidates))
+            if any(part.startswith(".") for part in relative.split("/")):
+                continue
+            try:
+                files[relative] = file.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                err.print(f"[red]error[/red]: {file} is not UTF-8 text; nothing was imported.")
+                raise typer.Exit(EXIT_STORE) from None
+    seq = _run(lambda store: store.put_files(files, replace=replace, origin=_origin("import")), url)
+    out.print(f"{len(files)} files read; " + ("nothing changed" if seq is None else f"committed as commit {seq}"))
+
+
+@app.command()
+def verify(url: Url, as_json: Json = False) -> None:
+    """Read every object, check the hash chain and checkpoints; exit 1 on any problem."""
+
+    async def work(store: LogFileStore) -> list[Any]:
+        with _progress("verifying") as advance:
+            return await store.verify(advance)
+
+    problems = _run(work, url)
+    if as_json:
+        _print_json([asdict(problem) for problem in problems])
+    elif problems:
+        for problem in problems:
+            out.print(f"[red]{problem.key}[/red]: {problem.message}", highlight=False)
+    else:
+        out.print("ok: every commit and checkpoint is whole and chained")
+    if problems:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def compact(url: Url) -> None:
+    """Delete log and checkpoint objects older than the newest aged checkpoint and the retention."""
+    result = _run(lambda store: store.compact(), url)
+    if result.floor == 0:
+        out.print("nothing to compact yet: no checkpoint is older than the grace period within the retention")
+    else:
+        out.print(
+            f"history now starts at commit {result.floor}: removed {result.log_deleted} commits and "
+            f"{result.checkpoints_deleted} checkpoints"
+        )
+
+
+@app.command()
+def stats(url: Url, as_json: Json = False) -> None:
+    """Files, bytes, commits, history floor and checkpoint age."""
+    result = _run(lambda store: store.stats(), url)
+    if as_json:
+        _print_json(asdict(result))
+        return
+    age = f"{result.checkpoint_age:.0f} s ago" if result.checkpoint_age is not None else "none yet"
+    out.print(
+        f"files          {result.files}\n"
+        f"bytes          {result.bytes} of {result.max_bytes}\n"
+        f"head commit    {result.head}\n"
+        f"retained log   {result.commits} commits from {result.history_floor or '-'}\n"
+        f"checkpoints    {result.checkpoints}, newest {result.checkpoint or '-'} ({age})",
+        highlight=False,
+    )
+
+
+@app.command()
+def doctor(url: Url) -> None:
+    """Check that the endpoint refuses a second create of one key (the store needs it); exit 1 if not."""
+    from .objects import check_create_only
+
+    async def work(store: LogFileStore) -> None:
+        await check_create_only(store.log.objects)
+        await store.list()
+
+    try:
+        _run(work, url)
+    except typer.Exit as exit:
+        raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
+    out.print(f"ok: {url} refuses duplicate creates and its memory loads")
