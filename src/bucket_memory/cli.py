@@ -33,8 +33,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 Url = Annotated[str, typer.Argument(help="s3://bucket/prefix, gs://bucket/prefix, file:///path or a path")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]

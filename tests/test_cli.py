@@ -1,0 +1,102 @@
+"""The `bucket-memory` command run as a user runs it: a subprocess, against moto and a local directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import DirectoryFileStore, Origin
+
+from bucket_memory import open_store
+from bucket_memory.log import log_key
+
+COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
+ORIGIN = Origin(run_id="cli-test", principal_id="tester")
+
+
+def run(*arguments: str, expect: int = 0) -> str:
+    done = subprocess.run([COMMAND, *arguments], capture_output=True, text=True, timeout=120)
+    assert done.returncode == expect, f"exit {done.returncode}: {done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(params=["local", "s3"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "memory")
+    from .conftest import BUCKET, unique_prefix
+
+    request.getfixturevalue("s3_endpoint")
+    return f"s3://{BUCKET}/{unique_prefix()}"
+
+
+async def seed(url: str) -> None:
+    async with open_store(url) as store:
+        v1 = await store.write("notes/tea.md", "---\ndescription: Teas\n---\ngreen\n", expected=None, origin=ORIGIN)
+        await store.write("todo.md", "buy milk\n", expected=None, origin=ORIGIN)
+        await store.write("notes/tea.md", "---\ndescription: Teas\n---\ngreen\noolong\n", expected=v1, origin=ORIGIN)
+
+
+async def test_read_commands(url: str) -> None:
+    await seed(url)
+    listed = json.loads(run("ls", url, "--json"))
+    assert [(e["path"], e["version"], e["description"]) for e in listed] == [
+        ("notes/tea.md", "3", "Teas"),
+        ("todo.md", "2", "buy milk"),
+    ]
+    assert run("cat", url, "notes/tea.md").endswith("green\noolong\n")
+    assert run("cat", url, "notes/tea.md", "--version", "1").endswith("green\n")
+    history = json.loads(run("log", url, "notes/tea.md", "--json"))
+    assert [(r["version"], r["action"], r["origin"]["principal_id"]) for r in history] == [
+        ("3", "write", "tester"),
+        ("1", "write", "tester"),
+    ]
+    assert "+oolong" in run("diff", url, "notes/tea.md", "--from", "1")
+    stats = json.loads(run("stats", url, "--json"))
+    assert (stats["files"], stats["head"], stats["commits"], stats["history_floor"]) == (2, 3, 3, 1)
+    assert "ok" in run("verify", url)
+    assert "does not exist" in run("cat", url, "nope.md", expect=3)
+
+
+async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
+    await seed(url)
+    assert "now version 4" in run("restore", url, "notes/tea.md", "--version", "1")
+    assert run("cat", url, "notes/tea.md").endswith("---\ngreen\n")
+    assert "as commit 5" in run("rollback", url, "--to", "3")
+    assert run("cat", url, "notes/tea.md").endswith("green\noolong\n")
+    assert "already" in run("rollback", url, "--to", "3")
+    exported = tmp_path / "exported"
+    run("export", url, str(exported))
+    plain = DirectoryFileStore(exported)
+    assert [(entry.path, entry.description) for entry in await plain.list()] == [
+        ("notes/tea.md", "Teas"),
+        ("todo.md", "buy milk"),
+    ]
+    (exported / "todo.md").write_text("buy tea\n")
+    (exported / ".hidden").write_text("skipped\n")
+    assert "committed as commit 6" in run("import", url, str(exported))
+    assert run("cat", url, "todo.md") == "buy tea\n"
+    assert "not empty" in run("export", url, str(exported), expect=2)
+
+
+async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
+    url = str(tmp_path / "memory")
+    await seed(url)
+    assert "ok" in run("verify", url)
+    target = tmp_path / "memory" / log_key(2)
+    target.chmod(0o644)
+    target.write_bytes(target.read_bytes()[:-10])
+    output = run("verify", url, expect=1)
+    assert log_key(2) in output
+    problems = json.loads(run("verify", url, "--json", expect=1))
+    assert problems[0]["key"] == log_key(2)
+    assert "corrupt" in run("ls", url, expect=3)
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    assert "unsupported scheme" in run("ls", "http://example.com/x", expect=3)
+    assert "Give exactly one" in run("rollback", str(tmp_path), expect=2)
+    assert "invalid_path" in run("cat", str(tmp_path), "../etc/passwd", expect=3)
