@@ -110,6 +110,11 @@ def store(open_memory: StoreFactory) -> LogFileStore:
 @pytest.fixture(params=["local", "s3", "gcs"])
 def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for `open_store` naming a fresh memory on each persistent backend."""
+    return fresh_memory_url(request, tmp_path)
+
+
+def fresh_memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh memory on the backend `request.param` names, its emulator started."""
     match request.param:
         case "local":
             return str(tmp_path / "memory")

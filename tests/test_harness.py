@@ -1,0 +1,59 @@
+"""The real harness `FileMemoryCapability` and tools over a bucket-memory store, conversations in separate processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import Origin
+
+from bucket_memory import open_store
+
+from .conftest import fresh_memory_url
+from .conversations import converse
+
+SLOW = pytest.mark.slow
+
+
+@pytest.fixture(params=["s3", pytest.param("gcs", marks=SLOW), pytest.param("local", marks=SLOW)])
+def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """S3 in `make test`; each conversation spawns processes that import the harness, so the rest run as slow."""
+    return fresh_memory_url(request, tmp_path)
+
+
+def in_process(*arguments: Any) -> dict[str, Any]:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        result: dict[str, Any] = pool.submit(converse, *arguments).result(timeout=180)
+        return result
+
+
+async def test_two_conversations_share_a_memory(memory_url: str, tmp_path: Path) -> None:
+    async with open_store(memory_url) as store:
+        await store.write("shared.md", "the draft plan\n", expected=None, origin=Origin(principal_id="setup"))
+    bob, alice = str(tmp_path / "bob.json"), str(tmp_path / "alice.json")
+
+    first = in_process(memory_url, bob, "bob_reads", {})
+    assert 'kind="full"' in first["context"] and "shared.md" in first["context"]
+    viewed = first["answers"][1]
+    assert viewed["content"] == "the draft plan\n"
+
+    in_process(memory_url, alice, "alice_writes", {})
+
+    second = in_process(memory_url, bob, "bob_stale", {"version": viewed["version"], "url": memory_url, "alice": alice})
+    # Bob's next run is told what Alice changed, through the cursor persisted with his conversation.
+    assert 'kind="changes"' in second["context"]
+    assert "notes/plan.md" in second["context"] and "shared.md" in second["context"]
+    stale_delete, fresh_view, stale_create = (json.loads(a) if isinstance(a, str) else a for a in second["answers"])
+    assert stale_delete["error"] == "version_mismatch"
+    assert stale_delete["current"]["content"] == "the final plan\n"
+    assert fresh_view["content"] == "the final plan\n"
+    # Bob read shared.md, Alice changed it, and Bob's write that relied on the read is refused.
+    assert stale_create["error"] == "read_conflict"
+    assert stale_create["current"]["content"] == "the approved plan\n"
+    async with open_store(memory_url) as store:
+        assert [entry.path for entry in await store.list()] == ["notes/plan.md", "shared.md"]
+        assert [r.origin.principal_id for r in await store.history("shared.md")] == ["alice", "alice", "setup"]
