@@ -30,7 +30,7 @@ test-slow: $(STAMP)
 	$(VENV)/bin/pytest -q -m slow
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(PY) -m examples.demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -39,6 +39,9 @@ class Transcript:
 
 
 type Step = Callable[[Transcript], ToolCall | None]
+type Script = Callable[[Transcript], ToolCall | None]
+
+CONFLICTS = frozenset({"version_mismatch", "read_conflict", "conflict_retries_exhausted"})
 
 
 def call(name: str, **arguments: Any) -> Step:
@@ -46,12 +49,57 @@ def call(name: str, **arguments: Any) -> Step:
     return lambda _: (f"memory_file_{name}", {"memory": MEMORY, **arguments})
 
 
-def scripted_model(steps: Sequence[Step], transcript: Transcript) -> Model:
-    """A model that makes the steps' tool calls in turn, then answers "done"."""
+def error_of(answer: Any) -> str | None:
+    """The error code of a tool's answer (the harness reports failures as JSON text), or None."""
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except json.JSONDecodeError:
+            return None
+    return answer.get("error") if isinstance(answer, dict) else None
+
+
+def in_order(steps: Sequence[Step]) -> Script:
+    """Each step once, in order; a step that returns None (a side effect) is passed over."""
     position = 0
 
-    async def turn(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
+    def script(transcript: Transcript) -> ToolCall | None:
         nonlocal position
+        while position < len(steps):
+            position += 1
+            if (made := steps[position - 1](transcript)) is not None:
+                return made
+        return None
+
+    return script
+
+
+def persevering(steps: Sequence[Step], *, attempts: int = 4) -> Script:
+    """Like a careful model: after a conflict, view the memory again and retry the step that failed."""
+    position, tries, rereading = 0, 0, False
+
+    def script(transcript: Transcript) -> ToolCall | None:
+        nonlocal position, tries, rereading
+        if rereading:
+            rereading = False
+            return steps[position - 1](transcript)
+        if transcript.answers and error_of(transcript.answers[-1]) in CONFLICTS and tries < attempts:
+            tries, rereading = tries + 1, True
+            return call("view", path="")(transcript)
+        tries = 0
+        while position < len(steps):
+            position += 1
+            if (made := steps[position - 1](transcript)) is not None:
+                return made
+        return None
+
+    return script
+
+
+def scripted_model(script: Script, transcript: Transcript) -> Model:
+    """A model that makes the script's tool calls, one per turn, then answers "done"."""
+
+    async def turn(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
         last = messages[-1]
         if isinstance(last, ModelRequest):
             for part in last.parts:
@@ -59,14 +107,12 @@ def scripted_model(steps: Sequence[Step], transcript: Transcript) -> Model:
                     transcript.prompts.append(part.content)
                 elif isinstance(part, (ToolReturnPart, RetryPromptPart)):
                     transcript.answers.append(part.content)
-        while position < len(steps):
-            step = steps[position](transcript)
-            position += 1
-            if step is not None:
-                name, arguments = step
-                yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=f"call-{position}")}
-                return
-        yield "done"
+        if (made := script(transcript)) is not None:
+            name, arguments = made
+            call_id = f"call-{len(transcript.answers)}"
+            yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=call_id)}
+        else:
+            yield "done"
 
     return FunctionModel(stream_function=turn)
 

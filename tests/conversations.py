@@ -13,7 +13,7 @@ from typing import Any
 from a13n_harness.capabilities.memory import MemoryCursors
 from a13n_harness.providers.memory import Origin
 from a13n_harness.state import HarnessState
-from examples.agents import Step, Transcript, call, memory_agent, scripted_model
+from examples.agents import Step, Transcript, call, in_order, memory_agent, scripted_model
 
 from bucket_memory import open_store
 
@@ -30,7 +30,7 @@ async def _converse(url: str, saved: Path, steps: list[Step]) -> dict[str, Any]:
     transcript = Transcript()
     async with open_store(url) as store:
         agent = memory_agent(
-            store, scripted_model(steps, transcript), cursors=cursors, origin=Origin(principal_id=saved.stem)
+            store, scripted_model(in_order(steps), transcript), cursors=cursors, origin=Origin(principal_id=saved.stem)
         )
         result = await agent.run("Keep our notes current.", previous_state=previous)
     result.output_or_raise()
