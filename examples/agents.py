@@ -118,8 +118,10 @@ def scripted_model(script: Script, transcript: Transcript) -> Model:
 
 
 def memory_agent(
-    store: FileStore, model: Model, *, cursors: MemoryCursors | None = None, origin: Origin | None = None
+    store: FileStore, model: Model | str, *, cursors: MemoryCursors | None = None, origin: Origin | None = None
 ) -> ExecutableAgent[str]:
-    """An agent with one writable memory mounted as "team"."""
+    """An agent with one writable memory mounted as "team"; `model` is a model or a name such as openai:gpt-5-mini."""
     memory = FileMemoryCapability([FileMount(MEMORY, store, "write")], cursors=cursors, origin=origin)
+    if isinstance(model, str):
+        return HarnessBuilder().build(AgentSpec(model=model), output_type=str, capabilities=[memory])
     return HarnessBuilder().build(AgentSpec(), output_type=str, model=model, capabilities=[memory])

@@ -155,9 +155,7 @@ async def _run_agent(url: str, name: str, model_name: str | None, barrier: Any) 
             scripted_model(persevering(agent_script(name)), transcript) if model_name is None else model_name
         )
         agent = memory_agent(
-            ConflictRecorder(store, report.conflicts),  # type: ignore[arg-type]
-            model,  # type: ignore[arg-type]
-            origin=Origin(run_id=f"demo-{name}", principal_id=name),
+            ConflictRecorder(store, report.conflicts), model, origin=Origin(run_id=f"demo-{name}", principal_id=name)
         )
         barrier.wait()
         started = time.perf_counter()

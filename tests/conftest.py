@@ -21,6 +21,7 @@ from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectSto
 type StoreFactory = Callable[..., LogFileStore]
 
 BUCKET = "bucket-memory-tests"
+VERSIONED = "bucket-memory-versioned"
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,10 @@ def s3_endpoint() -> Iterator[str]:
         environment.delenv("AWS_PROFILE", raising=False)
         import botocore.session
 
-        botocore.session.get_session().create_client("s3").create_bucket(Bucket=BUCKET)
+        s3 = botocore.session.get_session().create_client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.create_bucket(Bucket=VERSIONED)
+        s3.put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
         yield url
 
 
@@ -47,6 +51,9 @@ def gcs_endpoint() -> Iterator[str]:
 
         client = storage.Client()
         client.create_bucket(BUCKET)
+        versioned = client.bucket(VERSIONED)
+        versioned.versioning_enabled = True
+        client.create_bucket(versioned)
         client.close()
         yield url
 

@@ -63,6 +63,15 @@ def _run[T](work: Callable[[LogFileStore], Awaitable[T]], url: str) -> T:
         raise typer.Exit(EXIT_STORE) from None
 
 
+def _moment(text: str) -> datetime:
+    """An ISO 8601 time such as 2026-11-30T17:06:47.264Z; UTC when it names no zone."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time such as 2026-11-30T17:06:47Z.") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
@@ -162,7 +171,9 @@ def restore(
 def rollback(
     url: Url,
     to: Annotated[int | None, typer.Option(help="The commit to roll the whole memory back to.")] = None,
-    time: Annotated[datetime | None, typer.Option(help="Roll back to the last commit at or before this time.")] = None,
+    time: Annotated[
+        str | None, typer.Option(help="Roll back to the last commit at or before this ISO 8601 time.")
+    ] = None,
 ) -> None:
     """Make the whole memory what it was at a commit or time, as one new commit."""
     if (to is None) == (time is None):
@@ -171,7 +182,7 @@ def rollback(
 
     async def work(store: LogFileStore) -> tuple[int, int | None]:
         if time is not None:
-            target = await store.seq_at(time if time.tzinfo else time.replace(tzinfo=UTC))
+            target = await store.seq_at(_moment(time))
         else:
             assert to is not None
             target = to
@@ -256,6 +267,24 @@ def compact(url: Url) -> None:
             f"history now starts at commit {result.floor}: removed {result.log_deleted} commits and "
             f"{result.checkpoints_deleted} checkpoints"
         )
+
+
+@app.command()
+def recover(
+    url: Url,
+    as_of: Annotated[str, typer.Option("--as-of", help="The moment to bring back (ISO 8601; UTC if no zone).")],
+) -> None:
+    """Bring the memory back as it was at a moment, from the bucket's object versions, as a new commit.
+
+    Reaches past a purge, compaction or a deleted prefix; needs versioning on the bucket.
+    """
+    moment = _moment(as_of)
+    seq = _run(lambda store: store.recover(moment, origin=_origin("recover")), url)
+    out.print(
+        f"already as at {moment.isoformat()}"
+        if seq is None
+        else f"recovered as at {moment.isoformat()} as commit {seq}"
+    )
 
 
 @app.command()

@@ -15,7 +15,7 @@ from google.api_core import exceptions as api
 from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
-from .objects import ObjectInfo, TransientError
+from .objects import ObjectInfo, ObjectVersion, TransientError
 
 # The client's bucket-metadata cache fires a bucket GET in the background on first use and after
 # every 404, which is what a fresh probe returns. The maintainers' opt-out is this variable.
@@ -54,6 +54,13 @@ class GCSObjectStore:
         for key in keys:
             await self._run(self._delete, key)
 
+    async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
+        """Every generation under the prefix, live or noncurrent (the bucket needs versioning on)."""
+        return await self._run(self._list_versions, prefix)
+
+    async def get_version(self, key: str, version: str) -> bytes | None:
+        return await self._run(self._get_version, key, version)
+
     async def now(self) -> float:
         return time.time()
 
@@ -85,6 +92,25 @@ class GCSObjectStore:
                     ObjectInfo(blob.name[len(self.prefix) :], blob.updated.timestamp() if blob.updated else 0.0)
                 )
         return sorted(found, key=lambda info: info.key)
+
+    def _list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
+        # The JSON API's own spelling: the client would send "True", which fake-gcs-server ignores.
+        blobs = self.client.list_blobs(
+            self.bucket, prefix=self.prefix + prefix, versions="true", timeout=_TIMEOUT, retry=None
+        )
+        return [
+            ObjectVersion(blob.name[len(self.prefix) :], str(blob.generation), blob.time_created.timestamp())
+            for blob in blobs
+        ]
+
+    def _get_version(self, key: str, version: str) -> bytes | None:
+        try:
+            data: bytes = self.bucket.blob(self.prefix + key, generation=int(version)).download_as_bytes(
+                timeout=_TIMEOUT, retry=None
+            )
+        except api.NotFound:
+            return None
+        return data
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(api.NotFound):

@@ -24,7 +24,7 @@ from typing import Any
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, describe
 
-from .objects import ObjectInfo, ObjectStore, TransientError, retrying
+from .objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, retrying
 
 FORMAT = 1
 LOG_PREFIX = "log/"
@@ -132,6 +132,11 @@ class Commit:
         if key_seq(key) != commit.seq:
             raise CorruptObjectError(location, key, f"it holds commit {commit.seq}, not the one its key names")
         return commit
+
+    @property
+    def moment(self) -> datetime:
+        """When the commit was made, by the writer's clock."""
+        return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
 
     @property
     def size(self) -> int:
@@ -571,6 +576,91 @@ class CommitLog:
             await self._apply_listed(state, listed)
             return state
         raise MemoryStoreError("unavailable", f"{location} kept changing while commit {seq} was rebuilt; try again.")
+
+    async def state_as_of(self, moment: datetime) -> State:
+        """The memory as it was at `moment`, rebuilt from every stored version of its objects.
+
+        Reads the bucket's noncurrent versions too, so it reaches states that compaction, a purge or
+        a deleted prefix removed from the live log. Needs a versioned bucket.
+        """
+        objects = self._versioned()
+        location = self.objects.location
+        original: dict[str, ObjectVersion] = {}
+        # The first version of a key is its commit; a later one could only be a re-creation.
+        for version in sorted(await objects.list_versions(""), key=lambda version: version.modified):
+            if key_seq(version.key) is not None:
+                original.setdefault(version.key, version)
+        semaphore = asyncio.Semaphore(_FETCH_CONCURRENCY)
+
+        async def fetch(version: ObjectVersion) -> tuple[str, bytes]:
+            async with semaphore:
+                data = await retrying(
+                    functools.partial(objects.get_version, version.key, version.version),
+                    what=f"Reading {location}/{version.key}",
+                )
+            if data is None:
+                raise MemoryStoreError("unavailable", f"{location}/{version.key} version {version.version} vanished.")
+            return version.key, data
+
+        logs = [version for key, version in original.items() if key.startswith(LOG_PREFIX)]
+        commits = {
+            commit.seq: commit
+            for commit in (Commit.decode(location, key, data) for key, data in await asyncio.gather(*map(fetch, logs)))
+            if commit.moment <= moment
+        }
+        if not commits:
+            raise MemoryStoreError("not_found", f"No stored version of {location} holds a commit made by {moment}.")
+        target = max(commits)
+        bases = sorted(
+            (seq for key in original if key.startswith(CHECKPOINT_PREFIX) and (seq := key_seq(key) or 0) <= target),
+            reverse=True,
+        )
+        for base in [*bases, 0]:
+            if all(seq in commits for seq in range(base + 1, target + 1)):
+                break
+        else:
+            raise MemoryStoreError("not_found", f"The stored versions of {location} have gaps before commit {target}.")
+        state = State(format=self.format)
+        if base:
+            key, data = await fetch(original[checkpoint_key(base)])
+            state = State.from_checkpoint(location, key, data, self.format)
+        for seq in range(base + 1, target + 1):
+            state.apply(commits[seq], location)
+        return state
+
+    async def undelete(self) -> int:
+        """When the live log is gone entirely (a deleted prefix), re-create its objects from their versions.
+
+        The log then resumes where it was, so versions are never reused. Returns how many objects
+        were re-created; 0 when the log is live.
+        """
+        async with self._lock:
+            if await self._list(LOG_PREFIX):
+                return 0
+            objects = self._versioned()
+            original: dict[str, ObjectVersion] = {}
+            for version in sorted(await objects.list_versions(""), key=lambda version: version.modified):
+                if key_seq(version.key) is not None and version.key.startswith((LOG_PREFIX, CHECKPOINT_PREFIX)):
+                    original.setdefault(version.key, version)
+            created = 0
+            for key, version in sorted(original.items()):
+                data = await retrying(
+                    functools.partial(objects.get_version, key, version.version), what=f"Reading {key}"
+                )
+                if data is not None and await retrying(
+                    functools.partial(self.objects.create, key, data), what=f"Re-creating {key}"
+                ):
+                    created += 1
+            self._state = None  # the next use loads what was re-created
+            return created
+
+    def _versioned(self) -> VersionedObjectStore:
+        if not isinstance(self.objects, VersionedObjectStore):
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.objects.location} keeps no object versions to recover from; restore a backup instead.",
+            )
+        return self.objects
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
         """Read every object under the prefix and report what is not whole, chained and consistent.

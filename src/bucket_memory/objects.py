@@ -70,6 +70,24 @@ class ObjectStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One stored version of an object, current or not (a bucket with versioning keeps deleted ones)."""
+
+    key: str
+    version: str
+    modified: float
+
+
+@runtime_checkable
+class VersionedObjectStore(ObjectStore, Protocol):
+    """An object store whose bucket keeps old versions: what recovery after a purge or a wipe reads."""
+
+    async def list_versions(self, prefix: str) -> list[ObjectVersion]: ...
+
+    async def get_version(self, key: str, version: str) -> bytes | None: ...
+
+
 async def retrying[T](
     operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6, base_delay: float = 0.05
 ) -> T:

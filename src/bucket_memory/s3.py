@@ -20,7 +20,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from .objects import ObjectInfo, TransientError
+from .objects import ObjectInfo, ObjectVersion, TransientError
 
 _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
@@ -91,6 +91,33 @@ class S3ObjectStore:
             if errors := response.get("Errors"):
                 first = errors[0]
                 raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
+
+    async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
+        """Every content version under the prefix (delete markers left out), from ListObjectVersions."""
+        found: builtins.list[ObjectVersion] = []
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        while True:
+            page = await self._call(functools.partial(self.client.list_object_versions, **arguments), prefix)
+            found.extend(
+                ObjectVersion(item["Key"][len(self.prefix) :], item["VersionId"], item["LastModified"].timestamp())
+                for item in page.get("Versions", ())
+                if item.get("VersionId") not in (None, "null")
+            )
+            if not page.get("IsTruncated"):
+                return found
+            arguments["KeyMarker"], arguments["VersionIdMarker"] = page["NextKeyMarker"], page["NextVersionIdMarker"]
+
+    async def get_version(self, key: str, version: str) -> bytes | None:
+        request = functools.partial(
+            self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, VersionId=version
+        )
+        try:
+            response = await self._call(request, key)
+        except _Missing:
+            return None
+        async with response["Body"] as body:
+            data: bytes = await body.read()
+        return data
 
     async def now(self) -> float:
         return time.time() + self._clock_offset

@@ -197,7 +197,7 @@ class LogFileStore:
     async def seq_at(self, moment: datetime) -> int:
         """The last commit made at or before `moment`, from the retained log."""
         commits = await self.log.history()
-        before = [commit.seq for commit in commits if _time(commit.time) <= moment]
+        before = [commit.seq for commit in commits if commit.moment <= moment]
         if not before:
             floor = f"starts at {commits[0].time}" if commits else "is empty"
             raise MemoryStoreError(
@@ -229,6 +229,18 @@ class LogFileStore:
     async def rollback(self, seq: int, *, origin: Origin) -> int | None:
         """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
         target = await self.log.state_at(seq)
+        return await self.put_files(
+            {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
+        )
+
+    async def recover(self, moment: datetime, *, origin: Origin) -> int | None:
+        """Make the memory what it was at `moment`, from the bucket's object versions, as one new commit.
+
+        Reaches past a purge, compaction or a deleted prefix (whose objects are re-created first, so
+        the log resumes where it was). The new seq, or None when the memory already was that.
+        """
+        await self.log.undelete()
+        target = await self.log.state_as_of(moment)
         return await self.put_files(
             {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
         )
@@ -527,10 +539,6 @@ def _seq(version: str) -> int:
             "not_found", f"{version!r} is not a version of this store (versions are commit numbers)."
         )
     return int(version)
-
-
-def _time(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _file(state: State, path: str) -> FileText | None:
