@@ -29,6 +29,10 @@ test: $(STAMP) lint
 test-slow: $(STAMP)
 	$(VENV)/bin/pytest -q -m slow
 
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m benchmarks.bench
+
 demo: $(STAMP)
 	$(PY) -m examples.demo
 

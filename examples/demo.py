@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import builtins
 import multiprocessing
 import os
 import time
@@ -104,7 +105,7 @@ class ConflictRecorder:
 
     async def search(
         self, pattern: str, *, regex: bool, case_sensitive: bool, path: str, limit: int
-    ) -> tuple[list[GrepMatch], bool]:
+    ) -> tuple[builtins.list[GrepMatch], bool]:
         return await self.store.search(pattern, regex=regex, case_sensitive=case_sensitive, path=path, limit=limit)
 
     def _note(self, error: MemoryStoreError, path: str, expected: str | None) -> None:

@@ -283,3 +283,32 @@ async def test_catastrophic_pattern_is_cut_off_without_blocking_the_loop(store: 
     stop.set()
     await ticker
     assert ticks > 3, "the event loop kept running while the pattern was matched"
+
+
+async def test_the_listing_follows_every_kind_of_change(store: LogFileStore) -> None:
+    """The listing is kept up to date incrementally; it must equal one built from scratch after each step."""
+    import random
+
+    chooser = random.Random(7)
+    paths = ["a.md", "b/c.md", "b/d.md", "e.md", "f/g/h.md"]
+    for step in range(60):
+        entries = {entry.path: entry.version for entry in await store.list()}
+        path = chooser.choice(paths)
+        action = chooser.random()
+        try:
+            if path not in entries:
+                await create(store, path, f"{step}")
+            elif action < 0.4:
+                await store.write(path, f"{step}", expected=entries[path], origin=ORIGIN)
+            elif action < 0.7:
+                await store.move(path, chooser.choice(paths), expected=entries[path], origin=ORIGIN)
+            elif action < 0.95:
+                await store.delete(path, expected=entries[path], origin=ORIGIN)
+            else:
+                await store.purge()
+        except MemoryStoreError as error:
+            if error.code not in ("already_exists", "invalid_path"):
+                raise
+        state = await store.log.fresh_state()
+        rebuilt = sorted((path, str(live.version), live.size) for path, live in state.files.items())
+        assert [(e.path, e.version, e.size) for e in await store.list()] == rebuilt

@@ -44,12 +44,14 @@ class Faults:
 
 
 class FaultyObjectStore:
-    """Wraps an object store: counts requests by operation and injects `Faults` drawn from `seed`."""
+    """Wraps an object store: counts requests by operation and object bytes, and injects `Faults` drawn from `seed`."""
 
     def __init__(self, inner: ObjectStore, faults: Faults | None = None, *, seed: int = 0) -> None:
         self.inner = inner
         self.faults = faults or Faults()
         self.calls: Counter[Operation] = Counter()
+        self.bytes_sent = 0
+        self.bytes_received = 0
         self._random = random.Random(seed)
 
     @property
@@ -63,25 +65,27 @@ class FaultyObjectStore:
     async def get(self, key: str) -> bytes | None:
         fault = await self._before("get", key)
         found = await self.inner.get(key)
-        self._after("get", key, fault)
+        self.bytes_received += len(found or b"")
+        await self._after("get", key, fault)
         return found
 
     async def create(self, key: str, data: bytes) -> bool:
         fault = await self._before("create", key)
+        self.bytes_sent += len(data)
         created = await self.inner.create(key, data)
-        self._after("create", key, fault)
+        await self._after("create", key, fault)
         return created
 
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
         fault = await self._before("list", prefix)
         found = await self.inner.list(prefix, start_after=start_after)
-        self._after("list", prefix, fault)
+        await self._after("list", prefix, fault)
         return found
 
     async def delete(self, keys: Sequence[str]) -> None:
         fault = await self._before("delete", keys[0] if keys else "")
         await self.inner.delete(keys)
-        self._after("delete", keys[0] if keys else "", fault)
+        await self._after("delete", keys[0] if keys else "", fault)
 
     async def now(self) -> float:
         return await self.inner.now()
@@ -95,7 +99,8 @@ class FaultyObjectStore:
             fault = self._draw(operation)
         if fault == "crash_before":
             raise SimulatedCrash(f"crash before {operation} {key}")
-        delay = faults.latency + (self._random.uniform(0, faults.max_delay) if faults.max_delay else 0.0)
+        # Half the latency on the way there, half on the way back: the store acts in between.
+        delay = faults.latency / 2 + (self._random.uniform(0, faults.max_delay) if faults.max_delay else 0.0)
         if delay:
             await asyncio.sleep(delay)
         if fault == "fail_before":
@@ -105,7 +110,9 @@ class FaultyObjectStore:
             raise TransientError(f"injected: {operation} {key} answered {status}")
         return fault
 
-    def _after(self, operation: Operation, key: str, fault: Fault | None) -> None:
+    async def _after(self, operation: Operation, key: str, fault: Fault | None) -> None:
+        if self.faults.latency:
+            await asyncio.sleep(self.faults.latency / 2)
         if fault == "crash_after":
             raise SimulatedCrash(f"crash after {operation} {key}")
         if fault == "lose_reply":

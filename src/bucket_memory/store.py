@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import builtins
 import os
 import time
@@ -37,6 +38,7 @@ from .log import (
     CommitLog,
     Compaction,
     Delete,
+    LiveFile,
     LogOptions,
     Move,
     Problem,
@@ -72,21 +74,14 @@ class LogFileStore:
         self.format = format or FileFormat()
         self.max_bytes = max_bytes
         self.log = CommitLog(objects, format=self.format, options=options)
-        self._listing: tuple[State, int, list[FileEntry]] | None = None
+        self._listing = _Listing()
 
     @property
     def location(self) -> str:
         return self.log.objects.location
 
     async def list(self) -> list[FileEntry]:
-        state = await self.log.fresh_state()
-        if self._listing is None or self._listing[0] is not state or self._listing[1] != state.head:
-            entries = [
-                FileEntry(path=path, version=str(live.version), size=live.size, description=live.description)
-                for path, live in sorted(state.files.items())
-            ]
-            self._listing = (state, state.head, entries)
-        return list(self._listing[2])
+        return self._listing.of(await self.log.fresh_state())
 
     async def read(self, path: str) -> FileText:
         path = validate_path(path, self.format)
@@ -539,6 +534,39 @@ def _seq(version: str) -> int:
             "not_found", f"{version!r} is not a version of this store (versions are commit numbers)."
         )
     return int(version)
+
+
+class _Listing:
+    """A state's file entries in path order, brought up to date from the change feed, not rebuilt.
+
+    A listing after a write then costs the changed paths, not a sort of every file.
+    """
+
+    def __init__(self) -> None:
+        self.state: State | None = None
+        self.head = 0
+        self.entries: dict[str, FileEntry] = {}
+        self.order: builtins.list[str] = []
+
+    def of(self, state: State) -> builtins.list[FileEntry]:
+        changed = state.changes_since(self.head) if state is self.state else None
+        if changed is None:
+            self.entries = {path: _entry(path, live) for path, live in state.files.items()}
+            self.order = sorted(self.entries)
+        for path in changed or ():
+            live = state.files.get(path)
+            if live is None and self.entries.pop(path, None) is not None:
+                del self.order[bisect.bisect_left(self.order, path)]
+            elif live is not None:
+                if path not in self.entries:
+                    bisect.insort(self.order, path)
+                self.entries[path] = _entry(path, live)
+        self.state, self.head = state, state.head
+        return [self.entries[path] for path in self.order]
+
+
+def _entry(path: str, live: LiveFile) -> FileEntry:
+    return FileEntry(path=path, version=str(live.version), size=live.size, description=live.description)
 
 
 def _file(state: State, path: str) -> FileText | None:

@@ -1,0 +1,485 @@
+"""`make bench`: requests, bytes and latency per operation, contention, scale, and baselines.
+
+Most runs use the in-memory object layer behind `FaultyObjectStore` with a fixed latency per
+request (20 ms like S3 Standard, 5 ms like S3 Express), so results translate to real clouds by
+their request counts; one run repeats the single-agent operations over real HTTP against a moto
+server. Results go to benchmarks/results.json, the tables between the markers in
+docs/performance.md, and the plots in docs/img/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from a13n_harness.providers.memory import DirectoryFileStore, FileStore, MemoryStoreError, Origin
+
+from benchmarks.naive import demonstrate_write_skew, naive_request_counts
+from bucket_memory import LocalFileStore, LogFileStore
+from bucket_memory.faults import Faults, FaultyObjectStore
+from bucket_memory.objects import MemoryObjectStore
+
+ROOT = Path(__file__).parent.parent
+ORIGIN = Origin(run_id="bench")
+TEXT = "- a remembered fact about the user's preferences\n" * 20  # about 1 KiB
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def timed(operation: Callable[[], Awaitable[Any]], runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await operation()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def seeded(files: int, latency: float) -> tuple[MemoryObjectStore, FaultyObjectStore, LogFileStore]:
+    objects = MemoryObjectStore()
+    await LogFileStore(objects).put_files(
+        {f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN
+    )
+    counted = FaultyObjectStore(objects, Faults(latency=latency))
+    store = LogFileStore(counted)
+    await store.list()  # warm: the cold start is measured on its own
+    return objects, counted, store
+
+
+async def single_agent(files: int, latency: float, runs: int) -> dict[str, dict[str, float]]:
+    """Each operation of one warm, uncontended agent: median and p99 seconds, requests and bytes."""
+    _, counted, store = await seeded(files, latency)
+    counter = iter(range(10**9))
+
+    async def write() -> None:
+        await store.write(f"new/{next(counter)}.md", TEXT, expected=None, origin=ORIGIN)
+
+    async def append() -> None:
+        current = await store.read("notes/00001.md")
+        await store.write("notes/00001.md", current.text + "x\n", expected=current.version, origin=ORIGIN)
+
+    async def fresh_file() -> str:
+        path = f"new/{next(counter)}.md"
+        staged[path] = await store.write(path, TEXT, expected=None, origin=ORIGIN)
+        return path
+
+    staged: dict[str, str] = {}
+
+    async def move() -> None:
+        path, version = staged.popitem()
+        await store.move(path, path + ".moved", expected=version, origin=ORIGIN)
+
+    async def delete() -> None:
+        path, version = staged.popitem()
+        await store.delete(path, expected=version, origin=ORIGIN)
+
+    preparations: dict[str, Callable[[], Awaitable[Any]]] = {"move": fresh_file, "delete": fresh_file}
+    operations: dict[str, Callable[[], Awaitable[Any]]] = {
+        "read": lambda: store.read("notes/00000.md"),
+        "list": store.list,
+        "write": write,
+        "append (read + write)": append,
+        "move": move,
+        "delete": delete,
+        "search": lambda: store.search("preferences", regex=False, case_sensitive=False, path="notes/", limit=50),
+        "changes": lambda: store.changes("1"),
+    }
+    results: dict[str, dict[str, float]] = {}
+    for name, operation in operations.items():
+        requests, sent, received, samples = [], [], [], []
+        for _ in range(runs):
+            if name in preparations:
+                await preparations[name]()
+            counted.calls.clear()
+            counted.bytes_sent = counted.bytes_received = 0
+            samples.extend(await timed(operation, 1))
+            requests.append(counted.requests)
+            sent.append(counted.bytes_sent)
+            received.append(counted.bytes_received)
+        results[name] = {
+            "median_ms": statistics.median(samples) * 1000,
+            "p99_ms": percentile(samples, 0.99) * 1000,
+            "requests": statistics.mean(requests),
+            "bytes": statistics.mean(sent) + statistics.mean(received),
+        }
+    return results
+
+
+async def cpu_per_operation(files: int, runs: int) -> dict[str, float]:
+    """CPU milliseconds per operation with no injected latency, at `files` files, and a saved profile."""
+    from pyinstrument import Profiler
+
+    _, _, store = await seeded(files, 0.0)
+    counter = iter(range(10**9))
+
+    async def write() -> None:
+        await store.write(f"new/{next(counter)}.md", TEXT, expected=None, origin=ORIGIN)
+
+    operations: dict[str, Callable[[], Awaitable[Any]]] = {
+        "write": write,
+        "list (after a write)": store.list,
+        "list (unchanged)": store.list,
+        "read": lambda: store.read("notes/00000.md"),
+        "changes": lambda: store.changes("1"),
+        "search": lambda: store.search("preferences", regex=False, case_sensitive=False, path="", limit=50),
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in operations}
+    for _ in range(runs):
+        for name, operation in operations.items():
+            started = time.process_time()
+            await operation()
+            cpu[name].append(time.process_time() - started)
+    profiler = Profiler(async_mode="disabled")
+    with profiler:
+        for _ in range(runs):
+            await write()
+            await store.list()
+    (ROOT / "benchmarks" / f"profile-write-list-{files}-files.txt").write_text(profiler.output_text(unicode=False))
+    return {name: statistics.median(samples) * 1000 for name, samples in cpu.items()}
+
+
+async def cold_start(files: int, commits: int, latency: float) -> dict[str, float]:
+    """A new process opening a memory: requests and seconds, after `commits` commits."""
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects)
+    if files:
+        await writer.put_files({f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN)
+    version = await writer.write("counter.md", "0", expected=None, origin=ORIGIN)
+    for index in range(commits):
+        version = await writer.write("counter.md", str(index), expected=version, origin=ORIGIN)
+    counted = FaultyObjectStore(objects, Faults(latency=latency))
+    started = time.perf_counter()
+    await LogFileStore(counted).list()
+    return {
+        "seconds": time.perf_counter() - started,
+        "requests": counted.requests,
+        "gets": counted.calls["get"],
+        "lists": counted.calls["list"],
+        "bytes": counted.bytes_received,
+    }
+
+
+async def contention(writers: int, hot: bool, latency: float, seconds: float) -> dict[str, float]:
+    """`writers` agents (each its own store, as separate processes are) writing for `seconds`."""
+    objects = MemoryObjectStore()
+    if hot:
+        await LogFileStore(objects).write("hot.md", "0", expected=None, origin=ORIGIN)
+    stores = [FaultyObjectStore(objects, Faults(latency=latency)) for _ in range(writers)]
+    committed, attempts, latencies = 0, 0, []
+    deadline = time.perf_counter() + seconds
+
+    async def agent(index: int, counted: FaultyObjectStore) -> None:
+        nonlocal committed, attempts
+        store = LogFileStore(counted)
+        await store.list()
+        path = "hot.md" if hot else f"own/{index}.md"
+        version: str | None = None if not hot else (await store.read(path)).version
+        value = 0
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            while True:
+                attempts += 1
+                try:
+                    version = await store.write(path, str(value), expected=version, origin=ORIGIN)
+                    break
+                except MemoryStoreError as error:
+                    if error.code != "version_mismatch" or error.current is None:
+                        raise
+                    version = error.current.version
+            value += 1
+            committed += 1
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(agent(i, counted) for i, counted in enumerate(stores)))
+    elapsed = time.perf_counter() - started
+    creates = sum(counted.calls["create"] for counted in stores)
+    return {
+        "writers": writers,
+        "commits_per_second": committed / elapsed,
+        "bound_per_second": 1 / (2 * latency),
+        "creates_per_commit": creates / committed,
+        "retries_per_write": (attempts - committed) / committed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+async def scale(memories: int, latency: float, seconds: float) -> dict[str, float]:
+    """`memories` memories in one bucket, two writers each, in parallel: total commits per second."""
+    objects = MemoryObjectStore()  # one bucket; prefixes below keep the memories apart
+    committed = 0
+    deadline = time.perf_counter() + seconds
+
+    async def writer(memory: int, index: int) -> None:
+        nonlocal committed
+        store = LogFileStore(FaultyObjectStore(_Prefixed(objects, f"m{memory}/"), Faults(latency=latency)))
+        version = None
+        path = f"w{index}.md"
+        while time.perf_counter() < deadline:
+            try:
+                version = await store.write(path, str(committed), expected=version, origin=ORIGIN)
+                committed += 1
+            except MemoryStoreError as error:
+                version = error.current.version if error.current else None
+
+    started = time.perf_counter()
+    await asyncio.gather(*(writer(memory, index) for memory in range(memories) for index in range(2)))
+    return {"memories": memories, "commits_per_second": committed / (time.perf_counter() - started)}
+
+
+class _Prefixed:
+    """One memory's view of a shared in-memory bucket, under a key prefix."""
+
+    def __init__(self, bucket: MemoryObjectStore, prefix: str) -> None:
+        self.bucket, self.prefix = bucket, prefix
+
+    @property
+    def location(self) -> str:
+        return f"memory://bucket/{self.prefix}"
+
+    async def get(self, key: str) -> bytes | None:
+        return await self.bucket.get(self.prefix + key)
+
+    async def create(self, key: str, data: bytes) -> bool:
+        return await self.bucket.create(self.prefix + key, data)
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> list[Any]:
+        after = self.prefix + start_after if start_after is not None else None
+        found = await self.bucket.list(self.prefix + prefix, start_after=after)
+        return [type(info)(info.key[len(self.prefix) :], info.modified) for info in found]
+
+    async def delete(self, keys: Any) -> None:
+        await self.bucket.delete([self.prefix + key for key in keys])
+
+    async def now(self) -> float:
+        return await self.bucket.now()
+
+
+async def local_baselines(runs: int) -> dict[str, dict[str, float]]:
+    """The harness's DirectoryFileStore and our LocalFileStore on the same local disk."""
+    results = {}
+    for name, make in (("DirectoryFileStore", DirectoryFileStore), ("LocalFileStore", LocalFileStore)):
+        store: FileStore = make(tempfile.mkdtemp())
+        version = await store.write("f.md", TEXT, expected=None, origin=ORIGIN)
+
+        async def write(store: FileStore = store) -> None:
+            nonlocal version
+            version = await store.write("f.md", TEXT + str(time.perf_counter()), expected=version, origin=ORIGIN)
+
+        reads = await timed(lambda store=store: store.read("f.md"), runs)  # type: ignore[misc]
+        writes = await timed(write, runs)
+        results[name] = {
+            "read_median_ms": statistics.median(reads) * 1000,
+            "write_median_ms": statistics.median(writes) * 1000,
+            "write_p99_ms": percentile(writes, 0.99) * 1000,
+        }
+    return results
+
+
+async def http_single_agent(runs: int) -> dict[str, dict[str, float]]:
+    """The single-agent operations over real HTTP against a moto server (on this machine)."""
+    import os
+
+    from aiobotocore.session import get_session
+
+    from bucket_memory.emulators import moto_server
+    from bucket_memory.s3 import S3ObjectStore
+
+    with moto_server() as endpoint:
+        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+        async with get_session().create_client("s3", endpoint_url=endpoint) as client:
+            await client.create_bucket(Bucket="bench")
+            store = LogFileStore(S3ObjectStore(client, bucket="bench", prefix="memory"))
+            await store.put_files({f"notes/{i:05}.md": TEXT for i in range(100)}, replace=False, origin=ORIGIN)
+            version = await store.write("hot.md", "0", expected=None, origin=ORIGIN)
+
+            async def write() -> None:
+                nonlocal version
+                version = await store.write("hot.md", str(time.perf_counter()), expected=version, origin=ORIGIN)
+
+            operations = {"read": lambda: store.read("notes/00000.md"), "list": store.list, "write": write}
+            return {
+                name: {"median_ms": statistics.median(s) * 1000, "p99_ms": percentile(s, 0.99) * 1000}
+                for name, operation in operations.items()
+                for s in [await timed(operation, runs)]
+            }
+
+
+def plot(results: dict[str, Any], directory: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    figure, (throughput, tail) = plt.subplots(1, 2, figsize=(11, 4))
+    for key, label in (("disjoint", "disjoint files"), ("hot", "one hot file")):
+        rows = results["contention"][key]
+        throughput.plot([r["writers"] for r in rows], [r["commits_per_second"] for r in rows], "o-", label=label)
+        tail.plot([r["writers"] for r in rows], [r["p99_ms"] for r in rows], "o-", label=label)
+    bound = results["contention"]["disjoint"][0]["bound_per_second"]
+    throughput.axhline(bound, color="grey", linestyle="--", label="bound: 1 commit / 2 requests")
+    throughput.axhline(bound / 2, color="grey", linestyle=":", label="half the bound")
+    for axis, title, unit in (
+        (throughput, "Committed writes per second, one memory", "commits/s"),
+        (tail, "p99 write latency", "ms"),
+    ):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("concurrent writers")
+        axis.set_ylabel(unit)
+        axis.set_title(title)
+        axis.legend()
+    tail.set_yscale("log")
+    figure.suptitle("20 ms per request (S3 Standard-like)")
+    figure.tight_layout()
+    figure.savefig(directory / "contention.png", dpi=110)
+
+    figure, axis = plt.subplots(figsize=(8, 4))
+    operations = ["read", "list", "write", "append (read + write)", "delete"]
+    ours = [results["single"]["1000"][op]["requests"] for op in operations]
+    naive = [results["naive"]["requests"][op] for op in operations]
+    positions = range(len(operations))
+    axis.bar([p - 0.2 for p in positions], ours, width=0.4, label="bucket-memory (log)")
+    axis.bar([p + 0.2 for p in positions], naive, width=0.4, label="naive one object per file")
+    axis.set_xticks(list(positions), operations)
+    axis.set_ylabel("requests per operation")
+    axis.set_title("Requests per operation, 1,000 files, a read set of 10 files")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(directory / "requests.png", dpi=110)
+
+
+def tables(results: dict[str, Any]) -> str:
+    lines = ["### Single agent (20 ms per request; warm store)", ""]
+    for files, rows in results["single"].items():
+        lines += [
+            f"**{int(files):,} files**",
+            "",
+            "| operation | median ms | p99 ms | requests | bytes |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {op} | {r['median_ms']:.1f} | {r['p99_ms']:.1f} | {r['requests']:.1f} | {r['bytes']:,.0f} |"
+            for op, r in rows.items()
+        ]
+        lines.append("")
+    lines += [
+        "### Cold start (20 ms per request)",
+        "",
+        "| memory | seconds | requests | GETs | LISTs | bytes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {name} | {r['seconds']:.2f} | {r['requests']} | {r['gets']} | {r['lists']} | {r['bytes']:,} |"
+        for name, r in results["cold"].items()
+    ]
+    lines += ["", "### Contention on one memory (20 ms per request, 4 s each)", ""]
+    for key, title in (("disjoint", "disjoint files"), ("hot", "one hot file, read-modify-write")):
+        lines += [
+            f"**{title}**",
+            "",
+            "| writers | commits/s | bound | PUTs per commit | retries per write | p50 ms | p99 ms |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {r['writers']} | {r['commits_per_second']:.1f} | {r['bound_per_second']:.1f} "
+            f"| {r['creates_per_commit']:.2f} | {r['retries_per_write']:.2f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} |"
+            for r in results["contention"][key]
+        ]
+        lines.append("")
+    lines += [
+        "### Many memories in one bucket (two writers each, 20 ms per request)",
+        "",
+        "| memories | commits/s |",
+        "| ---: | ---: |",
+    ]
+    lines += [f"| {r['memories']} | {r['commits_per_second']:.1f} |" for r in results["scale"]]
+    lines += [
+        "",
+        "### Local disk baselines (no injected latency)",
+        "",
+        "| store | read median ms | write median ms | write p99 ms |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {name} | {r['read_median_ms']:.2f} | {r['write_median_ms']:.2f} | {r['write_p99_ms']:.2f} |"
+        for name, r in results["local"].items()
+    ]
+    lines += [
+        "",
+        "### Real HTTP: moto server on this machine (100 files)",
+        "",
+        "| operation | median ms | p99 ms |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| {op} | {r['median_ms']:.1f} | {r['p99_ms']:.1f} |" for op, r in results["http"].items()]
+    naive = results["naive"]
+    lines += [
+        "",
+        "### The naive alternative: one object per file",
+        "",
+        "| operation | requests (naive) | requests (bucket-memory) |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [
+        f"| {op} | {n} | {results['single']['1000'][op]['requests']:.1f} |" for op, n in naive["requests"].items()
+    ]
+    lines += ["", f"Write skew under the naive store: {naive['write_skew']}", ""]
+    lines += [f"Machine: {results['machine']}", ""]
+    return "\n".join(lines)
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    runs, seconds = (10, 1.0) if quick else (40, 4.0)
+    latency = 0.020
+    results: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}"}
+    results["single"] = {str(n): await single_agent(n, latency, runs) for n in (10, 1000, 10000)}
+    results["single_express"] = await single_agent(1000, 0.005, runs)
+    results["cpu"] = {str(n): await cpu_per_operation(n, runs) for n in (1000, 10000)}
+    results["cold"] = {
+        "10 files, 10 commits": await cold_start(10, 10, latency),
+        "1,000 files": await cold_start(1000, 10, latency),
+        "10,000 files": await cold_start(10000, 10, latency),
+        f"10 files after {'10,000' if quick else '100,000'} commits": await cold_start(
+            10, 10_000 if quick else 100_000, latency
+        ),
+    }
+    writer_counts = (1, 4, 16) if quick else (1, 4, 16, 64)
+    results["contention"] = {
+        key: [await contention(w, key == "hot", latency, seconds) for w in writer_counts] for key in ("disjoint", "hot")
+    }
+    results["scale"] = [await scale(m, latency, seconds) for m in (1, 4, 16, 64)]
+    results["local"] = await local_baselines(runs)
+    results["http"] = await http_single_agent(runs)
+    results["naive"] = {"requests": await naive_request_counts(), "write_skew": await demonstrate_write_skew()}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer runs, shorter contention rounds")
+    quick = parser.parse_args().quick
+    results = asyncio.run(run(quick))
+    (ROOT / "benchmarks" / "results.json").write_text(json.dumps(results, indent=2))
+    plot(results, ROOT / "docs" / "img")
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    start, end = "<!-- results -->", "<!-- /results -->"
+    page.write_text(text[: text.index(start) + len(start)] + "\n" + tables(results) + "\n" + text[text.index(end) :])
+    print(tables(results))
+
+
+if __name__ == "__main__":
+    main()
