@@ -3,6 +3,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TOOLS := .venv-tools
+TOOLS_STAMP := $(TOOLS)/.installed
 
 .PHONY: demo test test-slow lint bench clean
 
@@ -18,10 +20,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+$(TOOLS_STAMP): requirements-tools.txt
+	@if [ -z "$(PYTHON313)" ]; then echo "error: Python 3.13 not found (see above)." >&2; exit 1; fi
+	@[ -x $(TOOLS)/bin/python ] || $(PYTHON313) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet -r requirements-tools.txt
+	@touch $(TOOLS_STAMP)
+
+lint: $(STAMP) $(TOOLS_STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples tools
+	$(VENV)/bin/ruff format --check src tests benchmarks examples tools
 	$(VENV)/bin/mypy
+	$(TOOLS)/bin/checkov -d terraform --framework terraform --skip-download --quiet --compact
+	$(TOOLS)/bin/python tools/terraform_fmt_check.py terraform
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
@@ -37,4 +47,4 @@ demo: $(STAMP)
 	$(PY) -m examples.demo
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache

@@ -306,6 +306,27 @@ def stats(url: Url, as_json: Json = False) -> None:
 
 
 @app.command()
+def init(
+    url: Annotated[str, typer.Argument(help="s3://bucket or gs://bucket (a prefix is ignored)")],
+    enable_versioning: Annotated[
+        bool, typer.Option(help="Turn versioning on for an existing bucket that has it off.")
+    ] = False,
+    noncurrent_days: Annotated[int, typer.Option(min=1, help="Days old object versions are kept.")] = 30,
+) -> None:
+    """Create a memory bucket with the Terraform modules' settings (versioning, lifecycle, private, encrypted)."""
+    from .provision import init_bucket
+
+    try:
+        done = init_bucket(url, enable_versioning=enable_versioning, noncurrent_days=noncurrent_days)
+    except MemoryStoreError as error:
+        err.print(f"[red]error[/red] ({error.code}): {error}", highlight=False)
+        raise typer.Exit(EXIT_STORE) from None
+    state = "created" if done.created else "updated"
+    versioning = "versioning turned on" if done.versioning_enabled_now else "versioning was already on"
+    out.print(f"{done.bucket}: {state}; {versioning}; old versions kept {noncurrent_days} days")
+
+
+@app.command()
 def doctor(url: Url) -> None:
     """Check that the endpoint refuses a second create of one key (the store needs it); exit 1 if not."""
     from .objects import check_create_only

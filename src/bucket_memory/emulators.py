@@ -21,11 +21,16 @@ _START_SECONDS = 30.0
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto S3 server; yields its endpoint URL and stops it on exit."""
+def moto_server(*, enforce_iam_after: int | None = None) -> Iterator[str]:
+    """A moto server (S3, IAM, ...); yields its endpoint URL and stops it on exit.
+
+    With `enforce_iam_after`, requests are authorized by IAM policies once that many actions
+    have run unchecked (enough to create the test's users and policies).
+    """
     binary = Path(sys.executable).with_name("moto_server")
     command = [str(binary)] if binary.exists() else [sys.executable, "-m", "moto.server"]
-    with _serving([*command, "-H", "127.0.0.1", "-p", "{port}"], "/moto-api/") as url:
+    environment = {} if enforce_iam_after is None else {"INITIAL_NO_AUTH_ACTION_COUNT": str(enforce_iam_after)}
+    with _serving([*command, "-H", "127.0.0.1", "-p", "{port}"], "/moto-api/", environment) as url:
         yield url
 
 
@@ -36,21 +41,20 @@ def fake_gcs_server() -> Iterator[str]:
 
     binary = str(_server._get_binary_path())
     arguments = ["-scheme", "http", "-backend", "memory", "-host", "127.0.0.1", "-port", "{port}"]
-    with _serving(
-        [binary, *arguments, "-external-url", "http://127.0.0.1:{port}", "-log-level", "error"], "/storage/v1/b"
-    ) as url:
+    command = [binary, *arguments, "-external-url", "http://127.0.0.1:{port}", "-log-level", "error"]
+    with _serving(command, "/storage/v1/b", {}) as url:
         yield url
 
 
 @contextmanager
-def _serving(command: list[str], ready_path: str) -> Iterator[str]:
+def _serving(command: list[str], ready_path: str, environment: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         [part.format(port=port) for part in command],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **environment},
     )
     try:
         _wait_until_ready(process, url + ready_path)

@@ -31,6 +31,7 @@ LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 GENESIS_HASH = "0" * 64
 _FETCH_CONCURRENCY = 16
+_MAX_BACKOFF = 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +352,7 @@ class LogOptions:
     retain_commits: int = 1000
     retain_seconds: float = 7 * 24 * 3600.0
     auto_compact: bool = True
-    commit_attempts: int = 64
+    commit_attempts: int = 1000
     request_attempts: int = 6
     clock: Callable[[], float] = time.monotonic
 
@@ -424,13 +425,16 @@ class CommitLog:
                     continue
                 await self._ensure_recent()
                 commit = Commit.create(self._current().head + 1, self._current().head_hash, changes, origin)
+                started = self._clock()
                 if await self._create(commit):
                     self._current().apply(commit, self.objects.location)
                     await self._maybe_checkpoint(force=any(isinstance(change, Purge) for change in changes))
                     return commit.seq
                 proven = True  # _create caught up with a listing sent after our attempt lost.
-                if attempt:
-                    await asyncio.sleep(random.uniform(0, 0.01 * min(attempt, 10)))
+                # Each round has one winner: spread the losers out, by rounds of their own duration, so
+                # that many writers on one memory do not starve one another.
+                round_trip = max(self._clock() - started, 0.001)
+                await asyncio.sleep(random.uniform(0, min(_MAX_BACKOFF, round_trip * 2 ** min(attempt, 8))))
             raise MemoryStoreError(
                 "unavailable",
                 f"{self.options.commit_attempts} commits in a row lost to other writers of {self.objects.location}; "

@@ -1,0 +1,179 @@
+"""Terraform modules and `bucket-memory init`: static checks, equal settings, and the S3 policy applied in moto."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import open_store
+from bucket_memory.emulators import moto_server
+from bucket_memory.provision import ABORT_MULTIPART_DAYS, NONCURRENT_VERSION_DAYS
+
+TERRAFORM = Path(__file__).parent.parent / "terraform"
+MODULES = TERRAFORM / "modules"
+COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
+
+
+def parsed(path: Path) -> Any:
+    """A .tf file as python-hcl2 reads it, with the quotes it keeps around names and strings removed."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {plain(key): plain(item) for key, item in value.items() if key != "__is_block__"}
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+            return value[1:-1]
+        return value
+
+    with path.open() as file:
+        return plain(hcl2.load(file))
+
+
+def resource(module: str, kind: str) -> dict[str, Any]:
+    for block in parsed(MODULES / module / "main.tf")["resource"]:
+        if kind in block:
+            found: dict[str, Any] = next(iter(block[kind].values()))
+            return found
+    raise AssertionError(f"{module} declares no {kind}")
+
+
+def default(module: str, variable: str) -> Any:
+    for block in parsed(MODULES / module / "variables.tf")["variable"]:
+        if variable in block:
+            return block[variable]["default"]
+    raise AssertionError(f"{module} declares no variable {variable}")
+
+
+def test_every_terraform_file_parses() -> None:
+    files = sorted(TERRAFORM.rglob("*.tf"))
+    assert len(files) >= 10
+    for file in files:
+        assert parsed(file), file
+
+
+def test_the_modules_keep_what_init_keeps() -> None:
+    assert default("s3-memory-bucket", "noncurrent_version_days") == NONCURRENT_VERSION_DAYS
+    assert default("gcs-memory-bucket", "noncurrent_version_days") == NONCURRENT_VERSION_DAYS
+    assert (
+        resource("s3-memory-bucket", "aws_s3_bucket_versioning")["versioning_configuration"][0]["status"] == "Enabled"
+    )
+    rule = resource("s3-memory-bucket", "aws_s3_bucket_lifecycle_configuration")["rule"][0]
+    assert rule["noncurrent_version_expiration"][0]["noncurrent_days"] == "${var.noncurrent_version_days}"
+    assert rule["abort_incomplete_multipart_upload"][0]["days_after_initiation"] == ABORT_MULTIPART_DAYS
+    bucket = resource("gcs-memory-bucket", "google_storage_bucket")
+    assert bucket["versioning"][0]["enabled"] is True
+    noncurrent, multipart = bucket["lifecycle_rule"]
+    assert noncurrent["condition"][0]["days_since_noncurrent_time"] == "${var.noncurrent_version_days}"
+    assert multipart["condition"][0]["age"] == ABORT_MULTIPART_DAYS
+    assert bucket["public_access_prevention"] == "enforced" and bucket["uniform_bucket_level_access"] is True
+
+
+def run(*arguments: str, expect: int = 0) -> str:
+    done = subprocess.run([COMMAND, *arguments], capture_output=True, text=True, timeout=120)
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_init_s3(s3_endpoint: str) -> None:
+    import botocore.session
+
+    s3 = botocore.session.get_session().create_client("s3")
+    assert "created" in run("init", "s3://init-fresh/team")
+    assert s3.get_bucket_versioning(Bucket="init-fresh")["Status"] == "Enabled"
+    (rule,) = s3.get_bucket_lifecycle_configuration(Bucket="init-fresh")["Rules"]
+    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == NONCURRENT_VERSION_DAYS
+    assert rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == ABORT_MULTIPART_DAYS
+    assert all(s3.get_public_access_block(Bucket="init-fresh")["PublicAccessBlockConfiguration"].values())
+    s3.create_bucket(Bucket="init-unversioned")
+    refusal = run("init", "s3://init-unversioned", expect=3)
+    assert "--enable-versioning" in refusal and "init-unversioned" in refusal
+    assert "Status" not in s3.get_bucket_versioning(Bucket="init-unversioned")
+    assert "versioning turned on" in run("init", "s3://init-unversioned", "--enable-versioning")
+    assert s3.get_bucket_versioning(Bucket="init-unversioned")["Status"] == "Enabled"
+
+
+def test_init_gcs(gcs_endpoint: str) -> None:
+    from google.cloud import storage
+
+    assert "created" in run("init", "gs://init-fresh")
+    client = storage.Client()
+    bucket = client.get_bucket("init-fresh")
+    assert bucket.versioning_enabled
+    client.create_bucket("init-unversioned")
+    assert "--enable-versioning" in run("init", "gs://init-unversioned", expect=3)
+    run("init", "gs://init-unversioned", "--enable-versioning")
+    assert client.get_bucket("init-unversioned").versioning_enabled
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def guarded_s3() -> Iterator[dict[str, str]]:
+    """A moto server that enforces IAM after setup: a bucket, and a user holding only the module's policy."""
+    setup_actions = 4  # create the bucket, the user, its policy, its access key
+    with moto_server(enforce_iam_after=setup_actions) as endpoint, pytest.MonkeyPatch.context() as environment:
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "admin",
+            "AWS_SECRET_ACCESS_KEY": "admin",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            environment.setenv(name, value)
+        import botocore.session
+
+        session = botocore.session.get_session()
+        session.create_client("s3").create_bucket(Bucket="guarded")
+        iam = session.create_client("iam")
+        iam.create_user(UserName="agent")
+        iam.put_user_policy(
+            UserName="agent", PolicyName="bucket-memory", PolicyDocument=module_policy("guarded", "teams/blue")
+        )
+        key = iam.create_access_key(UserName="agent")["AccessKey"]
+        environment.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        environment.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        yield {"MEMORY_URL": "s3://guarded/teams/blue"}
+
+
+def module_policy(bucket: str, prefix: str) -> str:
+    """The S3 module's access policy for one prefix, rendered from the module's own template."""
+    template = (MODULES / "s3-memory-bucket" / "access-policy.json.tftpl").read_text()
+    statements = json.loads(string.Template(template).substitute(bucket=bucket, prefix=f"{prefix}/"))
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+async def test_the_module_policy_admits_its_prefix_and_refuses_others(guarded_s3: dict[str, str]) -> None:
+    async with open_store("s3://guarded/teams/blue") as store:
+        version = await store.write("plan.md", "ship\n", expected=None, origin=Origin())
+        assert (await store.read("plan.md")).version == version  # the probe's 404 needs s3:ListBucket
+        assert [entry.path for entry in await store.list()] == ["plan.md"]
+    # moto checks resource ARNs but not the s3:prefix condition on ListBucket, so the refusal shows on
+    # the objects: the write (and the create-only check of a first open) is denied.
+    with pytest.raises(MemoryStoreError) as caught:
+        async with open_store("s3://guarded/teams/red") as other:
+            await other.write("plan.md", "sneak\n", expected=None, origin=Origin())
+    assert caught.value.code == "forbidden" and "guarded" in str(caught.value)
+
+
+def test_the_lambda_handler_runs_under_the_module_policy(
+    guarded_s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_URL", "s3://guarded/teams/blue/inbox")
+    monkeypatch.delenv("MODEL", raising=False)
+    from examples import lambda_handler
+
+    first = lambda_handler.handler({"note": "call the bank"}, None)
+    second = lambda_handler.handler({"note": "water the plants"}, None)
+    assert first["inbox"] == "- call the bank\n"
+    assert second["inbox"] == "- call the bank\n- water the plants\n"
+    assert lambda_handler.store is not None, "the warm store is kept between invocations"
+    assert os.environ["MEMORY_URL"].startswith("s3://guarded/teams/blue/")
