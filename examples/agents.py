@@ -75,23 +75,21 @@ def in_order(steps: Sequence[Step]) -> Script:
 
 
 def persevering(steps: Sequence[Step], *, attempts: int = 4) -> Script:
-    """Like a careful model: after a conflict, view the memory again and retry the step that failed."""
-    position, tries, rereading = 0, 0, False
+    """Like a careful model: after a conflict, view the memory again and repeat the call that failed."""
+    forward = in_order(steps)
+    last: ToolCall | None = None
+    tries, rereading = 0, False
 
     def script(transcript: Transcript) -> ToolCall | None:
-        nonlocal position, tries, rereading
+        nonlocal last, tries, rereading
         if rereading:
             rereading = False
-            return steps[position - 1](transcript)
+            return last
         if transcript.answers and error_of(transcript.answers[-1]) in CONFLICTS and tries < attempts:
             tries, rereading = tries + 1, True
             return call("view", path="")(transcript)
-        tries = 0
-        while position < len(steps):
-            position += 1
-            if (made := steps[position - 1](transcript)) is not None:
-                return made
-        return None
+        tries, last = 0, forward(transcript)
+        return last
 
     return script
 
