@@ -170,18 +170,23 @@ async def cold_start(files: int, commits: int, latency: float) -> dict[str, floa
     }
 
 
-async def contention(writers: int, hot: bool, latency: float, seconds: float) -> dict[str, float]:
-    """`writers` agents (each its own store, as separate processes are) writing for `seconds`."""
+async def contention(
+    writers: int, hot: bool, latency: float, seconds: float, *, one_process: bool = False
+) -> dict[str, float]:
+    """`writers` agents writing for `seconds`: each with its own store, as separate processes are, or
+    (`one_process`) sharing one store, whose concurrent writes then go out as group commits."""
     objects = MemoryObjectStore()
     if hot:
         await LogFileStore(objects).write("hot.md", "0", expected=None, origin=ORIGIN)
-    stores = [FaultyObjectStore(objects, Faults(latency=latency)) for _ in range(writers)]
+    shared = FaultyObjectStore(objects, Faults(latency=latency))
+    stores = [shared if one_process else FaultyObjectStore(objects, Faults(latency=latency)) for _ in range(writers)]
+    shared_store = LogFileStore(shared)
     committed, attempts, latencies = 0, 0, []
     deadline = time.perf_counter() + seconds
 
     async def agent(index: int, counted: FaultyObjectStore) -> None:
         nonlocal committed, attempts
-        store = LogFileStore(counted)
+        store = shared_store if one_process else LogFileStore(counted)
         await store.list()
         path = "hot.md" if hot else f"own/{index}.md"
         version: str | None = None if not hot else (await store.read(path)).version
@@ -204,7 +209,7 @@ async def contention(writers: int, hot: bool, latency: float, seconds: float) ->
     started = time.perf_counter()
     await asyncio.gather(*(agent(i, counted) for i, counted in enumerate(stores)))
     elapsed = time.perf_counter() - started
-    creates = sum(counted.calls["create"] for counted in stores)
+    creates = sum(counted.calls["create"] for counted in {id(counted): counted for counted in stores}.values())
     return {
         "writers": writers,
         "commits_per_second": committed / elapsed,
@@ -325,7 +330,7 @@ def plot(results: dict[str, Any], directory: Path) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     figure, (throughput, tail) = plt.subplots(1, 2, figsize=(11, 4))
-    for key, label in (("disjoint", "disjoint files"), ("hot", "one hot file")):
+    for key, label in (("disjoint", "disjoint files"), ("hot", "one hot file"), ("group", "one process, group commit")):
         rows = results["contention"][key]
         throughput.plot([r["writers"] for r in rows], [r["commits_per_second"] for r in rows], "o-", label=label)
         tail.plot([r["writers"] for r in rows], [r["p99_ms"] for r in rows], "o-", label=label)
@@ -386,7 +391,11 @@ def tables(results: dict[str, Any]) -> str:
         for name, r in results["cold"].items()
     ]
     lines += ["", "### Contention on one memory (20 ms per request, 4 s each)", ""]
-    for key, title in (("disjoint", "disjoint files"), ("hot", "one hot file, read-modify-write")):
+    for key, title in (
+        ("disjoint", "disjoint files, one process each"),
+        ("hot", "one hot file, read-modify-write, one process each"),
+        ("group", "disjoint files, all in one process: group commit"),
+    ):
         lines += [
             f"**{title}**",
             "",
@@ -460,6 +469,9 @@ async def run(quick: bool) -> dict[str, Any]:
     results["contention"] = {
         key: [await contention(w, key == "hot", latency, seconds) for w in writer_counts] for key in ("disjoint", "hot")
     }
+    results["contention"]["group"] = [
+        await contention(w, False, latency, seconds, one_process=True) for w in writer_counts
+    ]
     results["scale"] = [await scale(m, latency, seconds) for m in (1, 4, 16, 64)]
     results["local"] = await local_baselines(runs)
     results["http"] = await http_single_agent(runs)

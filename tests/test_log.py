@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -233,3 +234,41 @@ def test_commit_encoding_round_trips() -> None:
     commit = Commit.create(7, "ab" * 32, [Write("é.md", "ü\n"), Delete("x"), Move("a", "b"), Purge()], ORIGIN)
     decoded = Commit.decode("memory://t", log_key(7), commit.encode())
     assert decoded == commit
+
+
+async def test_concurrent_writes_of_one_process_share_commits() -> None:
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects, Faults(latency=0.01))
+    store = LogFileStore(counted)
+    await store.list()
+    counted.calls.clear()
+    writers = [Origin(principal_id=f"agent-{index}") for index in range(20)]
+    versions = await asyncio.gather(
+        *(store.write(f"f{index}.md", f"{index}", expected=None, origin=origin) for index, origin in enumerate(writers))
+    )
+    assert counted.calls["create"] < 5, "twenty concurrent writes went out in a few group commits"
+    state, commits = await replay(objects)
+    for index, version in enumerate(versions):
+        assert state.files[f"f{index}.md"].version == int(version)
+    assert [commit.seq for commit in commits] == list(range(1, len(commits) + 1))
+    history = {revision.path: revision.origin.principal_id for revision in await store.history()}
+    assert history == {f"f{index}.md": f"agent-{index}" for index in range(20)}, "each change keeps its caller"
+
+
+async def test_a_group_commit_orders_its_callers() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(FaultyObjectStore(objects, Faults(latency=0.01)))
+    base = await store.write("base.md", "b", expected=None, origin=ORIGIN)
+    outcomes = await asyncio.gather(
+        store.write("same.md", "first", expected=None, origin=ORIGIN),
+        store.write("same.md", "second", expected=None, origin=ORIGIN),
+        store.write("base.md", "b2", expected=base, origin=ORIGIN),
+        store.delete("base.md", expected=base, origin=ORIGIN),
+        return_exceptions=True,
+    )
+    created, refused, rewritten, stale_delete = outcomes
+    assert isinstance(created, str) and isinstance(rewritten, str)
+    assert isinstance(refused, MemoryStoreError) and refused.code == "version_mismatch"
+    assert refused.current is not None and (refused.current.text, refused.current.version) == ("first", created)
+    assert isinstance(stale_delete, MemoryStoreError) and stale_delete.code == "version_mismatch"
+    assert (await LogFileStore(objects).read("base.md")).text == "b2"

@@ -515,7 +515,7 @@ class Revision:
 
 def _revisions(commit: Commit, change: Change) -> builtins.list[Revision]:
     def made(path: str, action: RevisionAction, other: str | None = None, size: int | None = None) -> Revision:
-        return Revision(path, str(commit.seq), commit.time, commit.origin, action, other, size)
+        return Revision(path, str(commit.seq), commit.time, change.origin or commit.origin, action, other, size)
 
     match change:
         case Write(path, text):
