@@ -380,7 +380,17 @@ def tables(results: dict[str, Any]) -> str:
             for op, r in rows.items()
         ]
         lines.append("")
+    sizes = list(results["cpu"])
     lines += [
+        "### CPU per operation (no injected latency; median ms)",
+        "",
+        "| operation | " + " | ".join(f"{int(n):,} files" for n in sizes) + " |",
+        "| --- |" + " ---: |" * len(sizes),
+    ]
+    for operation in results["cpu"][sizes[0]]:
+        lines.append(f"| {operation} | " + " | ".join(f"{results['cpu'][n][operation]:.2f}" for n in sizes) + " |")
+    lines += [
+        "",
         "### Cold start (20 ms per request)",
         "",
         "| memory | seconds | requests | GETs | LISTs | bytes |",
@@ -399,7 +409,7 @@ def tables(results: dict[str, Any]) -> str:
         lines += [
             f"**{title}**",
             "",
-            "| writers | commits/s | bound | PUTs per commit | retries per write | p50 ms | p99 ms |",
+            "| writers | writes/s | bound | PUTs per write | retries per write | p50 ms | p99 ms |",
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         lines += [
