@@ -338,7 +338,7 @@ def plot(results: dict[str, Any], directory: Path) -> None:
     throughput.axhline(bound, color="grey", linestyle="--", label="bound: 1 commit / 2 requests")
     throughput.axhline(bound / 2, color="grey", linestyle=":", label="half the bound")
     for axis, title, unit in (
-        (throughput, "Committed writes per second, one memory", "commits/s"),
+        (throughput, "Committed writes per second, one memory", "writes/s"),
         (tail, "p99 write latency", "ms"),
     ):
         axis.set_xscale("log", base=2)
@@ -346,6 +346,7 @@ def plot(results: dict[str, Any], directory: Path) -> None:
         axis.set_ylabel(unit)
         axis.set_title(title)
         axis.legend()
+    throughput.set_yscale("log")
     tail.set_yscale("log")
     figure.suptitle("20 ms per request (S3 Standard-like)")
     figure.tight_layout()
