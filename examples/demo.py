@@ -12,12 +12,15 @@ import asyncio
 import builtins
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from a13n_harness.providers.memory import (
@@ -232,9 +235,19 @@ async def show(url: str, reports: list[AgentReport]) -> None:
     console.print(requests)
     console.print(
         "An uncontended write is one PutObject (If-None-Match: *) and a fresh read one GetObject; a lost race "
-        "adds a read of the winner's commit. Inspect the memory yourself:\n"
-        f"  .venv/bin/bucket-memory log {url}\n  .venv/bin/bucket-memory verify {url}"
+        "adds a read of the winner's commit, and the tool layer reads each file before it writes it."
     )
+
+
+def show_cli(url: str) -> None:
+    """The same memory through the command line, while the local S3 still runs."""
+    command = str(Path(sys.executable).with_name("bucket-memory"))
+    for arguments in (["log", url, "--limit", "6"], ["verify", url]):
+        console.rule(f"$ bucket-memory {' '.join(arguments)}")
+        environment = {**os.environ, "COLUMNS": str(console.width)}
+        done = subprocess.run([command, *arguments], capture_output=True, text=True, check=False, env=environment)
+        console.print(Text(done.stdout + done.stderr))
+    console.print("Run it on a real bucket: .venv/bin/python -m examples.demo s3://your-bucket/team [--model ...]")
 
 
 def main() -> None:
@@ -256,6 +269,7 @@ def main() -> None:
                 f"[green]{report.name}[/green] finished after {report.tool_calls} tool calls: {report.output}"
             )
         asyncio.run(show(url, reports))
+        show_cli(url)
 
 
 def _local_s3(stack: ExitStack) -> str:
