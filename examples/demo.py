@@ -1,8 +1,9 @@
 """`make demo`: several agents in separate processes share one memory in an S3 bucket, with no lock server.
 
 With no arguments it starts a local S3 (a moto server) and drives each agent with a scripted
-offline model. `python -m examples.demo s3://bucket/prefix` uses a real bucket (standard AWS
-credentials), and `--model openai:gpt-5-mini` (with OPENAI_API_KEY) a real model.
+offline model, or with openai:gpt-5-mini when OPENAI_API_KEY is set (`--model` picks any model,
+`--model scripted` stays offline). `python -m examples.demo s3://bucket/prefix` uses a real bucket
+with the standard AWS credentials.
 """
 
 from __future__ import annotations
@@ -253,16 +254,24 @@ def show_cli(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", nargs="?", help="a real memory URL (default: a local moto S3 started for the demo)")
-    parser.add_argument("--model", help="a real model for the agents, such as openai:gpt-5-mini (default: scripted)")
+    parser.add_argument(
+        "--model",
+        help="a model for the agents, such as openai:gpt-5-mini, or 'scripted' for the offline script "
+        "(default: openai:gpt-5-mini when OPENAI_API_KEY is set, else scripted)",
+    )
     arguments = parser.parse_args()
+    model = arguments.model or ("openai:gpt-5-mini" if os.environ.get("OPENAI_API_KEY") else "scripted")
     with ExitStack() as stack:
         url = arguments.url or _local_s3(stack)
         console.rule(f"[bold]bucket-memory demo[/bold]: {len(AGENTS)} agents share {url}")
+        console.print(f"model: {model}" + (" (offline; --model NAME for a real one)" if model == "scripted" else ""))
         asyncio.run(seed(url))
         context = multiprocessing.get_context("spawn")
         barrier = context.Manager().Barrier(len(AGENTS))
         with ProcessPoolExecutor(len(AGENTS), mp_context=context) as pool:
-            futures = [pool.submit(run_agent, url, name, arguments.model, barrier) for name in AGENTS]
+            futures = [
+                pool.submit(run_agent, url, name, None if model == "scripted" else model, barrier) for name in AGENTS
+            ]
             reports = [future.result(timeout=300) for future in futures]
         for report in reports:
             console.print(
