@@ -247,6 +247,8 @@ async def scale(memories: int, latency: float, seconds: float) -> dict[str, floa
 class _Prefixed:
     """One memory's view of a shared in-memory bucket, under a key prefix."""
 
+    ordered_listing = True
+
     def __init__(self, bucket: MemoryObjectStore, prefix: str) -> None:
         self.bucket, self.prefix = bucket, prefix
 

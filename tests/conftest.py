@@ -79,12 +79,14 @@ def unique_prefix() -> str:
     return f"memories/{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
+@pytest.fixture(params=["memory", "unordered", "local", "s3", "gcs"])
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """One memory's objects on each backend."""
+    """One memory's objects on each backend ("unordered" lists like an S3 Express directory bucket)."""
     match request.param:
         case "memory":
             return MemoryObjectStore()
+        case "unordered":
+            return MemoryObjectStore(ordered_listing=False)
         case "local":
             return LocalObjectStore(tmp_path / "memory")
         case "s3":

@@ -157,3 +157,33 @@ async def test_cloud_failures_become_store_errors(
                 await store.write("a.md", "a", expected=None, origin=ORIGIN)
     assert caught.value.code == code
     assert "guarded-bucket" in str(caught.value)
+
+
+async def test_a_directory_bucket_listing_is_sorted_and_filtered_client_side() -> None:
+    """S3 Express directory buckets list unordered and ignore StartAfter; moto cannot host one (it
+    fails botocore's CreateSession), so a stand-in client answers with unordered pages."""
+    from datetime import UTC, datetime
+
+    from bucket_memory.s3 import S3ObjectStore
+
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
+    pages = [
+        {
+            "Contents": [{"Key": "m/log/3", "LastModified": stamp}, {"Key": "m/log/1", "LastModified": stamp}],
+            "IsTruncated": True,
+            "NextContinuationToken": "next",
+        },
+        {"Contents": [{"Key": "m/log/2", "LastModified": stamp}], "IsTruncated": False},
+    ]
+    seen: list[dict[str, Any]] = []
+
+    class DirectoryBucketClient:
+        async def list_objects_v2(self, **arguments: Any) -> dict[str, Any]:
+            seen.append(arguments)
+            return pages[len(seen) - 1]
+
+    store = S3ObjectStore(DirectoryBucketClient(), bucket="memory--use1-az4--x-s3", prefix="m")
+    assert not store.ordered_listing
+    assert [info.key for info in await store.list("log/", start_after="log/1")] == ["log/2", "log/3"]
+    assert all("StartAfter" not in arguments for arguments in seen)
+    assert S3ObjectStore(DirectoryBucketClient(), bucket="plain-bucket").ordered_listing

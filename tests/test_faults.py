@@ -78,8 +78,8 @@ class Clock:
 class Audited(MemoryObjectStore):
     """A bucket with versioning, in effect: deleted objects stay readable to the audit."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, ordered_listing: bool = True) -> None:
+        super().__init__(ordered_listing=ordered_listing)
         self.deleted: dict[str, bytes] = {}
 
     async def delete(self, keys: Sequence[str]) -> None:
@@ -96,7 +96,7 @@ class Audited(MemoryObjectStore):
 
 
 async def run_random_faults(seed: int, *, writers: int, operations: int) -> None:
-    objects = Audited()
+    objects = Audited(ordered_listing=seed % 2 == 0)  # odd seeds catch up by probes, as on S3 Express
     clock = Clock()
     faults = Faults(fail_before=0.08, lose_reply=0.08, refuse=0.04, max_delay=0.001)
     options = LogOptions(

@@ -272,3 +272,23 @@ async def test_a_group_commit_orders_its_callers() -> None:
     assert refused.current is not None and (refused.current.text, refused.current.version) == ("first", created)
     assert isinstance(stale_delete, MemoryStoreError) and stale_delete.code == "version_mismatch"
     assert (await LogFileStore(objects).read("base.md")).text == "b2"
+
+
+async def test_an_unordered_store_catches_up_by_probing_the_next_seqs() -> None:
+    """S3 Express directory buckets list unordered and without start-after: catch up by GETs."""
+    objects = MemoryObjectStore(ordered_listing=False)
+    writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=10))
+    counted = FaultyObjectStore(objects)
+    reader = LogFileStore(counted)
+    await reader.list()
+    for index in range(25):
+        await writer.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+    counted.calls.clear()
+    assert len(await reader.list()) == 25
+    # GETs go out 16 at a time: the 25 commits and the 404 after them, plus the rest of the last window.
+    assert "list" not in counted.calls
+    assert 26 <= counted.calls["get"] <= 26 + 15
+    cold = FaultyObjectStore(objects)
+    assert len(await LogFileStore(cold).list()) == 25
+    assert cold.calls["list"] == 1, "only the checkpoints are listed"
+    assert cold.calls["get"] == 1 + 16, "the checkpoint at 20, then one window: commits 21 to 25 and 404s"

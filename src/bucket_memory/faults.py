@@ -59,6 +59,10 @@ class FaultyObjectStore:
         return self.inner.location
 
     @property
+    def ordered_listing(self) -> bool:
+        return self.inner.ordered_listing
+
+    @property
     def requests(self) -> int:
         return sum(self.calls.values())
 

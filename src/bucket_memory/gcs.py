@@ -31,6 +31,8 @@ class GCSObjectStore:
     as "exists"; 409, 429, 5xx and lost connections as `TransientError`.
     """
 
+    ordered_listing = True
+
     def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "") -> None:
         os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
         self.client = client

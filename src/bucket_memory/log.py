@@ -545,6 +545,9 @@ class CommitLog:
         """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
         state = self._current()
         sent = self._clock()
+        if not self.objects.ordered_listing and sent - self._confirmed_at <= self.options.grace_period / 2:
+            await self._probe_forward(state, sent)
+            return
         listed = await self._list(LOG_PREFIX, start_after=log_key(state.head))
         if listed and key_seq(listed[0].key) != state.head + 1:
             logger.info(
@@ -554,6 +557,23 @@ class CommitLog:
             return
         await self._apply_listed(state, listed)
         self._confirmed_at = sent
+
+    async def _probe_forward(self, state: State, sent: float) -> None:
+        """Catch up by GETs of the next seqs, a window at a time, until one is absent.
+
+        For stores whose listing is unordered and has no start-after (S3 Express directory
+        buckets). A 404 is proof only for a recently confirmed head, which the caller checked.
+        """
+        location = self.objects.location
+        while True:
+            window = range(state.head + 1, state.head + 1 + _FETCH_CONCURRENCY)
+            found = await asyncio.gather(*(self._get(log_key(seq)) for seq in window))
+            for seq, data in zip(window, found, strict=True):
+                if data is None:
+                    self._confirmed_at = sent
+                    return
+                state.apply(Commit.decode(location, log_key(seq), data), location)
+            sent = self._clock()
 
     async def _cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it."""
@@ -568,6 +588,11 @@ class CommitLog:
                 if data is None:
                     continue  # compacted between the listing and the read
                 state = State.from_checkpoint(self.objects.location, key, data, self.format)
+            if not self.objects.ordered_listing:
+                # Keys after the newest checkpoint are never compacted, so a 404 here is proof.
+                await self._probe_forward(state, sent)
+                self._state = state
+                return
             listed = await self._list(LOG_PREFIX, start_after=log_key(state.head) if state.head else None)
             if listed and key_seq(listed[0].key) != state.head + 1:
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.

@@ -57,6 +57,11 @@ class ObjectStore(Protocol):
         """Where the objects are, for messages: a URL such as s3://bucket/prefix."""
         ...
 
+    @property
+    def ordered_listing(self) -> bool:
+        """Whether the server lists in key order from a start-after key (S3 Express does not)."""
+        ...
+
     async def get(self, key: str) -> bytes | None: ...
 
     async def create(self, key: str, data: bytes) -> bool: ...
@@ -133,6 +138,8 @@ class LocalObjectStore:
     the key exists, so two processes can never both create one key, and a reader sees a whole
     object or none.
     """
+
+    ordered_listing = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -222,9 +229,10 @@ class MemoryObjectStore:
     It keeps the cloud guarantees (create-if-absent, ordered listing) within one process.
     """
 
-    def __init__(self, name: str = "memory") -> None:
+    def __init__(self, name: str = "memory", *, ordered_listing: bool = True) -> None:
         self.objects: dict[str, tuple[bytes, float]] = {}
         self.clock = 1_700_000_000.0
+        self.ordered_listing = ordered_listing
         self._name = name
 
     @property

@@ -40,6 +40,8 @@ class S3ObjectStore:
         self.client = client
         self.bucket = bucket
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        # S3 Express One Zone directory buckets ("name--zone--x-s3") list unordered, without StartAfter.
+        self.ordered_listing = not bucket.endswith("--x-s3")
         self._clock_offset = 0.0
 
     @property
@@ -68,7 +70,7 @@ class S3ObjectStore:
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
         found: builtins.list[ObjectInfo] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
-        if start_after is not None:
+        if start_after is not None and self.ordered_listing:
             arguments["StartAfter"] = self.prefix + start_after
         while True:
             page = await self._call(lambda: self.client.list_objects_v2(**arguments), prefix)
@@ -77,8 +79,12 @@ class S3ObjectStore:
                 for item in page.get("Contents", ())
             )
             if not page.get("IsTruncated"):
-                return found
+                break
             arguments["ContinuationToken"] = page["NextContinuationToken"]
+        if self.ordered_listing:
+            return found
+        # A directory bucket's listing: every key under the prefix, in no order.
+        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
 
     async def delete(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), _DELETE_BATCH):
