@@ -455,8 +455,8 @@ def _gcs_client() -> Any:
     except DefaultCredentialsError as error:
         raise MemoryStoreError(
             "forbidden",
-            f"No Google Cloud credentials: {error}. Run `gcloud auth application-default login` or set "
-            "GOOGLE_APPLICATION_CREDENTIALS.",
+            f"No Google Cloud credentials: {str(error).rstrip('.')}. "
+            "Run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS.",
         ) from None
 
 
