@@ -155,11 +155,15 @@ class S3ObjectStore:
         return response
 
     def _note_server_time(self, response: Any) -> None:
-        """Keep the server clock, which compaction ages objects by, from each reply's Date header."""
+        """Keep the server clock, which compaction ages objects by, from each reply's Date header.
+
+        The header has whole seconds, so an offset within two seconds is noise and taken as none.
+        """
         date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         if date:
             with contextlib.suppress(TypeError, ValueError):
-                self._clock_offset = parsedate_to_datetime(date).timestamp() - time.time()
+                offset = parsedate_to_datetime(date).timestamp() - time.time()
+                self._clock_offset = offset if abs(offset) > 2.0 else 0.0
 
 
 class _Missing(Exception):
