@@ -56,8 +56,15 @@ def _run[T](work: Callable[[LogFileStore], Awaitable[T]], url: str) -> T:
         async with open_store(url) as store:
             return await work(store)
 
-    try:
+    with _store_errors():
         return asyncio.run(opened())
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A store error becomes its code and message on stderr, and exit code 3."""
+    try:
+        yield
     except MemoryStoreError as error:
         err.print(f"[red]error[/red] ({error.code}): {error}", highlight=False)
         raise typer.Exit(EXIT_STORE) from None
@@ -316,11 +323,8 @@ def init(
     """Create a memory bucket with the Terraform modules' settings (versioning, lifecycle, private, encrypted)."""
     from .provision import init_bucket
 
-    try:
+    with _store_errors():
         done = init_bucket(url, enable_versioning=enable_versioning, noncurrent_days=noncurrent_days)
-    except MemoryStoreError as error:
-        err.print(f"[red]error[/red] ({error.code}): {error}", highlight=False)
-        raise typer.Exit(EXIT_STORE) from None
     state = "created" if done.created else "updated"
     versioning = "versioning turned on" if done.versioning_enabled_now else "versioning was already on"
     out.print(f"{done.bucket}: {state}; {versioning}; old versions kept {noncurrent_days} days")

@@ -61,14 +61,15 @@ class GCSObjectStore:
         return await self._run(self._list_versions, prefix)
 
     async def get_version(self, key: str, version: str) -> bytes | None:
-        return await self._run(self._get_version, key, version)
+        return await self._run(self._get, key, int(version))
 
     async def now(self) -> float:
         return time.time()
 
-    def _get(self, key: str) -> bytes | None:
+    def _get(self, key: str, generation: int | None = None) -> bytes | None:
         try:
-            data: bytes = self.bucket.blob(self.prefix + key).download_as_bytes(timeout=_TIMEOUT, retry=None)
+            blob = self.bucket.blob(self.prefix + key, generation=generation)
+            data: bytes = blob.download_as_bytes(timeout=_TIMEOUT, retry=None)
         except api.NotFound:
             return None
         return data
@@ -104,15 +105,6 @@ class GCSObjectStore:
             ObjectVersion(blob.name[len(self.prefix) :], str(blob.generation), blob.time_created.timestamp())
             for blob in blobs
         ]
-
-    def _get_version(self, key: str, version: str) -> bytes | None:
-        try:
-            data: bytes = self.bucket.blob(self.prefix + key, generation=int(version)).download_as_bytes(
-                timeout=_TIMEOUT, retry=None
-            )
-        except api.NotFound:
-            return None
-        return data
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(api.NotFound):

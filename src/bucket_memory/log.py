@@ -94,6 +94,7 @@ class CorruptObjectError(MemoryStoreError):
             f"run `bucket-memory verify {location}` and restore the object from bucket versioning.",
         )
         self.key = key
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +111,9 @@ class Commit:
 
     @classmethod
     def create(cls, seq: int, prev: str, changes: Sequence[Change], origin: Origin) -> Commit:
-        body = {
-            "kind": "commit",
-            "format": FORMAT,
-            "seq": seq,
-            "id": secrets.token_hex(16),
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "origin": {
-                "run_id": origin.run_id,
-                "principal_id": origin.principal_id,
-                "tool_call_id": origin.tool_call_id,
-            },
-            "prev": prev,
-            "changes": [_encode_change(change) for change in changes],
-        }
-        return cls._from_body(body, _digest(body))
+        time = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        unhashed = cls(seq, secrets.token_hex(16), time, origin, prev, tuple(changes), hash="")
+        return replace(unhashed, hash=_digest(unhashed._body()))
 
     def encode(self) -> bytes:
         return _canonical({**self._body(), "hash": self.hash})
@@ -515,21 +504,26 @@ class CommitLog:
     async def _loaded(self) -> State:
         if self._state is None:
             await self._cold_start()
-        elif self._clock() - self._confirmed_at > self.options.grace_period / 2:
-            await self._catch_up()
+        else:
+            await self._ensure_recent()
         return self._current()
 
     def _current(self) -> State:
         assert self._state is not None, "the log is loaded before use"
         return self._state
 
+    def _head_is_old(self, now: float | None = None) -> bool:
+        """Whether the cached head was confirmed more than half the grace period ago: then only a
+        listing, never a GET probe, may confirm it (compaction may have deleted the next keys)."""
+        return (self._clock() if now is None else now) - self._confirmed_at > self.options.grace_period / 2
+
     async def _ensure_recent(self) -> None:
-        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
+        if self._head_is_old():
             await self._catch_up()
 
     async def _probe(self) -> None:
         """Prove the cached head current with one GET of the next seq, catching up when it exists."""
-        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
+        if self._head_is_old():
             await self._catch_up()
             return
         state = self._current()
@@ -545,7 +539,7 @@ class CommitLog:
         """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
         state = self._current()
         sent = self._clock()
-        if not self.objects.ordered_listing and sent - self._confirmed_at <= self.options.grace_period / 2:
+        if not self.objects.ordered_listing and not self._head_is_old(sent):
             await self._probe_forward(state, sent)
             return
         listed = await self._list(LOG_PREFIX, start_after=log_key(state.head))
@@ -685,11 +679,7 @@ class CommitLog:
         """
         objects = self._versioned()
         location = self.objects.location
-        original: dict[str, ObjectVersion] = {}
-        # The first version of a key is its commit; a later one could only be a re-creation.
-        for version in sorted(await objects.list_versions(""), key=lambda version: version.modified):
-            if key_seq(version.key) is not None:
-                original.setdefault(version.key, version)
+        original = await self._original_versions(objects)
         semaphore = asyncio.Semaphore(_FETCH_CONCURRENCY)
 
         async def fetch(version: ObjectVersion) -> tuple[str, bytes]:
@@ -738,10 +728,7 @@ class CommitLog:
             if await self._list(LOG_PREFIX):
                 return 0
             objects = self._versioned()
-            original: dict[str, ObjectVersion] = {}
-            for version in sorted(await objects.list_versions(""), key=lambda version: version.modified):
-                if key_seq(version.key) is not None and version.key.startswith((LOG_PREFIX, CHECKPOINT_PREFIX)):
-                    original.setdefault(version.key, version)
+            original = await self._original_versions(objects)
             created = 0
             for key, version in sorted(original.items()):
                 data = await retrying(
@@ -753,6 +740,18 @@ class CommitLog:
                     created += 1
             self._state = None  # the next use loads what was re-created
             return created
+
+    async def _original_versions(self, objects: VersionedObjectStore) -> dict[str, ObjectVersion]:
+        """The first stored version of every commit and checkpoint key, deleted or not.
+
+        The first version is the one the store created; a later one could only be a re-creation.
+        """
+        original: dict[str, ObjectVersion] = {}
+        versions = await retrying(functools.partial(objects.list_versions, ""), what=f"Listing {objects.location}")
+        for version in sorted(versions, key=lambda version: version.modified):
+            if key_seq(version.key) is not None and version.key.startswith((LOG_PREFIX, CHECKPOINT_PREFIX)):
+                original.setdefault(version.key, version)
+        return original
 
     def _versioned(self) -> VersionedObjectStore:
         if not isinstance(self.objects, VersionedObjectStore):
@@ -789,7 +788,7 @@ class CommitLog:
                 else:
                     checkpoints[seq] = State.from_checkpoint(self.objects.location, info.key, data, self.format)
             except CorruptObjectError as error:
-                problems.append(Problem(info.key, str(error).split(" is corrupt ", 1)[-1].split(". The memory", 1)[0]))
+                problems.append(Problem(info.key, error.reason))
         seqs = sorted(commits)
         for before, after in itertools.pairwise(seqs):
             if after != before + 1:
@@ -860,7 +859,7 @@ class CommitLog:
         """One attempt to create the commit's key: the commit the key then holds (None: still free), and
         when the attempt was sent. A head too old to trust is first re-confirmed by listing."""
         key = log_key(commit.seq)
-        if self._clock() - self._confirmed_at > self.options.grace_period / 2:
+        if self._head_is_old():
             sent = self._clock()
             listed = await self._list(LOG_PREFIX, start_after=log_key(commit.seq - 1))
             if listed and listed[0].key != key:

@@ -49,13 +49,9 @@ class S3ObjectStore:
         return f"s3://{self.bucket}/{self.prefix.rstrip('/')}".rstrip("/")
 
     async def get(self, key: str) -> bytes | None:
-        try:
-            response = await self._call(lambda: self.client.get_object(Bucket=self.bucket, Key=self.prefix + key), key)
-        except _Missing:
-            return None
-        async with response["Body"] as body:
-            data: bytes = await body.read()
-        return data
+        return await self._read(
+            functools.partial(self.client.get_object, Bucket=self.bucket, Key=self.prefix + key), key
+        )
 
     async def create(self, key: str, data: bytes) -> bool:
         try:
@@ -127,6 +123,16 @@ class S3ObjectStore:
 
     async def now(self) -> float:
         return time.time() + self._clock_offset
+
+    async def _read(self, request: Callable[[], Awaitable[Any]], key: str) -> bytes | None:
+        """The body a GetObject request answers, or None for a missing key."""
+        try:
+            response = await self._call(request, key)
+        except _Missing:
+            return None
+        async with response["Body"] as body:
+            data: bytes = await body.read()
+        return data
 
     async def _call(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
         try:

@@ -204,12 +204,11 @@ class LogFileStore:
         """Make `path` what it was at `version` with a new commit; its new version (None: deleted)."""
         path = validate_path(path, self.format)
         target = _file(await self.log.state_at(_seq(version)), path)
-        unchanged: list[str | None] = []
+        unchanged: list[str] = []
 
         def plan(state: State) -> Sequence[Change]:
             current = state.files.get(path)
             if target is None:
-                unchanged.append(None)
                 return (Delete(path),) if current is not None else ()
             if current is not None and current.text == target.text:
                 unchanged.append(str(current.version))
@@ -219,14 +218,13 @@ class LogFileStore:
             return (Write(path, target.text),)
 
         seq = await self.log.commit(plan, origin)
-        return str(seq) if seq is not None and target is not None else (None if target is None else unchanged[-1])
+        if target is None:
+            return None
+        return str(seq) if seq is not None else unchanged[-1]
 
     async def rollback(self, seq: int, *, origin: Origin) -> int | None:
         """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
-        target = await self.log.state_at(seq)
-        return await self.put_files(
-            {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
-        )
+        return await self._become(await self.log.state_at(seq), origin)
 
     async def recover(self, moment: datetime, *, origin: Origin) -> int | None:
         """Make the memory what it was at `moment`, from the bucket's object versions, as one new commit.
@@ -235,7 +233,10 @@ class LogFileStore:
         the log resumes where it was). The new seq, or None when the memory already was that.
         """
         await self.log.undelete()
-        target = await self.log.state_as_of(moment)
+        return await self._become(await self.log.state_as_of(moment), origin)
+
+    async def _become(self, target: State, origin: Origin) -> int | None:
+        """Make the live files exactly those of `target`, as one commit."""
         return await self.put_files(
             {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
         )
@@ -392,14 +393,14 @@ async def open_store(
         bucket, prefix = bucket_and_prefix(os.fspath(url))
         async with _s3_client() as client:
             store: LogFileStore = S3FileStore(client, bucket=bucket, prefix=prefix, **settings)
-            await _checked(store, client.meta.endpoint_url)
+            await _checked(store, client.meta.endpoint_url, bucket)
             yield store
     elif scheme == "gs":
         bucket, prefix = bucket_and_prefix(os.fspath(url))
         client = _gcs_client()
         try:
             store = GCSFileStore(client, bucket=bucket, prefix=prefix, **settings)
-            await _checked(store, os.environ.get("STORAGE_EMULATOR_HOST", "gcs"))
+            await _checked(store, os.environ.get("STORAGE_EMULATOR_HOST", "gcs"), bucket)
             yield store
         finally:
             client.close()
@@ -410,9 +411,8 @@ async def open_store(
 _CHECKED_ENDPOINTS: set[tuple[str, str]] = set()
 
 
-async def _checked(store: LogFileStore, endpoint: str) -> None:
+async def _checked(store: LogFileStore, endpoint: str, bucket: str) -> None:
     """Check create-only writes once per endpoint and bucket in this process (a few requests per cold start)."""
-    bucket = store.location.split("/")[2]
     if (endpoint, bucket) not in _CHECKED_ENDPOINTS:
         await check_create_only(store.log.objects)
         _CHECKED_ENDPOINTS.add((endpoint, bucket))
