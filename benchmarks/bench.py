@@ -23,9 +23,9 @@ from typing import Any
 from a13n_harness.providers.memory import DirectoryFileStore, FileStore, MemoryStoreError, Origin
 
 from benchmarks.naive import demonstrate_write_skew, naive_request_counts
-from bucket_memory import LocalFileStore, LogFileStore
-from bucket_memory.faults import Faults, FaultyObjectStore
+from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 ROOT = Path(__file__).parent.parent
 ORIGIN = Origin(run_id="bench")
@@ -48,7 +48,7 @@ async def timed(operation: Callable[[], Awaitable[Any]], runs: int) -> list[floa
 
 async def seeded(files: int, latency: float) -> tuple[MemoryObjectStore, FaultyObjectStore, LogFileStore]:
     objects = MemoryObjectStore()
-    await LogFileStore(objects).put_files(
+    await MemoryAdmin(LogFileStore(objects)).put_files(
         {f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN
     )
     counted = FaultyObjectStore(objects, Faults(latency=latency))
@@ -154,7 +154,9 @@ async def cold_start(files: int, commits: int, latency: float) -> dict[str, floa
     objects = MemoryObjectStore()
     writer = LogFileStore(objects)
     if files:
-        await writer.put_files({f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN)
+        await MemoryAdmin(writer).put_files(
+            {f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN
+        )
     version = await writer.write("counter.md", "0", expected=None, origin=ORIGIN)
     for index in range(commits):
         version = await writer.write("counter.md", str(index), expected=version, origin=ORIGIN)
@@ -277,7 +279,7 @@ class _Prefixed:
 async def local_baselines(runs: int) -> dict[str, dict[str, float]]:
     """The harness's DirectoryFileStore and our LocalFileStore on the same local disk."""
     results = {}
-    for name, make in (("DirectoryFileStore", DirectoryFileStore), ("LocalFileStore", LocalFileStore)):
+    for name, make in (("DirectoryFileStore", DirectoryFileStore), ("LocalFileStore", LogFileStore.local)):
         store: FileStore = make(tempfile.mkdtemp())
         version = await store.write("f.md", TEXT, expected=None, origin=ORIGIN)
 
@@ -301,15 +303,17 @@ async def http_single_agent(runs: int) -> dict[str, dict[str, float]]:
 
     from aiobotocore.session import get_session
 
-    from bucket_memory.emulators import moto_server
     from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.testing.emulators import moto_server
 
     with moto_server() as endpoint:
         os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
         async with get_session().create_client("s3", endpoint_url=endpoint) as client:
             await client.create_bucket(Bucket="bench")
             store = LogFileStore(S3ObjectStore(client, bucket="bench", prefix="memory"))
-            await store.put_files({f"notes/{i:05}.md": TEXT for i in range(100)}, replace=False, origin=ORIGIN)
+            await MemoryAdmin(store).put_files(
+                {f"notes/{i:05}.md": TEXT for i in range(100)}, replace=False, origin=ORIGIN
+            )
             version = await store.write("hot.md", "0", expected=None, origin=ORIGIN)
 
             async def write() -> None:

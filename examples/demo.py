@@ -39,8 +39,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bucket_memory import LogFileStore, open_store
-from bucket_memory.emulators import moto_server
+from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.testing.emulators import moto_server
 from examples.agents import MEMORY, Step, Transcript, call, memory_agent, persevering, scripted_model
 
 AGENTS = ("ada", "grace", "linus", "barbara")
@@ -202,7 +202,7 @@ async def show(url: str, reports: list[AgentReport]) -> None:
         console.print(Panel(Text((await store.read("index.md")).text.strip()), title="index.md, edited by every agent"))
 
         history = Table("version", "who", "what", title="History (newest first)", box=None)
-        for revision in (await store.history())[:12]:
+        for revision in (await MemoryAdmin(store).revisions())[:12]:
             what = f"{revision.action} {revision.path}" + (f" ({revision.other})" if revision.other else "")
             history.add_row(revision.version, revision.origin.principal_id or "", what)
         console.print(history)
@@ -214,8 +214,10 @@ async def show(url: str, reports: list[AgentReport]) -> None:
             lines = "no agent lost a race this time (run again: the agents race for real)"
         console.print(Panel(Text(lines), title="Conflicts caught: compare-and-swap on a shared log, no lock server"))
 
-        first_index = (await store.history("index.md"))[-1].version
-        restored = await store.restore("index.md", first_index, origin=Origin(run_id="demo", principal_id="operator"))
+        first_index = (await MemoryAdmin(store).revisions("index.md"))[-1].version
+        restored = await MemoryAdmin(store).restore(
+            "index.md", first_index, origin=Origin(run_id="demo", principal_id="operator")
+        )
         text = (
             f"index.md restored to version {first_index} as a new commit, version {restored}:\n"
             f"{(await store.read('index.md')).text.strip()}\n\n"

@@ -15,8 +15,8 @@ import pytest
 from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.emulators import fake_gcs_server, moto_server
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.testing.emulators import fake_gcs_server, moto_server
 
 type StoreFactory = Callable[..., LogFileStore]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from a13n_harness.providers.memory import FileFormat
 
-from bucket_memory.log import LOG_PREFIX, Commit, State, key_seq
+from bucket_memory.codec import LOG_PREFIX, Commit, key_seq
 from bucket_memory.objects import ObjectStore
+from bucket_memory.state import State
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:

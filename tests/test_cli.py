@@ -11,7 +11,7 @@ import pytest
 from a13n_harness.providers.memory import DirectoryFileStore, Origin
 
 from bucket_memory import open_store
-from bucket_memory.log import log_key
+from bucket_memory.codec import log_key
 
 COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
 ORIGIN = Origin(run_id="cli-test", principal_id="tester")

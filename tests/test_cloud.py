@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import GCSFileStore, LogFileStore, S3FileStore, open_store
+from bucket_memory import LogFileStore, open_store
 
 from .conftest import BUCKET, unique_prefix
 
@@ -44,7 +44,7 @@ async def test_s3_request_counts(s3_client: Any) -> None:
         requests[model.name] += 1
 
     s3_client.meta.events.register("before-call.s3", count)
-    store = S3FileStore(s3_client, bucket=BUCKET, prefix=unique_prefix())
+    store = LogFileStore.s3(s3_client, bucket=BUCKET, prefix=unique_prefix())
     await exercise_fresh_store(store, requests)
     requests.clear()
     await store.write("b.md", "b", expected=None, origin=ORIGIN)
@@ -58,7 +58,7 @@ async def test_gcs_request_counts(gcs_client: Any) -> None:
         requests[response.request.method] += 1
 
     gcs_client._http.hooks["response"].append(count)
-    store = GCSFileStore(gcs_client, bucket=BUCKET, prefix=unique_prefix())
+    store = LogFileStore.gcs(gcs_client, bucket=BUCKET, prefix=unique_prefix())
     await exercise_fresh_store(store, requests)
     requests.clear()
     await store.read("a.md")  # a fresh probe answers 404: no bucket-metadata lookup follows it
@@ -77,8 +77,8 @@ async def test_a_missing_bucket_is_named(scheme: str, request: pytest.FixtureReq
 
 async def test_a_store_on_a_missing_bucket_names_it(s3_client: Any, gcs_client: Any) -> None:
     for store in (
-        S3FileStore(s3_client, bucket="no-such-bucket-here", prefix="memory"),
-        GCSFileStore(gcs_client, bucket="no-such-bucket-here", prefix="memory"),
+        LogFileStore.s3(s3_client, bucket="no-such-bucket-here", prefix="memory"),
+        LogFileStore.gcs(gcs_client, bucket="no-such-bucket-here", prefix="memory"),
     ):
         for operation in (store.list(), store.write("a.md", "a", expected=None, origin=ORIGIN)):
             with pytest.raises(MemoryStoreError) as caught:

@@ -7,8 +7,8 @@ from typing import Any
 
 from a13n_harness.providers.memory import FullResync, MemoryStoreError, Origin
 
-from bucket_memory import LogFileStore, LogOptions, S3FileStore
-from bucket_memory.log import LOG_PREFIX, key_seq
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.codec import LOG_PREFIX, key_seq
 
 from .conftest import BUCKET, unique_prefix
 
@@ -73,8 +73,8 @@ async def test_compaction_and_purge_race_live_writers_and_readers(s3_client: Any
         grace_period=GRACE, checkpoint_min_commits=2, checkpoint_max_commits=4, retain_commits=0, retain_seconds=0
     )
 
-    def open_memory() -> S3FileStore:
-        return S3FileStore(s3_client, bucket=BUCKET, prefix=prefix, options=options)
+    def open_memory() -> LogFileStore:
+        return LogFileStore.s3(s3_client, bucket=BUCKET, prefix=prefix, options=options)
 
     sleeper = open_memory()
     await sleeper.write("sleeper.md", "v1", expected=None, origin=ORIGIN)

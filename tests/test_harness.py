@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from a13n_harness.providers.memory import Origin
 
-from bucket_memory import open_store
+from bucket_memory import MemoryAdmin, open_store
 
 from .conftest import fresh_memory_url
 from .conversations import converse
@@ -56,4 +56,8 @@ async def test_two_conversations_share_a_memory(memory_url: str, tmp_path: Path)
     assert stale_create["current"]["content"] == "the approved plan\n"
     async with open_store(memory_url) as store:
         assert [entry.path for entry in await store.list()] == ["notes/plan.md", "shared.md"]
-        assert [r.origin.principal_id for r in await store.history("shared.md")] == ["alice", "alice", "setup"]
+        assert [r.origin.principal_id for r in await MemoryAdmin(store).revisions("shared.md")] == [
+            "alice",
+            "alice",
+            "setup",
+        ]

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.log import checkpoint_key, log_key
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.codec import checkpoint_key, log_key
 from bucket_memory.objects import MemoryObjectStore
 
 from .conftest import StoreFactory
@@ -23,42 +23,46 @@ async def test_a_files_history_names_every_change_and_who_made_it(store: LogFile
     v2 = await store.write("notes.md", "two", expected=v1, origin=BOB)
     v3 = await store.move("notes.md", "archive/notes.md", expected=v2, origin=BOB)
     await store.delete("archive/notes.md", expected=v3, origin=ALICE)
-    revisions = await store.history("notes.md")
+    revisions = await MemoryAdmin(store).revisions("notes.md")
     assert [(r.version, r.action, r.other, r.origin.principal_id) for r in revisions] == [
         (v3, "moved-out", "archive/notes.md", "bob"),
         (v2, "write", None, "bob"),
         (v1, "write", None, "alice"),
     ]
     assert revisions[1].size == 3 and revisions[1].origin.tool_call_id == "call-2"
-    archived = await store.history("archive/notes.md")
+    archived = await MemoryAdmin(store).revisions("archive/notes.md")
     assert [(r.action, r.other) for r in archived] == [("delete", None), ("moved-in", "notes.md")]
-    assert len(await store.history()) == 6
+    assert len(await MemoryAdmin(store).revisions()) == 6
 
 
 async def test_read_at_any_retained_version(store: LogFileStore) -> None:
     v1 = await store.write("f.md", "first", expected=None, origin=ALICE)
     v2 = await store.write("f.md", "second", expected=v1, origin=ALICE)
     await store.delete("f.md", expected=v2, origin=ALICE)
-    assert (await store.read_at("f.md", v1)).text == "first"
-    old = await store.read_at("f.md", v2)
+    assert (await MemoryAdmin(store).read_at("f.md", v1)).text == "first"
+    old = await MemoryAdmin(store).read_at("f.md", v2)
     assert (old.text, old.version) == ("second", v2)
     for missing in ("0", "3", "999", "abc"):
         with pytest.raises(MemoryStoreError) as caught:
-            await store.read_at("f.md", missing)
+            await MemoryAdmin(store).read_at("f.md", missing)
         assert caught.value.code == "not_found"
 
 
 async def test_restore_is_a_new_commit_and_can_itself_be_undone(store: LogFileStore) -> None:
     v1 = await store.write("f.md", "good", expected=None, origin=ALICE)
     v2 = await store.write("f.md", "bad", expected=v1, origin=BOB)
-    restored = await store.restore("f.md", v1, origin=ALICE)
+    restored = await MemoryAdmin(store).restore("f.md", v1, origin=ALICE)
     assert restored is not None and int(restored) > int(v2)
     assert (await store.read("f.md")).text == "good"
-    assert (await store.history("f.md"))[0].version == restored
-    again = await store.restore("f.md", v2, origin=ALICE)
+    assert (await MemoryAdmin(store).revisions("f.md"))[0].version == restored
+    again = await MemoryAdmin(store).restore("f.md", v2, origin=ALICE)
     assert (await store.read("f.md")).text == "bad" and again is not None
-    assert await store.restore("f.md", again, origin=ALICE) == again, "restoring the current text changes nothing"
-    assert await store.restore("f.md", "0", origin=ALICE) is None, "restoring to before it existed deletes it"
+    assert await MemoryAdmin(store).restore("f.md", again, origin=ALICE) == again, (
+        "restoring the current text changes nothing"
+    )
+    assert await MemoryAdmin(store).restore("f.md", "0", origin=ALICE) is None, (
+        "restoring to before it existed deletes it"
+    )
     with pytest.raises(MemoryStoreError):
         await store.read("f.md")
 
@@ -66,19 +70,19 @@ async def test_restore_is_a_new_commit_and_can_itself_be_undone(store: LogFileSt
 async def test_rollback_of_the_whole_memory(store: LogFileStore) -> None:
     await store.write("a.md", "a1", expected=None, origin=ALICE)
     await store.write("dir/b.md", "b1", expected=None, origin=ALICE)
-    mark = int((await store.changes(None)).cursor)
+    mark = int((await store.changes(None)).cursor.partition("~")[0])
     await store.write("a.md", "a2", expected="1", origin=BOB)
     await store.delete("dir/b.md", expected="2", origin=BOB)
     await store.write("dir", "now a file where a directory was", expected=None, origin=BOB)
-    seq = await store.rollback(mark, origin=ALICE)
+    seq = await MemoryAdmin(store).rollback(mark, origin=ALICE)
     assert seq == 6
     assert {e.path: (await store.read(e.path)).text for e in await store.list()} == {"a.md": "a1", "dir/b.md": "b1"}
-    assert await store.rollback(mark, origin=ALICE) is None
-    await store.rollback(5, origin=ALICE)  # and back again
+    assert await MemoryAdmin(store).rollback(mark, origin=ALICE) is None
+    await MemoryAdmin(store).rollback(5, origin=ALICE)  # and back again
     assert sorted(e.path for e in await store.list()) == ["a.md", "dir"]
-    assert await store.seq_at(datetime.now(UTC)) == 7
+    assert await MemoryAdmin(store).seq_at(datetime.now(UTC)) == 7
     with pytest.raises(MemoryStoreError) as caught:
-        await store.seq_at(datetime.now(UTC) - timedelta(days=1))
+        await MemoryAdmin(store).seq_at(datetime.now(UTC) - timedelta(days=1))
     assert caught.value.code == "not_found"
 
 
@@ -91,12 +95,12 @@ async def test_history_below_the_retained_log_is_not_found() -> None:
     for index in range(7):
         await store.write(f"f{index}.md", "x", expected=None, origin=ALICE)
     objects.clock += 2
-    assert (await store.compact()).floor == 6
-    assert (await store.read_at("f5.md", "6")).version == "6"
+    assert (await MemoryAdmin(store).compact()).floor == 6
+    assert (await MemoryAdmin(store).read_at("f5.md", "6")).version == "6"
     with pytest.raises(MemoryStoreError) as caught:
-        await store.read_at("f1.md", "2")
+        await MemoryAdmin(store).read_at("f1.md", "2")
     assert caught.value.code == "not_found" and "recover" in str(caught.value)
-    assert [r.version for r in await store.history()] == ["7", "6"]
+    assert [r.version for r in await MemoryAdmin(store).revisions()] == ["7", "6"]
 
 
 async def test_verify_finds_every_kind_of_damage(open_memory: StoreFactory) -> None:
@@ -104,7 +108,7 @@ async def test_verify_finds_every_kind_of_damage(open_memory: StoreFactory) -> N
     store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=3))
     for index in range(7):
         await store.write(f"f{index}.md", f"{index}", expected=None, origin=ALICE)
-    assert await store.verify() == []
+    assert await MemoryAdmin(store).verify() == []
     pristine = dict(objects.objects)
 
     def damaged(key: str, data: bytes | None) -> list[tuple[str, str]]:
@@ -124,13 +128,13 @@ async def test_verify_finds_every_kind_of_damage(open_memory: StoreFactory) -> N
     }
     for name, (key, data) in cases.items():
         damaged(key, data)
-        problems = await LogFileStore(objects).verify()
+        problems = await MemoryAdmin(LogFileStore(objects)).verify()
         assert problems, name
         assert any(problem.key in (key, log_key(5)) for problem in problems), (name, problems)
     objects.objects = dict(pristine)
     data = pristine[checkpoint_key(6)][0].replace(b'"5"', b'"X"')
     objects.objects[checkpoint_key(6)] = (data, 0.0)
-    assert [p.key for p in await LogFileStore(objects).verify()] == [checkpoint_key(6)]
+    assert [p.key for p in await MemoryAdmin(LogFileStore(objects)).verify()] == [checkpoint_key(6)]
 
 
 async def test_verify_on_every_backend(store: LogFileStore) -> None:
@@ -138,5 +142,5 @@ async def test_verify_on_every_backend(store: LogFileStore) -> None:
     await store.purge()
     await store.write("a.md", "b", expected=None, origin=ALICE)
     seen: list[tuple[int, int]] = []
-    assert await store.verify(lambda done, total: seen.append((done, total))) == []
+    assert await MemoryAdmin(store).verify(lambda done, total: seen.append((done, total))) == []
     assert seen[-1] == (4, 4)

@@ -8,10 +8,10 @@ import json
 import pytest
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
-from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.faults import Fault, Faults, FaultyObjectStore
-from bucket_memory.log import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.codec import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
 
 from .helpers import replay
 
@@ -135,7 +135,8 @@ async def test_purge_writes_a_checkpoint_and_cold_start_uses_it() -> None:
     cold = LogFileStore(objects)
     assert await cold.list() == []
     assert isinstance(await cold.changes("1"), FullResync)
-    assert await cold.changes("2") == Changes(cursor="2", paths=())
+    cursor = (await store.changes(None)).cursor
+    assert await cold.changes(cursor) == Changes(cursor=cursor, paths=())
 
 
 async def test_dropped_tombstones_raise_the_floor() -> None:
@@ -146,9 +147,11 @@ async def test_dropped_tombstones_raise_the_floor() -> None:
     for index in range(4):
         version = await store.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
         await store.delete(f"f{index}.md", expected=version, origin=ORIGIN)
+    await store.settle()
+    name = (await store.changes(None)).cursor.partition("~")[2]
     cold = LogFileStore(objects)
-    assert isinstance(await cold.changes("3"), FullResync), "the tombstone of f1 (seq 4) was dropped"
-    feed = await cold.changes("6")
+    assert isinstance(await cold.changes(f"3~{name}"), FullResync), "the tombstone of f1 (seq 4) was dropped"
+    feed = await cold.changes(f"6~{name}")
     assert isinstance(feed, Changes) and feed.paths == ("f3.md",)
 
 
@@ -187,11 +190,17 @@ async def test_a_foreign_or_out_of_chain_commit_is_refused() -> None:
     await assert_refused(mine, log_key(3))
 
 
-async def test_a_stray_key_under_log_is_refused() -> None:
+async def test_a_stray_key_under_log_is_ignored_and_reported() -> None:
     objects = MemoryObjectStore()
     await LogFileStore(objects).write("a.md", "a", expected=None, origin=ORIGIN)
     objects.objects["log/notes.txt"] = (b"hello", objects.clock)
-    await assert_refused(objects, "log/notes.txt")
+    objects.objects["log/"] = (b"", objects.clock)  # a console's "create folder" placeholder
+    cold = LogFileStore(objects)
+    assert [entry.path for entry in await cold.list()] == ["a.md"]
+    assert await cold.write("b.md", "b", expected=None, origin=ORIGIN) == "2"
+    problems = await MemoryAdmin(LogFileStore(objects)).verify()
+    assert sorted(problem.key for problem in problems) == ["log/", "log/notes.txt"]
+    assert "log/notes.txt" in objects.objects, "verify reports, never deletes"
 
 
 async def test_a_corrupt_checkpoint_is_refused() -> None:
@@ -229,9 +238,10 @@ async def test_a_warm_store_refuses_a_corrupt_successor() -> None:
 
 
 def test_commit_encoding_round_trips() -> None:
-    from bucket_memory.log import Delete, Move, Purge, Write
+    from bucket_memory.codec import Delete, Move, Purge, Write
 
-    commit = Commit.create(7, "ab" * 32, [Write("é.md", "ü\n"), Delete("x"), Move("a", "b"), Purge()], ORIGIN)
+    changes = (Write(path="é.md", text="ü\n"), Delete(path="x"), Move(source="a", destination="b"), Purge())
+    commit = Commit.create(7, "ab" * 32, changes, ORIGIN)
     decoded = Commit.decode("memory://t", log_key(7), commit.encode())
     assert decoded == commit
 
@@ -251,7 +261,7 @@ async def test_concurrent_writes_of_one_process_share_commits() -> None:
     for index, version in enumerate(versions):
         assert state.files[f"f{index}.md"].version == int(version)
     assert [commit.seq for commit in commits] == list(range(1, len(commits) + 1))
-    history = {revision.path: revision.origin.principal_id for revision in await store.history()}
+    history = {revision.path: revision.origin.principal_id for revision in await MemoryAdmin(store).revisions()}
     assert history == {f"f{index}.md": f"agent-{index}" for index in range(20)}, "each change keeps its caller"
 
 

@@ -16,8 +16,8 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import open_store
-from bucket_memory.emulators import moto_server
 from bucket_memory.provision import ABORT_MULTIPART_DAYS, NONCURRENT_VERSION_DAYS
+from bucket_memory.testing.emulators import moto_server
 
 TERRAFORM = Path(__file__).parent.parent / "terraform"
 MODULES = TERRAFORM / "modules"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import open_store
-from bucket_memory.log import Commit, State, Write
+from bucket_memory.codec import Commit, Write
+from bucket_memory.state import State
 
 from .helpers import replay
 from .races import increment, run_processes, toggle

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogOptions, open_store
+from bucket_memory import LogOptions, MemoryAdmin, open_store
 
 from .conftest import VERSIONED, unique_prefix
 
@@ -29,18 +29,18 @@ async def test_recover_after_purge_and_compaction(versioned_url: str) -> None:
     async with open_store(versioned_url, options=COMPACT_AT_ONCE) as store:
         for index in range(4):
             await store.write(f"f{index}.md", f"text {index}\n", expected=None, origin=ORIGIN)
-        moment = (await store.log.history())[-1].moment
+        moment = (await MemoryAdmin(store).history.commits())[-1].moment
         await store.purge()
         await store.write("after.md", "written after the purge\n", expected=None, origin=ORIGIN)
-        await store.compact()
+        await MemoryAdmin(store).compact()
         with pytest.raises(MemoryStoreError) as caught:
-            await store.read_at("f1.md", "2")
+            await MemoryAdmin(store).read_at("f1.md", "2")
         assert caught.value.code == "not_found", "the live log no longer reaches before the purge"
-        seq = await store.recover(moment, origin=ORIGIN)
+        seq = await MemoryAdmin(store).recover(moment, origin=ORIGIN)
         assert seq == 7
         files = {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
         assert files == {f"f{index}.md": f"text {index}\n" for index in range(4)}
-        assert await store.verify() == []
+        assert await MemoryAdmin(store).verify() == []
 
 
 def test_cli_recovers_a_deleted_prefix(versioned_url: str, tmp_path: Path) -> None:

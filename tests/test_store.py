@@ -188,7 +188,7 @@ async def test_changes_feed(store: LogFileStore) -> None:
     await store.delete("b.md", expected="2", origin=ORIGIN)
     later = await store.changes(after.cursor)
     assert isinstance(later, Changes) and later.paths == ("a.md", "b.md", "c.md")
-    assert later.cursor == str(int(moved) + 1)
+    assert later.cursor.partition("~")[0] == str(int(moved) + 1)
     for garbage in ("not-a-cursor", "-1", "\uff11", "999999"):
         assert isinstance(await store.changes(garbage), FullResync)
 

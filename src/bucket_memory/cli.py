@@ -23,8 +23,10 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
-from .store import LogFileStore, open_store
+from .admin import MemoryAdmin
+from .connect import open_store
 
 app = typer.Typer(
     name="bucket-memory",
@@ -33,8 +35,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# Paths, texts and messages come from the memory: printed literally, never read as rich markup.
+out = Console(soft_wrap=True, markup=False, highlight=False)
+err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 Url = Annotated[str, typer.Argument(help="s3://bucket/prefix, gs://bucket/prefix, file:///path or a path")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -49,12 +52,12 @@ def _origin(command: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command}", principal_id=user)
 
 
-def _run[T](work: Callable[[LogFileStore], Awaitable[T]], url: str) -> T:
+def _run[T](work: Callable[[MemoryAdmin], Awaitable[T]], url: str) -> T:
     """Open the memory, run `work` on it, and turn a store error into a message and exit code 3."""
 
     async def opened() -> T:
         async with open_store(url) as store:
-            return await work(store)
+            return await work(MemoryAdmin(store))
 
     with _store_errors():
         return asyncio.run(opened())
@@ -66,7 +69,12 @@ def _store_errors() -> Iterator[None]:
     try:
         yield
     except MemoryStoreError as error:
-        err.print(f"[red]error[/red] ({error.code}): {error}", highlight=False)
+        err.print(Text("error", style="red"), Text(f"({error.code}): {error}"))
+        raise typer.Exit(EXIT_STORE) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
+        err.print(Text("error", style="red"), Text(f"(unexpected): {type(error).__name__}: {error}"))
         raise typer.Exit(EXIT_STORE) from None
 
 
@@ -98,7 +106,7 @@ def _progress(description: str) -> Iterator[Callable[[int, int], None]]:
 @app.command()
 def ls(url: Url, as_json: Json = False) -> None:
     """List the files with their versions, sizes and descriptions."""
-    entries = _run(lambda store: store.list(), url)
+    entries = _run(lambda admin: admin.store.list(), url)
     if as_json:
         _print_json([asdict(entry) for entry in entries])
         return
@@ -115,7 +123,7 @@ def cat(
     version: Annotated[str | None, typer.Option(help="Show the file as of this version (commit).")] = None,
 ) -> None:
     """Print a file, now or as of a version."""
-    file = _run(lambda store: store.read(path) if version is None else store.read_at(path, version), url)
+    file = _run(lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url)
     sys.stdout.write(file.text)
 
 
@@ -127,7 +135,7 @@ def log(
     as_json: Json = False,
 ) -> None:
     """Show the retained history: who changed what, when."""
-    revisions = _run(lambda store: store.history(path), url)[:limit]
+    revisions = _run(lambda admin: admin.revisions(path), url)[:limit]
     if as_json:
         _print_json([asdict(revision) for revision in revisions])
         return
@@ -148,9 +156,9 @@ def diff(
 ) -> None:
     """Show how a file changed between two versions, as a unified diff."""
 
-    async def texts(store: LogFileStore) -> tuple[str, str]:
-        before = await store.read_at(path, start)
-        after = await (store.read(path) if end is None else store.read_at(path, end))
+    async def texts(admin: MemoryAdmin) -> tuple[str, str]:
+        before = await admin.read_at(path, start)
+        after = await (admin.store.read(path) if end is None else admin.read_at(path, end))
         return before.text, after.text
 
     before, after = _run(texts, url)
@@ -170,7 +178,7 @@ def restore(
     version: Annotated[str, typer.Option(help="The version to bring back.")],
 ) -> None:
     """Make a file what it was at a version, as a new commit (itself undoable)."""
-    result = _run(lambda store: store.restore(path, version, origin=_origin("restore")), url)
+    result = _run(lambda admin: admin.restore(path, version, origin=_origin("restore")), url)
     out.print(f"{path}: " + ("deleted (it did not exist then)" if result is None else f"now version {result}"))
 
 
@@ -187,13 +195,13 @@ def rollback(
         err.print("Give exactly one of --to SEQ or --time ISO-8601.")
         raise typer.Exit(2)
 
-    async def work(store: LogFileStore) -> tuple[int, int | None]:
+    async def work(admin: MemoryAdmin) -> tuple[int, int | None]:
         if time is not None:
-            target = await store.seq_at(_moment(time))
+            target = await admin.seq_at(_moment(time))
         else:
             assert to is not None
             target = to
-        return target, await store.rollback(target, origin=_origin("rollback"))
+        return target, await admin.rollback(target, origin=_origin("rollback"))
 
     target, seq = _run(work, url)
     out.print(f"already as at commit {target}" if seq is None else f"rolled back to commit {target} as commit {seq}")
@@ -206,11 +214,14 @@ def export_files(url: Url, directory: Annotated[Path, typer.Argument(help="An em
         err.print(f"{directory} is not empty; export into a new or empty directory.")
         raise typer.Exit(2)
 
-    async def work(store: LogFileStore) -> int:
+    async def work(admin: MemoryAdmin) -> int:
+        store = admin.store
         entries = await store.list()
         with _progress("exporting") as advance:
             for done, entry in enumerate(entries, start=1):
-                target = directory / entry.path
+                target = directory.joinpath(*entry.path.split("/"))
+                if not target.resolve().is_relative_to(directory.resolve()):
+                    raise MemoryStoreError("invalid_path", f"{entry.path} would land outside {directory}.")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text((await store.read(entry.path)).text, encoding="utf-8")
                 advance(done, len(entries))
@@ -237,9 +248,9 @@ def import_files(
             try:
                 files[relative] = file.read_text(encoding="utf-8")
             except UnicodeDecodeError:
-                err.print(f"[red]error[/red]: {file} is not UTF-8 text; nothing was imported.")
+                err.print(Text("error", style="red"), Text(f": {file} is not UTF-8 text; nothing was imported."))
                 raise typer.Exit(EXIT_STORE) from None
-    seq = _run(lambda store: store.put_files(files, replace=replace, origin=_origin("import")), url)
+    seq = _run(lambda admin: admin.put_files(files, replace=replace, origin=_origin("import")), url)
     out.print(f"{len(files)} files read; " + ("nothing changed" if seq is None else f"committed as commit {seq}"))
 
 
@@ -247,16 +258,16 @@ def import_files(
 def verify(url: Url, as_json: Json = False) -> None:
     """Read every object, check the hash chain and checkpoints; exit 1 on any problem."""
 
-    async def work(store: LogFileStore) -> list[Any]:
+    async def work(admin: MemoryAdmin) -> list[Any]:
         with _progress("verifying") as advance:
-            return await store.verify(advance)
+            return await admin.verify(advance)
 
     problems = _run(work, url)
     if as_json:
         _print_json([asdict(problem) for problem in problems])
     elif problems:
         for problem in problems:
-            out.print(f"[red]{problem.key}[/red]: {problem.message}", highlight=False)
+            out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
     else:
         out.print("ok: every commit and checkpoint is whole and chained")
     if problems:
@@ -266,7 +277,7 @@ def verify(url: Url, as_json: Json = False) -> None:
 @app.command()
 def compact(url: Url) -> None:
     """Delete log and checkpoint objects older than the newest aged checkpoint and the retention."""
-    result = _run(lambda store: store.compact(), url)
+    result = _run(lambda admin: admin.compact(), url)
     if result.floor == 0:
         out.print("nothing to compact yet: no checkpoint is older than the grace period within the retention")
     else:
@@ -286,7 +297,7 @@ def recover(
     Reaches past a purge, compaction or a deleted prefix; needs versioning on the bucket.
     """
     moment = _moment(as_of)
-    seq = _run(lambda store: store.recover(moment, origin=_origin("recover")), url)
+    seq = _run(lambda admin: admin.recover(moment, origin=_origin("recover")), url)
     out.print(
         f"already as at {moment.isoformat()}"
         if seq is None
@@ -297,7 +308,7 @@ def recover(
 @app.command()
 def stats(url: Url, as_json: Json = False) -> None:
     """Files, bytes, commits, history floor and checkpoint age."""
-    result = _run(lambda store: store.stats(), url)
+    result = _run(lambda admin: admin.stats(), url)
     if as_json:
         _print_json(asdict(result))
         return
@@ -333,11 +344,11 @@ def init(
 @app.command()
 def doctor(url: Url) -> None:
     """Check that the endpoint refuses a second create of one key (the store needs it); exit 1 if not."""
-    from .objects import check_create_only
+    from .connect import check_create_only
 
-    async def work(store: LogFileStore) -> None:
-        await check_create_only(store.log.objects)
-        await store.list()
+    async def work(admin: MemoryAdmin) -> None:
+        await check_create_only(admin.store.log.objects)
+        await admin.store.list()
 
     try:
         _run(work, url)

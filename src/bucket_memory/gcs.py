@@ -6,7 +6,6 @@ import asyncio
 import builtins
 import contextlib
 import os
-import time
 from collections.abc import Callable, Sequence
 
 import requests
@@ -15,7 +14,9 @@ from google.api_core import exceptions as api
 from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
-from .objects import ObjectInfo, ObjectVersion, TransientError
+from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
+from .retry import gather_bounded
+from .urls import check_prefix
 
 # The client's bucket-metadata cache fires a bucket GET in the background on first use and after
 # every 404, which is what a fresh probe returns. The maintainers' opt-out is this variable.
@@ -34,7 +35,13 @@ class GCSObjectStore:
     ordered_listing = True
 
     def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "") -> None:
+        check_prefix(prefix.strip("/"), f"gs://{bucket}")
         os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
+        self.clock = ServerClock()
+        # Compaction's safety argument is in server time: every reply's Date header keeps the clock.
+        http = getattr(client, "_http", None)
+        if http is not None and hasattr(http, "hooks"):
+            http.hooks.setdefault("response", []).append(self._note_date)
         self.client = client
         self.bucket = client.bucket(bucket)
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -53,8 +60,7 @@ class GCSObjectStore:
         return await self._run(self._list, prefix, start_after)
 
     async def delete(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            await self._run(self._delete, key)
+        await gather_bounded(keys, lambda key: self._run(self._delete, key))
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every generation under the prefix, live or noncurrent (the bucket needs versioning on)."""
@@ -64,7 +70,10 @@ class GCSObjectStore:
         return await self._run(self._get, key, int(version))
 
     async def now(self) -> float:
-        return time.time()
+        return self.clock.now()
+
+    def _note_date(self, response: requests.Response, *args: object, **kwargs: object) -> None:
+        self.clock.note(response.headers.get("date"))
 
     def _get(self, key: str, generation: int | None = None) -> bytes | None:
         try:
@@ -137,6 +146,10 @@ class GCSObjectStore:
             raise MemoryStoreError(
                 "unavailable", f"GCS refused a request for {self.location}: {error.message}"
             ) from None
+        except MemoryStoreError:
+            raise
+        except Exception as error:  # transport, auth refresh, resumable-media: whatever nobody mapped may pass
+            raise TransientError(f"{type(error).__name__}: {error}") from None
 
 
 def _message(error: Exception) -> str:

@@ -10,22 +10,18 @@ from __future__ import annotations
 import asyncio
 import builtins
 import errno
-import logging
 import os
-import random
-import secrets
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 _STAGING = ".staging"
-
-logger = logging.getLogger(__name__)
 
 
 class TransientError(Exception):
@@ -93,42 +89,26 @@ class VersionedObjectStore(ObjectStore, Protocol):
     async def get_version(self, key: str, version: str) -> bytes | None: ...
 
 
-async def retrying[T](
-    operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6, base_delay: float = 0.05
-) -> T:
-    """Run an idempotent request, retrying transient failures with full-jitter exponential backoff."""
-    for attempt in range(attempts):
-        try:
-            return await operation()
-        except TransientError as error:
-            if attempt == attempts - 1:
-                raise MemoryStoreError(
-                    "unavailable", f"{what} failed {attempts} times ({error}); try again later."
-                ) from None
-            await asyncio.sleep(random.uniform(0, base_delay * 2**attempt))
-    raise AssertionError("unreachable")
+class ServerClock:
+    """The server's clock, which compaction ages objects by, kept from the Date header of replies.
 
-
-async def check_create_only(objects: ObjectStore) -> None:
-    """Refuse an endpoint that does not enforce create-only writes, by creating one key twice.
-
-    Some endpoints and emulators silently ignore conditional headers; on them two writers could
-    both commit the same seq and one would vanish, so the store must not run there at all.
+    The header has whole seconds, so an offset within two seconds is noise and taken as none.
     """
-    key = f"doctor/{secrets.token_hex(8)}.json"
-    first = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
-    second = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
-    try:
-        await retrying(lambda: objects.delete([key]), what=f"Cleaning up {objects.location}/{key}")
-    except MemoryStoreError as error:
-        logger.warning("could not delete %s/%s: %s", objects.location, key, error)
-    if not first or second:
-        raise MemoryStoreError(
-            "unavailable",
-            f"{objects.location} does not enforce create-only writes: a second create of {key} was not refused. "
-            "Concurrent writers would overwrite each other's commits there, so bucket-memory refuses to use it. "
-            "Use an endpoint that honours If-None-Match: * (S3) or ifGenerationMatch=0 (GCS).",
-        )
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def note(self, date: str | None) -> None:
+        if not date:
+            return
+        try:
+            offset = parsedate_to_datetime(date).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        self.offset = offset if abs(offset) > 2.0 else 0.0
+
+    def now(self) -> float:
+        return time.time() + self.offset
 
 
 class LocalObjectStore:
@@ -142,7 +122,10 @@ class LocalObjectStore:
     ordered_listing = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        from .urls import check_directory
+
         self.root = Path(root)
+        check_directory(self.root)
 
     @property
     def location(self) -> str:

@@ -32,14 +32,13 @@ def init_bucket(url: str, *, enable_versioning: bool, noncurrent_days: int = NON
     An existing bucket with versioning off is refused unless `enable_versioning`: turning it on
     changes what the bucket keeps and bills, so it is the owner's call.
     """
-    from .store import bucket_and_prefix
+    from .urls import parse_url
 
-    scheme = url.split("://", 1)[0]
-    bucket, _ = bucket_and_prefix(url)
-    if scheme == "s3":
-        return _init_s3(bucket, enable_versioning, noncurrent_days)
-    if scheme == "gs":
-        return _init_gcs(bucket, enable_versioning, noncurrent_days)
+    where = parse_url(url)
+    if where.scheme == "s3":
+        return _init_s3(where.bucket, enable_versioning, noncurrent_days)
+    if where.scheme == "gs":
+        return _init_gcs(where.bucket, enable_versioning, noncurrent_days)
     raise MemoryStoreError("invalid_path", f"{url}: init makes s3:// or gs:// buckets; a local path needs none.")
 
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -20,7 +17,8 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from .objects import ObjectInfo, ObjectVersion, TransientError
+from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
+from .urls import check_prefix
 
 _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
@@ -37,12 +35,13 @@ class S3ObjectStore:
     """
 
     def __init__(self, client: Any, *, bucket: str, prefix: str = "") -> None:
+        check_prefix(prefix.strip("/"), f"s3://{bucket}")
         self.client = client
         self.bucket = bucket
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         # S3 Express One Zone directory buckets ("name--zone--x-s3") list unordered, without StartAfter.
         self.ordered_listing = not bucket.endswith("--x-s3")
-        self._clock_offset = 0.0
+        self.clock = ServerClock()
 
     @property
     def location(self) -> str:
@@ -61,6 +60,12 @@ class S3ObjectStore:
             )
         except _Exists:
             return False
+        except _Missing:
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.location} answered 404 to an upload of {key}: the endpoint or bucket name is wrong "
+                "(check AWS_ENDPOINT_URL and the URL).",
+            ) from None
         return True
 
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
@@ -113,28 +118,29 @@ class S3ObjectStore:
         request = functools.partial(
             self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, VersionId=version
         )
-        try:
-            response = await self._call(request, key)
-        except _Missing:
-            return None
-        async with response["Body"] as body:
-            data: bytes = await body.read()
-        return data
+        return await self._read(request, key)
 
     async def now(self) -> float:
-        return time.time() + self._clock_offset
+        return self.clock.now()
 
     async def _read(self, request: Callable[[], Awaitable[Any]], key: str) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
+
+        async def read_body() -> bytes:
+            response = await request()
+            async with response["Body"] as body:
+                body_bytes: bytes = await body.read()
+            return body_bytes
+
         try:
-            response = await self._call(request, key)
+            data: bytes = await self._call(read_body, key, has_metadata=False)
+            return data
         except _Missing:
             return None
-        async with response["Body"] as body:
-            data: bytes = await body.read()
-        return data
 
-    async def _call(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+    async def _call(self, request: Callable[[], Awaitable[Any]], key: str, *, has_metadata: bool = True) -> Any:
+        """One request through the error boundary: every failure becomes `TransientError`, a
+        `MemoryStoreError`, or one of the private answers "missing" and "exists"."""
         try:
             response = await request()
         except ClientError as error:
@@ -155,21 +161,13 @@ class S3ObjectStore:
             raise TransientError(f"{type(error).__name__}: {error}") from None
         except BotoCoreError as error:
             raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
-        except OSError as error:  # aiohttp's connection errors derive from OSError
+        except (_Missing, _Exists, MemoryStoreError):
+            raise
+        except Exception as error:  # body streams, aiohttp, timeouts: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
-        self._note_server_time(response)
+        if has_metadata:
+            self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
         return response
-
-    def _note_server_time(self, response: Any) -> None:
-        """Keep the server clock, which compaction ages objects by, from each reply's Date header.
-
-        The header has whole seconds, so an offset within two seconds is noise and taken as none.
-        """
-        date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        if date:
-            with contextlib.suppress(TypeError, ValueError):
-                offset = parsedate_to_datetime(date).timestamp() - time.time()
-                self._clock_offset = offset if abs(offset) > 2.0 else 0.0
 
 
 class _Missing(Exception):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .objects import ObjectInfo, ObjectStore, TransientError
+from ..objects import ObjectInfo, ObjectStore, TransientError
 
 type Operation = Literal["get", "create", "list", "delete"]
 type Fault = Literal["fail_before", "lose_reply", "refuse", "crash_before", "crash_after"]

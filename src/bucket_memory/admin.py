@@ -1,0 +1,213 @@
+"""Operator work on one memory: history, past versions, restore, rollback, recovery, bulk import, stats.
+
+Everything that changes the memory does it as new commits through the store's log, so it is
+validated like any write, audited in the history, and itself undoable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, validate_path
+
+from .codec import CHECKPOINT_PREFIX, Change, Commit, Delete, Move, Purge, Write, checked_origin
+from .history import History, Problem
+from .housekeeping import Compaction
+from .recovery import Recovery
+from .state import State
+from .store import LogFileStore, checked_size, file_text
+
+type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge"]
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """One change to one file in the retained history: the version it made, when, by whom, and what.
+
+    `action` is write, delete, moved-in (from `other`), moved-out (to `other`), or purge (path "").
+    """
+
+    path: str
+    version: str
+    time: str
+    origin: Origin
+    action: RevisionAction
+    other: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A memory at a glance: live files and bytes, the head, the retained log and the newest checkpoint."""
+
+    files: int
+    bytes: int
+    max_bytes: int
+    head: int
+    commits: int
+    history_floor: int | None
+    checkpoints: int
+    checkpoint: int | None
+    checkpoint_age: float | None
+
+
+class MemoryAdmin:
+    """The operator's view of one store: read-only history and the commands that repair or bulk-change it."""
+
+    def __init__(self, store: LogFileStore) -> None:
+        self.store = store
+        self.history = History(store.log)
+        self.recovery = Recovery(store.log)
+
+    async def revisions(self, path: str | None = None) -> list[Revision]:
+        """Changes in the retained log, newest first; only those touching `path` when given (purges always)."""
+        wanted = validate_path(path, self.store.format) if path is not None else None
+        revisions = [
+            revision
+            for commit in await self.history.commits()
+            for change in commit.changes
+            for revision in _revisions(commit, change)
+            if wanted is None or revision.path in (wanted, "")
+        ]
+        return revisions[::-1]
+
+    async def read_at(self, path: str, version: str) -> FileText:
+        """The file as it was once commit `version` had landed (`not_found` if it did not exist then)."""
+        path = validate_path(path, self.store.format)
+        old = file_text(await self.history.state_at(version_seq(version)), path)
+        if old is None:
+            raise MemoryStoreError("not_found", f"{path} did not exist at version {version}.")
+        return old
+
+    async def seq_at(self, moment: datetime) -> int:
+        """The last commit made at or before `moment`, from the retained log."""
+        commits = await self.history.commits()
+        before = [commit.seq for commit in commits if commit.moment <= moment]
+        if not before:
+            floor = f"starts at {commits[0].time}" if commits else "is empty"
+            raise MemoryStoreError(
+                "not_found", f"The retained history of {self.store.location} {floor}; nothing before {moment}."
+            )
+        return before[-1]
+
+    async def restore(self, path: str, version: str, *, origin: Origin) -> str | None:
+        """Make `path` what it was at `version` with a new commit; its new version (None: deleted)."""
+        path = validate_path(path, self.store.format)
+        target = file_text(await self.history.state_at(version_seq(version)), path)
+        unchanged: list[str] = []
+
+        def plan(state: State) -> Sequence[Change]:
+            current = state.files.get(path)
+            if target is None:
+                return (Delete(path=path),) if current is not None else ()
+            if current is not None and current.text == target.text:
+                unchanged.append(str(current.version))
+                return ()
+            state.check_room(path)
+            self.store.check_quota(state, len(target.text.encode()) - (current.size if current is not None else 0))
+            return (Write(path=path, text=target.text),)
+
+        seq = await self.store.log.commit(plan, checked_origin(origin))
+        if target is None:
+            return None
+        return str(seq) if seq is not None else unchanged[-1]
+
+    async def rollback(self, seq: int, *, origin: Origin) -> int | None:
+        """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
+        return await self._become(await self.history.state_at(seq), origin)
+
+    async def recover(self, moment: datetime, *, origin: Origin) -> int | None:
+        """Make the memory what it was at `moment`, from the bucket's object versions, as one new commit.
+
+        Reaches past a purge, compaction or a deleted prefix (whose objects are re-created first, so
+        the log resumes where it was). The new seq, or None when the memory already was that.
+        """
+        await self.recovery.undelete()
+        return await self._become(await self.recovery.state_as_of(moment), origin)
+
+    async def _become(self, target: State, origin: Origin) -> int | None:
+        return await self.put_files(
+            {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
+        )
+
+    async def put_files(self, files: Mapping[str, str], *, replace: bool, origin: Origin) -> int | None:
+        """Write `files` (path to text) as one commit; with `replace`, delete every other file too.
+
+        Only files whose text differs are written; the new seq, or None when nothing differed.
+        """
+        store = self.store
+        checked = {validate_path(path, store.format): text for path, text in files.items()}
+        for text in checked.values():
+            checked_size(text, store.format)
+
+        def plan(state: State) -> Sequence[Change]:
+            after = state.copy()  # the changes are checked by applying them, the one path rule included
+            changes: list[Change] = []
+            if replace:
+                changes.extend(Delete(path=path) for path in sorted(state.files) if path not in checked)
+            changes.extend(
+                Write(path=path, text=text)
+                for path, text in sorted(checked.items())
+                if path not in state.files or state.files[path].text != text
+            )
+            for change in changes:
+                after.apply_change(change, state.head + 1)
+            store.check_quota(state, after.live_bytes - state.live_bytes)
+            return changes
+
+        return await store.log.commit(plan, checked_origin(origin))
+
+    async def stats(self) -> Stats:
+        """Sizes and the shape of the log, for operators."""
+        log = self.store.log
+        state = await log.fresh_state()
+        commits = await log.list_log()
+        checkpoints = await log.list_keys(CHECKPOINT_PREFIX)
+        now = await log.objects.now()
+        return Stats(
+            files=len(state.files),
+            bytes=state.live_bytes,
+            max_bytes=self.store.max_bytes,
+            head=state.head,
+            commits=len(commits),
+            history_floor=commits[0][0] if commits else None,
+            checkpoints=len(checkpoints),
+            checkpoint=int(checkpoints[-1].key[12:-5]) if checkpoints else None,
+            checkpoint_age=now - checkpoints[-1].modified if checkpoints else None,
+        )
+
+    async def compact(self) -> Compaction:
+        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
+        return await self.store.housekeeper.compact()
+
+    async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
+        """Every problem with the objects under the prefix; empty when the memory is whole."""
+        return await self.history.verify(progress)
+
+
+def version_seq(version: str) -> int:
+    """The commit a version names, or `not_found` for text that names none."""
+    if not (isinstance(version, str) and version.isascii() and version.isdecimal() and len(version) <= 20):
+        raise MemoryStoreError(
+            "not_found", f"{str(version)[:40]!r} is not a version of this store (versions are commit numbers)."
+        )
+    return int(version)
+
+
+def _revisions(commit: Commit, change: Change) -> list[Revision]:
+    def made(path: str, action: RevisionAction, other: str | None = None, size: int | None = None) -> Revision:
+        return Revision(path, str(commit.seq), commit.time, change.origin or commit.origin, action, other, size)
+
+    match change:
+        case Write(path, text):
+            return [made(path, "write", size=len(text.encode()))]
+        case Delete(path):
+            return [made(path, "delete")]
+        case Move(source, destination):
+            return [made(destination, "moved-in", source), made(source, "moved-out", destination)]
+        case Purge():
+            return [made("", "purge")]
+    raise AssertionError("every kind of change is matched")

@@ -1,0 +1,296 @@
+"""The on-disk format: object keys, changes, commits and checkpoints as strict models, and their hash.
+
+A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix.
+Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the
+rest. Decoding treats the bytes as hostile: size, nesting depth and numbers are bounded by the
+parser, every field is checked by a strict model, paths obey the harness's path rules, and the
+object must re-encode to exactly the bytes read. Encoding runs the same decoder over its own
+output before anything is written, so no writer can commit an object that readers refuse.
+`tests/golden/` pins the format of the first release byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import unicodedata
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
+
+import pydantic_core
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError
+from pydantic import model_serializer as _model_serializer
+
+FORMAT = 1
+LOG_PREFIX = "log/"
+CHECKPOINT_PREFIX = "checkpoints/"
+RESERVED_FOLDERS = ("log", "checkpoints")
+GENESIS_HASH = "0" * 64
+# The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
+# JSON escapes. Anything larger is refused before it is parsed.
+MAX_OBJECT_BYTES = 256 * 1024 * 1024
+MAX_SEQ = 10**20 - 1
+MAX_ORIGIN_CHARS = 1024
+# Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
+_WIRE_FORMAT = FileFormat(path_bytes=4096)
+_KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
+_TIME = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+
+def log_key(seq: int) -> str:
+    return f"{LOG_PREFIX}{seq:020d}.json"
+
+
+def checkpoint_key(seq: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
+
+
+def key_seq(key: str) -> int | None:
+    """The seq of a key the store writes (`log/<20 digits>.json` or `checkpoints/...`), else None."""
+    match = _KEY.fullmatch(key)
+    return int(match[2]) if match else None
+
+
+def is_log_key(key: str) -> bool:
+    return key.startswith(LOG_PREFIX) and key_seq(key) is not None
+
+
+def is_checkpoint_key(key: str) -> bool:
+    return key.startswith(CHECKPOINT_PREFIX) and key_seq(key) is not None
+
+
+class CorruptObjectError(MemoryStoreError):
+    """An object under the memory's prefix is not what the store wrote there; nothing is served past it."""
+
+    def __init__(self, location: str, key: str, reason: str) -> None:
+        super().__init__(
+            "unavailable",
+            f"{location}/{key} is corrupt ({reason}). The memory is not served past it; "
+            f"run `bucket-memory verify {location}` and restore the object from bucket versioning.",
+        )
+        self.key = key
+        self.reason = reason
+
+
+def checked_origin(origin: object) -> Origin:
+    """The caller's origin if every field is None or a short string of UTF-8 text, else `invalid_text`.
+
+    Checked before a change is batched, so a bad origin fails its own caller and nobody else.
+    """
+    if not isinstance(origin, Origin):
+        raise MemoryStoreError("invalid_text", f"An origin is an a13n_harness Origin, not {type(origin).__name__}.")
+    for name in ("run_id", "principal_id", "tool_call_id"):
+        value = getattr(origin, name)
+        if value is not None and not _is_origin_text(value):
+            raise MemoryStoreError(
+                "invalid_text",
+                f"Origin.{name} must be None or a string of at most {MAX_ORIGIN_CHARS} characters of UTF-8 text "
+                f"without control characters; got {type(value).__name__} {str(value)[:80]!r}.",
+            )
+    return origin
+
+
+def _is_origin_text(value: object) -> bool:
+    if type(value) is not str or len(value) > MAX_ORIGIN_CHARS:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return not any(unicodedata.category(char) == "Cc" for char in value)
+
+
+def _wire_origin(origin: Origin) -> Origin:
+    try:
+        return checked_origin(origin)
+    except MemoryStoreError as error:
+        raise ValueError(str(error)) from None
+
+
+def _wire_path(path: str) -> str:
+    try:
+        canonical = validate_path(path, _WIRE_FORMAT)
+    except MemoryStoreError as error:
+        raise ValueError(f"path {path[:80]!r}: {error}") from None
+    if canonical != path:
+        raise ValueError(f"path {path[:80]!r} is not in NFC form")
+    return path
+
+
+type WireOrigin = Annotated[Origin, AfterValidator(_wire_origin)]
+type WirePath = Annotated[str, AfterValidator(_wire_path)]
+type Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
+type Hash = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+type Time = Annotated[str, Field(pattern=_TIME)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
+
+
+class _Change(_Wire):
+    """A change's `origin` is set when a group commit carries changes of several callers: it names
+    the caller of that change, where the commit's own origin names the first."""
+
+    origin: WireOrigin | None = None
+
+    @_model_serializer(mode="wrap")
+    def _without_empty_origin(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        encoded: dict[str, Any] = handler(self)
+        if encoded.get("origin") is None:
+            encoded.pop("origin", None)
+        return encoded
+
+
+class Write(_Change):
+    __match_args__ = ("path", "text")
+    op: Literal["write"] = "write"
+    path: WirePath
+    text: str
+
+
+class Delete(_Change):
+    __match_args__ = ("path",)
+    op: Literal["delete"] = "delete"
+    path: WirePath
+
+
+class Move(_Change):
+    __match_args__ = ("source", "destination")
+    op: Literal["move"] = "move"
+    source: WirePath = Field(validation_alias="from", serialization_alias="from")
+    destination: WirePath = Field(validation_alias="to", serialization_alias="to")
+
+
+class Purge(_Change):
+    op: Literal["purge"] = "purge"
+
+
+type Change = Annotated[Write | Delete | Move | Purge, Field(discriminator="op")]
+
+
+class _Signed(_Wire):
+    """An object whose `hash` covers the canonical encoding of every other field."""
+
+    hash: Hash
+
+    def encode(self) -> bytes:
+        return canonical(self.model_dump(mode="json", by_alias=True))
+
+    def body_digest(self) -> str:
+        return digest(self.model_dump(mode="json", by_alias=True, exclude={"hash"}))
+
+    @classmethod
+    def signed(cls, **fields: Any) -> Self:
+        """A new object with its hash, proven to decode back to itself before anyone writes it."""
+        unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
+        made = unsigned.model_copy(update={"hash": unsigned.body_digest()})
+        encoded = made.encode()
+        if len(encoded) > MAX_OBJECT_BYTES or cls._decoded(encoded) != made:
+            raise MemoryStoreError(
+                "too_large", f"This change would make an object readers refuse ({len(encoded)} bytes)."
+            )
+        return made
+
+    @classmethod
+    def decode(cls, location: str, key: str, data: bytes) -> Self:
+        """The object in `data`, read from `key`, or `CorruptObjectError` naming what is wrong with it."""
+        if len(data) > MAX_OBJECT_BYTES:
+            raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any object the store writes")
+        try:
+            decoded = cls._decoded(data)
+        except ValidationError as error:
+            raise CorruptObjectError(location, key, _reason(cls, data, error)) from None
+        if decoded.hash != decoded.body_digest():
+            raise CorruptObjectError(location, key, "its content does not match its hash")
+        if decoded.encode() != data:
+            raise CorruptObjectError(location, key, "not in the canonical form the store writes")
+        if key_seq(key) != getattr(decoded, "seq", None):
+            raise CorruptObjectError(location, key, "it holds another seq than its key names")
+        return decoded
+
+    @classmethod
+    def _decoded(cls, data: bytes) -> Self:
+        return cls.model_validate_json(data, strict=True)
+
+
+class Commit(_Signed):
+    """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain."""
+
+    kind: Literal["commit"] = "commit"
+    format: Literal[1] = 1
+    seq: Seq
+    id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+    time: Time
+    origin: WireOrigin
+    prev: Hash
+    changes: tuple[Change, ...]
+
+    @classmethod
+    def create(cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin) -> Commit:
+        return cls.signed(seq=seq, id=secrets.token_hex(16), time=now(), origin=origin, prev=prev, changes=changes)
+
+    @property
+    def moment(self) -> datetime:
+        """When the commit was made, by the writer's clock."""
+        return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
+
+    @property
+    def size(self) -> int:
+        """Bytes of text this commit carries, which the checkpoint policy counts."""
+        return sum(len(change.text.encode()) for change in self.changes if isinstance(change, Write))
+
+
+class Checkpoint(_Signed):
+    """The whole state as of commit `seq`: live files with their versions, and the tombstones the
+    change feed needs. `genesis` (the hash of commit 1) names the memory; checkpoints of the first
+    release lack it."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    format: Literal[1] = 1
+    seq: Seq
+    head_hash: Hash
+    floor: Seq
+    time: Time
+    files: tuple[tuple[WirePath, str, Seq], ...]
+    deleted: tuple[tuple[WirePath, Seq], ...]
+    genesis: Hash | None = None
+
+    @_model_serializer(mode="wrap")
+    def _without_unknown_genesis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        encoded: dict[str, Any] = handler(self)
+        if encoded.get("genesis") is None:
+            encoded.pop("genesis", None)
+        return encoded
+
+
+def now() -> str:
+    """The current time as commits record it (milliseconds, UTC)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def digest(body: object) -> str:
+    return hashlib.sha256(canonical(body)).hexdigest()
+
+
+def _reason(model: type[_Signed], data: bytes, error: ValidationError) -> str:
+    """Why an object failed to decode, in the words an operator needs."""
+    try:
+        parsed = pydantic_core.from_json(data)
+    except ValueError:
+        return "not a JSON document the store writes (truncated, overwritten or nested too deep?)"
+    kind = model.model_fields["kind"].default
+    if not isinstance(parsed, dict) or parsed.get("kind") != kind:
+        return f"not a bucket-memory {kind}"
+    if parsed.get("format") != FORMAT:
+        return f"format {parsed.get('format')!r}; this bucket-memory reads format {FORMAT} (upgrade it?)"
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"malformed {kind}: {where}: {first['msg']}"

@@ -1,0 +1,134 @@
+"""`open_store(url)`: a store on the backend a URL names, with its cloud client made and closed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError
+
+from .log import LogOptions
+from .objects import ObjectStore
+from .retry import retrying
+from .store import DEFAULT_MAX_BYTES, LogFileStore
+from .urls import parse_url
+
+logger = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def open_store(
+    url: str | os.PathLike[str],
+    *,
+    format: FileFormat | None = None,
+    options: LogOptions | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> AsyncIterator[LogFileStore]:
+    """The memory at `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path.
+
+    Cloud clients come from the standard credential chains and honour `AWS_ENDPOINT_URL` and
+    `STORAGE_EMULATOR_HOST`; they are closed when the context exits, after the housekeeping that
+    the store's writes started.
+    """
+    settings: dict[str, Any] = {"format": format, "options": options, "max_bytes": max_bytes}
+    where = parse_url(url)
+    if where.scheme == "s3":
+        async with _s3_client() as client:
+            store = LogFileStore.s3(client, bucket=where.bucket, prefix=where.prefix, **settings)
+            await _checked(store, client.meta.endpoint_url, where.bucket)
+            yield store
+            await store.settle()
+    elif where.scheme == "gs":
+        client = _gcs_client()
+        try:
+            store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
+            await _checked(store, os.environ.get("STORAGE_EMULATOR_HOST", "gcs"), where.bucket)
+            yield store
+            await store.settle()
+        finally:
+            client.close()
+    else:
+        assert where.path is not None
+        store = LogFileStore.local(where.path, **settings)
+        yield store
+        await store.settle()
+
+
+async def check_create_only(objects: ObjectStore) -> None:
+    """Refuse an endpoint that does not enforce create-only writes, by creating one key twice.
+
+    Some endpoints and emulators silently ignore conditional headers; on them two writers could
+    both commit the same seq and one would vanish, so the store must not run there at all.
+    """
+    key = f"doctor/{secrets.token_hex(8)}.json"
+    first = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
+    second = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
+    try:
+        await retrying(lambda: objects.delete([key]), what=f"Cleaning up {objects.location}/{key}")
+    except MemoryStoreError as error:
+        logger.warning("could not delete %s/%s: %s", objects.location, key, error)
+    if not first or second:
+        raise MemoryStoreError(
+            "unavailable",
+            f"{objects.location} does not enforce create-only writes: a second create of {key} was not refused. "
+            "Concurrent writers would overwrite each other's commits there, so bucket-memory refuses to use it. "
+            "Use an endpoint that honours If-None-Match: * (S3) or ifGenerationMatch=0 (GCS).",
+        )
+
+
+_CHECKED_ENDPOINTS: set[tuple[str, str]] = set()
+
+
+async def _checked(store: LogFileStore, endpoint: str, bucket: str) -> None:
+    """Check create-only writes once per endpoint and bucket in this process (a few requests per cold start)."""
+    if (endpoint, bucket) not in _CHECKED_ENDPOINTS:
+        await check_create_only(store.log.objects)
+        _CHECKED_ENDPOINTS.add((endpoint, bucket))
+
+
+@asynccontextmanager
+async def _s3_client() -> AsyncIterator[Any]:
+    try:
+        from aiobotocore.config import AioConfig
+        from aiobotocore.session import get_session
+        from botocore.exceptions import BotoCoreError, ProfileNotFound
+    except ImportError:
+        raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
+    # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
+    # itself, so the SDK makes one attempt per request.
+    config = AioConfig(connect_timeout=5, read_timeout=20, retries={"total_max_attempts": 1})
+    try:
+        client = get_session().create_client("s3", config=config)
+        entered = await client.__aenter__()
+    except ProfileNotFound as error:
+        raise MemoryStoreError(
+            "forbidden", f"{error}: name a profile from ~/.aws/config in AWS_PROFILE, or unset it."
+        ) from None
+    except BotoCoreError as error:
+        raise MemoryStoreError("unavailable", f"Cannot make an S3 client: {error}. Check the AWS settings.") from None
+    try:
+        yield entered
+    finally:
+        await client.__aexit__(None, None, None)
+
+
+def _gcs_client() -> Any:
+    try:
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.cloud import storage
+    except ImportError:
+        raise MemoryStoreError(
+            "unavailable", "gs:// needs google-cloud-storage: pip install 'bucket-memory[gcs]'."
+        ) from None
+    try:
+        return storage.Client()
+    except DefaultCredentialsError as error:
+        raise MemoryStoreError(
+            "forbidden",
+            f"No Google Cloud credentials: {str(error).rstrip('.')}. "
+            "Run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS.",
+        ) from None

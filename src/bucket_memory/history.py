@@ -1,0 +1,164 @@
+"""Read-only history: the retained log as a checked chain, the state at any retained commit, and verify."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .codec import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    Checkpoint,
+    Commit,
+    CorruptObjectError,
+    checkpoint_key,
+    is_checkpoint_key,
+    is_log_key,
+    key_seq,
+    log_key,
+)
+from .log import CommitLog
+from .retry import gather_bounded
+from .state import State, same_files
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something `verify` found wrong with one object."""
+
+    key: str
+    message: str
+
+
+def chain_problems(commits: Sequence[Commit]) -> list[Problem]:
+    """Where a run of commits, in seq order, has a gap or breaks the hash chain."""
+    problems: list[Problem] = []
+    for before, after in itertools.pairwise(commits):
+        if after.seq != before.seq + 1:
+            problems.append(
+                Problem(log_key(after.seq), f"commits {before.seq + 1} to {after.seq - 1} are missing before it")
+            )
+        elif after.prev != before.hash:
+            problems.append(Problem(log_key(after.seq), f"it does not follow commit {before.seq} in the hash chain"))
+    return problems
+
+
+class History:
+    """The retained log of one memory, read without changing anything."""
+
+    def __init__(self, log: CommitLog) -> None:
+        self.log = log
+
+    async def commits(self) -> list[Commit]:
+        """Every commit still in the log, oldest first, each checked to follow the one before."""
+        commits = await self.log.fetch_commits(await self.log.list_log())
+        for problem in chain_problems(commits):
+            raise CorruptObjectError(self.log.location, problem.key, problem.message)
+        return commits
+
+    async def state_at(self, seq: int) -> State:
+        """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""
+        log = self.log
+        for _ in range(log.options.request_attempts):
+            checkpoints = [
+                info.key
+                for info in await log.list_keys(CHECKPOINT_PREFIX)
+                if is_checkpoint_key(info.key) and (key_seq(info.key) or 0) <= seq
+            ]
+            state = State(format=log.format)
+            if checkpoints:
+                loaded = await log.load_checkpoint(checkpoints[-1])
+                if loaded is None:
+                    continue  # compacted meanwhile
+                state = loaded
+            listed = [(number, info) for number, info in await log.list_log(after=state.head) if number <= seq]
+            if state.head + len(listed) != seq or (listed and listed[0][0] != state.head + 1):
+                first = await log.list_log()
+                held = f"commits from {first[0][0]}" if first else "nothing"
+                raise MemoryStoreError(
+                    "not_found",
+                    f"Commit {seq} is not in the retained history of {log.location} (the log holds {held}). "
+                    "`bucket-memory recover` rebuilds older states from bucket versioning.",
+                )
+            for commit in await log.fetch_commits(listed):
+                state.apply(commit, log.location)
+            return state
+        raise MemoryStoreError(
+            "unavailable", f"{log.location} kept changing while commit {seq} was rebuilt; try again."
+        )
+
+    async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
+        """Read every object under the memory's folders and report what is not whole, chained and consistent.
+
+        Each commit must decode and follow the one before; each checkpoint must decode, name the
+        hash of its commit, and equal the state the log replays to at its seq. Keys the store never
+        writes are reported (and never deleted).
+        """
+        log = self.log
+        listed = [*await log.list_keys(LOG_PREFIX), *await log.list_keys(CHECKPOINT_PREFIX)]
+        problems = [
+            Problem(info.key, "not an object the store writes; readers ignore it")
+            for info in listed
+            if not (is_log_key(info.key) or is_checkpoint_key(info.key))
+        ]
+        keys = [info.key for info in listed if is_log_key(info.key) or is_checkpoint_key(info.key)]
+        done = 0
+
+        async def read(key: str) -> Commit | Checkpoint | Problem:
+            nonlocal done
+            data = await log.get(key)
+            done += 1
+            if progress is not None:
+                progress(done, len(keys))
+            if data is None:
+                return Problem(key, "vanished while it was read")
+            try:
+                model = Commit if key.startswith(LOG_PREFIX) else Checkpoint
+                return model.decode(log.location, key, data)
+            except CorruptObjectError as error:
+                return Problem(key, error.reason)
+
+        found = await gather_bounded(keys, read)
+        problems.extend(item for item in found if isinstance(item, Problem))
+        commits = {item.seq: item for item in found if isinstance(item, Commit)}
+        checkpoints: dict[int, State] = {}
+        for item in found:
+            if isinstance(item, Checkpoint):
+                try:
+                    checkpoints[item.seq] = State.from_checkpoint(item, log.format, log.location)
+                except CorruptObjectError as error:
+                    problems.append(Problem(error.key, error.reason))
+        ordered = [commits[seq] for seq in sorted(commits)]
+        problems.extend(chain_problems(ordered))
+        last = ordered[-1].seq if ordered else 0
+        for seq, checkpoint in checkpoints.items():
+            if seq in commits and checkpoint.head_hash != commits[seq].hash:
+                problems.append(Problem(checkpoint_key(seq), f"it names another commit {seq} than the log holds"))
+            if seq > last:
+                problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
+        if not problems and ordered:
+            problems.extend(self._replay_problems(commits, checkpoints))
+        return problems
+
+    def _replay_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
+        """Replay the retained log and compare the state with every checkpoint it passes."""
+        first = min(commits)
+        bases = [seq for seq in checkpoints if first - 1 <= seq]
+        if first == 1:
+            state = State(format=self.log.format)
+        elif bases:
+            state = checkpoints[min(bases)].copy()
+        else:
+            return [Problem(log_key(first), "the log starts here but no checkpoint holds the state before it")]
+        problems: list[Problem] = []
+        for seq in range(state.head + 1, max(commits) + 1):
+            try:
+                state.apply(commits[seq], self.log.location)
+            except CorruptObjectError as error:
+                return [*problems, Problem(error.key, error.reason)]
+            if seq in checkpoints and not same_files(checkpoints[seq], state):
+                problems.append(Problem(checkpoint_key(seq), "its files differ from the state the log replays to"))
+        return problems

@@ -1,0 +1,99 @@
+"""Checkpoints and compaction: the work that keeps cold starts short and the bucket small.
+
+Neither is on the commit path: a writer runs them after its callers have their outcomes
+(invariant 7 of `log`), and `compact` can also run on a schedule. Failures are logged, never
+raised to a writer, because the next writer crossing the threshold simply tries again.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+from .codec import CHECKPOINT_PREFIX, checkpoint_key, is_checkpoint_key
+from .log import CommitLog
+from .objects import TransientError
+from .retry import retrying
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The outcome of a compaction: objects removed, and the checkpoint history now starts at (0: none)."""
+
+    floor: int
+    log_deleted: int
+    checkpoints_deleted: int
+
+
+class Housekeeper:
+    """Writes a checkpoint when enough has been committed since the last, and compacts after it.
+
+    A checkpoint is due after `checkpoint_min_commits` commits once the bytes committed since the
+    last one reach the live size, after `checkpoint_max_commits` always, and after a purge.
+    Duplicate checkpoints from racing writers are harmless: they are created create-only.
+    """
+
+    def __init__(self, log: CommitLog) -> None:
+        self.log = log
+        log.after_commit = self.after_commit
+
+    async def after_commit(self, purged: bool) -> None:
+        state = self.log.cached_state
+        if state is None:
+            return
+        options = self.log.options
+        commits = state.head - state.checkpoint_seq
+        due = commits >= options.checkpoint_max_commits or (
+            commits >= options.checkpoint_min_commits and state.bytes_since_checkpoint >= state.live_bytes
+        )
+        if not (purged or due):
+            return
+        # Encoded now, in one step on the event loop, so it is the state at exactly one head.
+        checkpoint = state.to_checkpoint(options.max_tombstones)
+        state.checkpoint_seq, state.bytes_since_checkpoint = state.head, 0
+        try:
+            await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
+        except TransientError as error:
+            logger.warning("%s: checkpoint at %d not written: %s", self.log.location, checkpoint.seq, error)
+            return
+        if options.auto_compact:
+            await self.compact_below(checkpoint.seq)
+
+    async def compact(self) -> Compaction:
+        """Delete log and checkpoint objects below the newest checkpoint that is older than the grace
+        period and outside the history retention."""
+        state = await self.log.proven_state()
+        return await self.compact_below(state.head)
+
+    async def compact_below(self, head: int) -> Compaction:
+        """Compaction as of a head the caller has proven (invariants 3 and 4 of `log`)."""
+        log, options = self.log, self.log.options
+        now = await log.objects.now()
+        commits = await log.list_log()
+        checkpoints = [
+            (int(info.key[len(CHECKPOINT_PREFIX) : -5]), info)
+            for info in await log.list_keys(CHECKPOINT_PREFIX)
+            if is_checkpoint_key(info.key)
+        ]
+        retained = head - options.retain_commits + 1
+        young = [seq for seq, info in commits if now - info.modified < options.retain_seconds]
+        if young:
+            retained = min(retained, min(young))
+        anchors = [seq for seq, info in checkpoints if seq <= retained and now - info.modified >= options.grace_period]
+        if not anchors:
+            return Compaction(floor=0, log_deleted=0, checkpoints_deleted=0)
+        anchor = max(anchors)
+        dead_log = [info.key for seq, info in commits if seq < anchor]  # the anchor's own commit stays (3)
+        dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
+        # Log first: a compaction that dies between the two leaves old checkpoints, which cost nothing.
+        for dead in (dead_log, dead_checkpoints):
+            if dead:
+                await retrying(
+                    functools.partial(log.objects.delete, dead),
+                    what=f"Compacting {log.location}",
+                    attempts=options.request_attempts,
+                )
+        return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))

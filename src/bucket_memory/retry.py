@@ -1,0 +1,54 @@
+"""The one retry policy (full-jitter exponential backoff) and the one bounded-concurrency fetch."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Iterable
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .objects import TransientError
+
+BASE_DELAY = 0.05
+FETCH_CONCURRENCY = 16
+
+
+def backoff(attempt: int, base: float = BASE_DELAY) -> float:
+    """How long to wait before retry `attempt + 1`: a random part of a doubling window."""
+    return random.uniform(0, base * 2 ** min(attempt, 16))
+
+
+async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6) -> T:
+    """Run an idempotent request, retrying transient failures; `unavailable` once they are spent."""
+    for attempt in range(attempts):
+        try:
+            return await operation()
+        except TransientError as error:
+            if attempt == attempts - 1:
+                raise MemoryStoreError(
+                    "unavailable", f"{what} failed {attempts} times ({error}); try again later."
+                ) from None
+            await asyncio.sleep(backoff(attempt))
+    raise AssertionError("unreachable")
+
+
+async def gather_bounded[T, R](
+    items: Iterable[T], fetch: Callable[[T], Awaitable[R]], *, limit: int = FETCH_CONCURRENCY
+) -> list[R]:
+    """`fetch` of every item, at most `limit` at a time, results in the items' order.
+
+    The first failure cancels the rest and is raised as itself, not inside an exception group.
+    """
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> R:
+        async with semaphore:
+            return await fetch(item)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(item)) for item in items]
+    except ExceptionGroup as failures:
+        raise failures.exceptions[0] from None
+    return [task.result() for task in tasks]

@@ -1,0 +1,234 @@
+"""A memory as of one commit: its files, the change feed, and the one rule about files and directories."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
+
+from .codec import (
+    GENESIS_HASH,
+    Change,
+    Checkpoint,
+    Commit,
+    CorruptObjectError,
+    Delete,
+    Move,
+    Purge,
+    Write,
+    log_key,
+    now,
+)
+
+CURSOR_SEPARATOR = "~"
+
+
+@dataclass(slots=True)
+class LiveFile:
+    text: str
+    version: int
+    size: int
+    description: str | None
+
+
+@dataclass(slots=True)
+class State:
+    """A memory as of commit `head`: its files, and what the change feed and policies need.
+
+    `changed` maps every path changed above `floor` (live or deleted) to the seq of its last
+    change, kept in seq order so the change feed reads only the tail. A cursor below `floor`
+    (a purge, or tombstones dropped by a checkpoint) can only be answered with a full resync.
+    `genesis`, the hash of commit 1, names the memory in its cursors (None: not known, for a
+    memory whose first-release checkpoint lacks it and whose commit 1 was compacted).
+    """
+
+    format: FileFormat
+    head: int = 0
+    head_hash: str = GENESIS_HASH
+    floor: int = 0
+    genesis: str | None = None
+    files: dict[str, LiveFile] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)
+    directories: dict[str, int] = field(default_factory=dict)
+    live_bytes: int = 0
+    checkpoint_seq: int = 0
+    bytes_since_checkpoint: int = 0
+
+    def apply(self, commit: Commit, location: str) -> None:
+        """Apply the next commit, or `CorruptObjectError` if it does not follow or breaks a rule."""
+        key = log_key(commit.seq)
+        if commit.seq != self.head + 1:
+            raise CorruptObjectError(location, key, f"commit {self.head + 1} is missing before it")
+        if commit.prev != self.head_hash:
+            raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
+        try:
+            for change in commit.changes:
+                self.apply_change(change, commit.seq)
+        except MemoryStoreError as error:
+            raise CorruptObjectError(location, key, str(error)) from None
+        self.head, self.head_hash = commit.seq, commit.hash
+        if commit.seq == 1:
+            self.genesis = commit.hash
+        self.bytes_since_checkpoint += commit.size
+
+    def apply_change(self, change: Change, seq: int) -> None:
+        """One change as commit `seq` makes it, refused (`invalid_path`, `not_found`) where it breaks a rule."""
+        match change:
+            case Write(path, text):
+                self.check_room(path)
+                self._remove(path, None)
+                self._add(path, text, seq)
+            case Delete(path):
+                self._remove(path, seq)
+            case Move(source, destination):
+                if source not in self.files:
+                    raise MemoryStoreError("not_found", f"it moves {source}, which does not exist")
+                if destination in self.files:
+                    raise MemoryStoreError("already_exists", f"it moves {source} onto {destination}, which exists")
+                self.check_room(destination, leaving=source)
+                text = self.files[source].text
+                self._remove(source, seq)
+                self._add(destination, text, seq)
+            case Purge():
+                self.files.clear()
+                self.changed.clear()
+                self.directories.clear()
+                self.live_bytes = 0
+                self.floor = seq
+
+    def check_room(self, path: str, *, leaving: str | None = None) -> None:
+        """A file cannot share its path with a directory, as on a file system (and in an export).
+
+        `leaving` is a file that goes in the same step (the source of a move).
+        """
+        files_below = self.directories.get(f"{path}/", 0)
+        if leaving is not None and leaving.startswith(f"{path}/"):
+            files_below -= 1
+        if files_below > 0 or any(
+            directory[:-1] in self.files and directory[:-1] != leaving for directory in parent_directories(path)
+        ):
+            raise MemoryStoreError(
+                "invalid_path", f"{path} conflicts with an existing file or directory of the same name."
+            )
+
+    def copy(self) -> State:
+        """A copy to plan on; files are never changed in place, so sharing them is safe."""
+        return replace(self, files=dict(self.files), changed=dict(self.changed), directories=dict(self.directories))
+
+    def cursor(self) -> str:
+        """The change cursor at the head: its seq, and the memory's name when known."""
+        if self.head == 0 or self.genesis is None:
+            return str(self.head)
+        return f"{self.head}{CURSOR_SEPARATOR}{self.genesis[:16]}"
+
+    def changes_since(self, since: int) -> tuple[str, ...] | None:
+        """Paths changed after `since`, or None when the state cannot tell (a full resync)."""
+        if since < self.floor or since > self.head:
+            return None
+        paths: list[str] = []
+        for path, seq in reversed(self.changed.items()):
+            if seq <= since:
+                break
+            paths.append(path)
+        return tuple(sorted(paths))
+
+    def changes_after(self, cursor: str) -> tuple[str, ...] | None:
+        """Paths changed after a cursor this memory issued; None for one it did not (a full resync)."""
+        seq_text, separator, name = cursor.partition(CURSOR_SEPARATOR)
+        if not (seq_text.isascii() and seq_text.isdecimal() and len(seq_text) <= 20):
+            return None
+        seq = int(seq_text)
+        if separator:
+            if self.genesis is None or name != self.genesis[:16]:
+                return None
+        elif seq != 0 and self.genesis is not None:
+            return None  # a bare seq names no memory: from another one, or from before cursors named theirs
+        return self.changes_since(seq)
+
+    def is_directory(self, path: str) -> bool:
+        return f"{path}/" in self.directories
+
+    def to_checkpoint(self, max_tombstones: int) -> Checkpoint:
+        """The whole state as a checkpoint, dropping the oldest tombstones past `max_tombstones`."""
+        deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
+        floor = self.floor
+        if len(deleted) > max_tombstones:
+            dropped = deleted[: len(deleted) - max_tombstones]
+            floor = max(floor, dropped[-1][1])
+            deleted = deleted[len(dropped) :]
+        return Checkpoint.signed(
+            seq=self.head,
+            head_hash=self.head_hash,
+            floor=floor,
+            time=now(),
+            files=[(path, live.text, live.version) for path, live in sorted(self.files.items())],
+            deleted=deleted,
+            genesis=self.genesis,
+        )
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, fmt: FileFormat, location: str) -> State:
+        state = cls(
+            format=fmt,
+            head=checkpoint.seq,
+            head_hash=checkpoint.head_hash,
+            floor=checkpoint.floor,
+            genesis=checkpoint.genesis,
+        )
+        changes: list[tuple[int, str]] = []
+        try:
+            for path, text, version in checkpoint.files:
+                if version > checkpoint.seq or path in state.files:
+                    raise MemoryStoreError("invalid_path", f"{path} is listed twice or with a future version")
+                state.check_room(path)
+                state._add(path, text, version)
+                changes.append((version, path))
+        except MemoryStoreError as error:
+            raise CorruptObjectError(location, f"checkpoints/{checkpoint.seq:020d}.json", str(error)) from None
+        changes.extend((seq, path) for path, seq in checkpoint.deleted if path not in state.files)
+        state.changed = {path: seq for seq, path in sorted(changes)}
+        state.checkpoint_seq = state.head
+        return state
+
+    def _add(self, path: str, text: str, seq: int) -> None:
+        size = len(text.encode())
+        self.files[path] = LiveFile(text, seq, size, _description(text, self.format))
+        self.live_bytes += size
+        self.changed.pop(path, None)
+        self.changed[path] = seq
+        for directory in parent_directories(path):
+            self.directories[directory] = self.directories.get(directory, 0) + 1
+
+    def _remove(self, path: str, seq: int | None) -> None:
+        """Drop a live file; `seq` records a deletion in the change feed, None a file about to be rewritten."""
+        removed = self.files.pop(path, None)
+        if removed is not None:
+            self.live_bytes -= removed.size
+            for directory in parent_directories(path):
+                if self.directories[directory] == 1:
+                    del self.directories[directory]
+                else:
+                    self.directories[directory] -= 1
+        if seq is not None:
+            self.changed.pop(path, None)
+            self.changed[path] = seq
+
+
+def same_files(one: State, other: State) -> bool:
+    return {path: (live.text, live.version) for path, live in one.files.items()} == {
+        path: (live.text, live.version) for path, live in other.files.items()
+    }
+
+
+def parent_directories(path: str) -> Iterable[str]:
+    """The directories above a path, outermost first, each ending in "/"."""
+    parts = path.split("/")[:-1]
+    return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
+
+
+def _description(text: str, fmt: FileFormat) -> str | None:
+    try:
+        return describe(text, fmt)
+    except MemoryStoreError:
+        return None  # written under a looser format; listed without a description, as the harness does

@@ -1,0 +1,1 @@
+"""Test support, never imported by the store: fault injection and the emulators the tests and demo run."""

@@ -1,0 +1,88 @@
+"""Memory URLs: `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .codec import RESERVED_FOLDERS, key_seq
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUrl:
+    """Where a memory lives: a bucket and key prefix on S3 or GCS, or a local directory (`path`)."""
+
+    scheme: Literal["s3", "gs", "file"]
+    bucket: str = ""
+    prefix: str = ""
+    path: Path | None = None
+
+
+def parse_url(url: str | os.PathLike[str]) -> MemoryUrl:
+    """The memory a URL names, or `invalid_path` saying which forms are accepted."""
+    text = os.fspath(url)
+    parts = urlsplit(text)
+    if parts.scheme in ("s3", "gs"):
+        if not parts.netloc or parts.query or parts.fragment:
+            raise MemoryStoreError(
+                "invalid_path", f"{text}: a bucket URL is {parts.scheme}://bucket/prefix, with no query or fragment."
+            )
+        prefix = unquote(parts.path).strip("/")
+        check_prefix(prefix, f"{parts.scheme}://{parts.netloc}")
+        return MemoryUrl(parts.scheme, bucket=parts.netloc, prefix=prefix)  # type: ignore[arg-type]
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise MemoryStoreError("invalid_path", f"{text}: a file URL names a local path, as file:///abs/path.")
+        return MemoryUrl("file", path=Path(unquote(parts.path)))
+    if parts.scheme and len(parts.scheme) > 1:  # one letter is a Windows drive, not a scheme
+        raise MemoryStoreError(
+            "invalid_path",
+            f"{text}: unsupported scheme {parts.scheme!r}; use s3://bucket/prefix, gs://bucket/prefix, "
+            "file:///abs/path or a plain path.",
+        )
+    if not text:
+        raise MemoryStoreError("invalid_path", "An empty URL names no memory; give a path or s3:// / gs:// URL.")
+    return MemoryUrl("file", path=Path(text))
+
+
+def check_prefix(prefix: str, bucket_url: str) -> None:
+    """Refuse a key prefix inside the folders a memory keeps its objects in.
+
+    A memory at `P` owns `P/log/` and `P/checkpoints/`; one opened at `P/log` would put its objects
+    among them. Readers ignore keys they do not own, so nothing breaks, but the mix-up is refused.
+    """
+    segments = prefix.split("/") if prefix else []
+    for index, segment in enumerate(segments):
+        if segment in RESERVED_FOLDERS:
+            owner = "/".join(segments[:index])
+            raise MemoryStoreError(
+                "invalid_path",
+                f"{bucket_url}/{prefix} lies inside {segment}/, a folder reserved for the objects of a memory at "
+                f"{bucket_url}/{owner}".rstrip("/")
+                + f"; choose a prefix with no {' or '.join(RESERVED_FOLDERS)} segment.",
+            )
+
+
+def check_directory(root: Path) -> None:
+    """Refuse a local directory inside another local memory's log/ or checkpoints/ folder."""
+    absolute = root.absolute()
+    for folder in (absolute, *absolute.parents):
+        if folder.name in RESERVED_FOLDERS and _holds_objects(folder):
+            raise MemoryStoreError(
+                "invalid_path",
+                f"{root} lies inside {folder}, where the memory at {folder.parent} keeps its objects; "
+                "choose a directory outside it.",
+            )
+
+
+def _holds_objects(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(key_seq(f"{folder.name}/{entry.name}") is not None for entry in entries)
+    except OSError:
+        return False
