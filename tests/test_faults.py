@@ -99,7 +99,7 @@ class Audited(MemoryObjectStore):
 async def run_random_faults(seed: int, *, writers: int, operations: int) -> None:
     objects = Audited(ordered_listing=seed % 2 == 0)  # odd seeds catch up by probes, as on S3 Express
     clock = Clock()
-    faults = Faults(fail_before=0.08, lose_reply=0.08, refuse=0.04, max_delay=0.001)
+    faults = Faults(fail_before=0.07, lose_reply=0.08, refuse=0.04, unmapped=0.02, max_delay=0.001)
     options = LogOptions(
         checkpoint_min_commits=3,
         checkpoint_max_commits=9,

@@ -11,9 +11,10 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from a13n_harness.providers.memory import MemoryStoreError
+
 from .codec import CHECKPOINT_PREFIX, checkpoint_key, is_checkpoint_key
 from .log import CommitLog
-from .objects import TransientError
 from .retry import retrying
 
 logger = logging.getLogger(__name__)
@@ -55,8 +56,12 @@ class Housekeeper:
         checkpoint = state.to_checkpoint(options.max_tombstones)
         state.checkpoint_seq, state.bytes_since_checkpoint = state.head, 0
         try:
-            await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
-        except TransientError as error:
+            await retrying(
+                functools.partial(self.log.objects.create, checkpoint_key(checkpoint.seq), checkpoint.encode()),
+                what=f"Writing a checkpoint of {self.log.location}",
+                attempts=1,
+            )
+        except MemoryStoreError as error:
             logger.warning("%s: checkpoint at %d not written: %s", self.log.location, checkpoint.seq, error)
             return
         if options.auto_compact:

@@ -43,7 +43,7 @@ from .codec import (
     is_log_key,
     log_key,
 )
-from .objects import ObjectInfo, ObjectStore, TransientError
+from .objects import ObjectInfo, ObjectStore
 from .retry import FETCH_CONCURRENCY, backoff, gather_bounded, retrying
 from .state import State
 
@@ -232,14 +232,15 @@ class CommitLog:
             await self._ensure_recent()  # invariant 2: plan on a head recent enough to trust
             state = self._current()
             seq = state.head + 1
-            scratch = state if len(batch) == 1 else state.copy()
+            # Every change is applied to a copy as it is planned: a change that breaks a rule is its
+            # caller's error, and the commit holds only changes every reader can apply.
+            scratch = state.copy()
             planned: list[Sequence[Change] | MemoryStoreError] = []
             for request in batch:
                 try:
                     changes = tuple(request.plan(scratch))
-                    if len(batch) > 1:
-                        for change in changes:
-                            scratch.apply_change(change, seq)
+                    for change in changes:
+                        scratch.apply_change(change, seq)
                 except MemoryStoreError as error:
                     planned.append(error)
                     continue
@@ -272,7 +273,8 @@ class CommitLog:
                 round_trip = max(time.monotonic() - started, 0.001)
                 await asyncio.sleep(random.uniform(0, round_trip * (2 if attempt else 1)))
                 continue
-            self._apply(commit)
+            scratch.advance(commit)
+            self._state = scratch
             _resolve(batch, planned, seq)
             return commit
         raise MemoryStoreError(
@@ -447,10 +449,12 @@ class CommitLog:
         try:
             if await self.objects.create(key, commit.encode()):
                 return commit, sent
-        except TransientError:
+        except MemoryStoreError:
+            raise
+        except Exception:  # TransientError or unmapped: the create may have landed, so read the key back
             try:
                 data = await self.objects.get(key)
-            except (TransientError, MemoryStoreError):
+            except Exception:
                 return None, sent
             return (Commit.decode(self.location, key, data) if data is not None else None), sent
         return await self._holder(key), sent

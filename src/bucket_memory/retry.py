@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .objects import TransientError
+
+logger = logging.getLogger(__name__)
 
 BASE_DELAY = 0.05
 FETCH_CONCURRENCY = 16
@@ -20,11 +23,19 @@ def backoff(attempt: int, base: float = BASE_DELAY) -> float:
 
 
 async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6) -> T:
-    """Run an idempotent request, retrying transient failures; `unavailable` once they are spent."""
+    """Run an idempotent request, retrying transient failures; `unavailable` once they are spent.
+
+    An exception the backend did not map counts as transient: it may pass, and if it does not,
+    the caller still gets a `MemoryStoreError` with a message rather than a foreign traceback.
+    """
     for attempt in range(attempts):
         try:
             return await operation()
-        except TransientError as error:
+        except MemoryStoreError:
+            raise
+        except Exception as error:  # TransientError, or a failure nobody mapped
+            if not isinstance(error, TransientError):
+                logger.warning("%s: unmapped %s: %s", what, type(error).__name__, error)
             if attempt == attempts - 1:
                 raise MemoryStoreError(
                     "unavailable", f"{what} failed {attempts} times ({error}); try again later."

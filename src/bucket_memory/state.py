@@ -67,6 +67,10 @@ class State:
                 self.apply_change(change, commit.seq)
         except MemoryStoreError as error:
             raise CorruptObjectError(location, key, str(error)) from None
+        self.advance(commit)
+
+    def advance(self, commit: Commit) -> None:
+        """Make `commit`, whose changes are already applied, the head."""
         self.head, self.head_hash = commit.seq, commit.hash
         if commit.seq == 1:
             self.genesis = commit.hash

@@ -135,7 +135,8 @@ class LogFileStore:
 
         def plan(state: State) -> Sequence[Change]:
             _check_dependencies(state, checked)
-            _check_expected(state, source, expected)
+            if _check_expected(state, source, expected) is None:
+                raise MemoryStoreError("not_found", f"{source} does not exist.")
             if (taken := file_text(state, destination)) is not None:
                 raise MemoryStoreError("already_exists", f"{destination} already exists.", current=taken)
             state.check_room(destination, leaving=source)
@@ -210,7 +211,8 @@ class _Listing:
         self.order: builtins.list[str] = []
 
     def of(self, state: State) -> builtins.list[FileEntry]:
-        changed = state.changes_since(self.head) if state is self.state else None
+        # Any state of this memory tells what changed since our head, or None when it cannot.
+        changed = state.changes_since(self.head) if self.state is not None else None
         if changed is None:
             self.entries = {path: _entry(path, live) for path, live in state.files.items()}
             self.order = sorted(self.entries)

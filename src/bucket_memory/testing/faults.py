@@ -15,10 +15,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..objects import ObjectInfo, ObjectStore, TransientError
+from a13n_harness.providers.memory import MemoryStoreError
 
-type Operation = Literal["get", "create", "list", "delete"]
-type Fault = Literal["fail_before", "lose_reply", "refuse", "crash_before", "crash_after"]
+from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore
+
+type Operation = Literal["get", "create", "list", "delete", "list_versions", "get_version"]
+type Fault = Literal["fail_before", "lose_reply", "refuse", "unmapped", "crash_before", "crash_after"]
+
+
+class UnmappedError(Exception):
+    """An exception type no error boundary knows: what an SDK upgrade or a library bug can raise."""
 
 
 class SimulatedCrash(BaseException):
@@ -30,7 +36,8 @@ class Faults:
     """Probabilities of each fault per request, and the time a request takes.
 
     `fail_before` never reaches the store; `lose_reply` (creates and deletes) reaches it and then
-    fails; `refuse` answers like a 409, 429 or 503 without reaching it. `script`, given the
+    fails; `refuse` answers like a 409, 429 or 503 without reaching it; `unmapped` raises an
+    exception type no boundary maps, before the request. `script`, given the
     operation, key and how many of that operation came before, names a fault for exactly that
     request instead (the crashes are only scripted).
     """
@@ -38,6 +45,7 @@ class Faults:
     fail_before: float = 0.0
     lose_reply: float = 0.0
     refuse: float = 0.0
+    unmapped: float = 0.0
     latency: float = 0.0
     max_delay: float = 0.0
     script: Callable[[Operation, str, int], Fault | None] | None = None
@@ -94,6 +102,25 @@ class FaultyObjectStore:
     async def now(self) -> float:
         return await self.inner.now()
 
+    async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
+        inner = self._versioned()
+        fault = await self._before("list_versions", prefix)
+        found = await inner.list_versions(prefix)
+        await self._after("list_versions", prefix, fault)
+        return found
+
+    async def get_version(self, key: str, version: str) -> bytes | None:
+        inner = self._versioned()
+        fault = await self._before("get_version", key)
+        found = await inner.get_version(key, version)
+        await self._after("get_version", key, fault)
+        return found
+
+    def _versioned(self) -> VersionedObjectStore:
+        if not isinstance(self.inner, VersionedObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.location} keeps no object versions.")
+        return self.inner
+
     async def _before(self, operation: Operation, key: str) -> Fault | None:
         """Count the request, decide its fault, and act out the part that comes before the store."""
         faults = self.faults
@@ -109,6 +136,8 @@ class FaultyObjectStore:
             await asyncio.sleep(delay)
         if fault == "fail_before":
             raise TransientError(f"injected: {operation} {key} failed before reaching the store")
+        if fault == "unmapped":
+            raise UnmappedError(f"injected: {operation} {key} raised an exception nobody mapped")
         if fault == "refuse":
             status = self._random.choice(["409 ConditionalRequestConflict", "429 TooManyRequests", "503 SlowDown"])
             raise TransientError(f"injected: {operation} {key} answered {status}")
@@ -130,6 +159,9 @@ class FaultyObjectStore:
         if draw < faults.refuse:
             return "refuse"
         draw -= faults.refuse
+        if draw < faults.unmapped:
+            return "unmapped"
+        draw -= faults.unmapped
         if operation in ("create", "delete") and draw < faults.lose_reply:
             return "lose_reply"
         return None

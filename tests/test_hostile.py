@@ -1,0 +1,266 @@
+"""Nothing a caller or a bucket holds can take a shared memory down: one regression test per case found.
+
+Each test names the case of the hostile-input issue it pins; the closing note of that issue says
+what each did before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from itertools import count
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
+from typer.testing import CliRunner
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.cli import app
+from bucket_memory.codec import Commit, CorruptObjectError, canonical, log_key
+from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClock
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
+
+from .helpers import replay
+
+ORIGIN = Origin(run_id="run", principal_id="me", tool_call_id="call")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Origin(run_id=7),  # type: ignore[arg-type]
+        Origin(principal_id=uuid.uuid4()),  # type: ignore[arg-type]
+        Origin(tool_call_id="\ud800"),
+        Origin(run_id="x" * 5000),
+        Origin(run_id="line\nbreak"),
+        "not an origin",
+    ],
+)
+async def test_a_bad_origin_fails_its_caller_alone(bad: Origin) -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(FaultyObjectStore(objects, Faults(latency=0.001)))
+    await store.write("seed.md", "seed", expected=None, origin=ORIGIN)
+    results = await asyncio.gather(
+        store.write("a.md", "a", expected=None, origin=ORIGIN),
+        store.write("bad.md", "bad", expected=None, origin=bad),
+        store.write("b.md", "b", expected=None, origin=ORIGIN),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], MemoryStoreError) and results[1].code == "invalid_text"
+    assert all(isinstance(result, str) for result in (results[0], results[2])), results
+    fresh = LogFileStore(objects)
+    assert [entry.path for entry in await fresh.list()] == ["a.md", "b.md", "seed.md"]
+    assert await MemoryAdmin(fresh).verify() == []
+
+
+def test_a_memory_cannot_be_opened_inside_another_ones_folders(tmp_path: Path) -> None:
+    from bucket_memory.urls import parse_url
+
+    for url in ("s3://bucket/team/log", "gs://bucket/team/checkpoints/x", "s3://bucket/log"):
+        with pytest.raises(MemoryStoreError) as caught:
+            parse_url(url)
+        assert caught.value.code == "invalid_path" and "reserved" in str(caught.value)
+    outer = tmp_path / "outer"
+    asyncio.run(LogFileStore.local(outer).write("a.md", "a", expected=None, origin=ORIGIN))
+    with pytest.raises(MemoryStoreError) as caught:
+        LocalObjectStore(outer / "log" / "inner")
+    assert caught.value.code == "invalid_path"
+    LocalObjectStore(tmp_path / "log")  # a folder named log that holds no memory is fine
+
+
+async def test_objects_of_a_nested_memory_are_ignored_by_the_outer_one() -> None:
+    objects = MemoryObjectStore()
+    outer = LogFileStore(objects)
+    await outer.write("a.md", "a", expected=None, origin=ORIGIN)
+    # What a memory opened at P/log would write, as seen from the memory at P.
+    nested = Commit.create(1, "0" * 64, (), ORIGIN).encode()
+    objects.objects["log/log/00000000000000000001.json"] = (nested, objects.clock)
+    objects.objects["checkpoints/x/00000000000000000005.json"] = (b"{}", objects.clock)
+    assert await outer.write("b.md", "b", expected=None, origin=ORIGIN) == "2"
+    cold = LogFileStore(objects)
+    assert [entry.path for entry in await cold.list()] == ["a.md", "b.md"]
+    problems = {problem.key for problem in await MemoryAdmin(cold).verify()}
+    assert problems == {"log/log/00000000000000000001.json", "checkpoints/x/00000000000000000005.json"}
+
+
+@pytest.mark.parametrize("pattern", ["((a{100}){100}){100}", "x{100000}", "(?:(?:a{1000}){1000})", "a" * 5000])
+async def test_patterns_that_would_exhaust_memory_are_refused_before_compiling(pattern: str) -> None:
+    store = LogFileStore(MemoryObjectStore())
+    await store.write("a.md", "aaaa\n", expected=None, origin=ORIGIN)
+    with pytest.raises(MemoryStoreError) as caught:
+        await store.search(pattern, regex=True, case_sensitive=True, path="", limit=10)
+    assert caught.value.code == "invalid_pattern"
+
+
+async def test_one_deadline_covers_the_whole_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line is cheap, but the search as a whole runs past its budget: it must stop."""
+
+    ticks = count()
+    monkeypatch.setattr("bucket_memory.search.time.monotonic", lambda: float(next(ticks)) * 0.5)
+    store = LogFileStore(MemoryObjectStore())
+    await store.write("a.md", "x\n" * 100, expected=None, origin=ORIGIN)
+    with pytest.raises(MemoryStoreError) as caught:
+        await store.search("y", regex=False, case_sensitive=True, path="", limit=10)
+    assert caught.value.code == "invalid_pattern"
+
+
+def crafted(seq: int, prev: str, changes: list[dict[str, object]]) -> bytes:
+    """A commit with a valid hash, written by hand as an attacker with bucket access would."""
+    body = {
+        "kind": "commit",
+        "format": 1,
+        "seq": seq,
+        "id": "ab" * 16,
+        "time": "2026-01-01T00:00:00.000Z",
+        "origin": {"run_id": None, "principal_id": None, "tool_call_id": None},
+        "prev": prev,
+        "changes": changes,
+    }
+    return canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()})
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    ("case", "payload"),
+    [
+        ("absolute path", crafted(2, "", [{"op": "write", "path": "/etc/passwd", "text": "x"}])),
+        ("dot-dot path", crafted(2, "", [{"op": "write", "path": "../../escape.md", "text": "x"}])),
+        ("file under a file", crafted(2, "", [{"op": "write", "path": "a.md/b.md", "text": "x"}])),
+        ("huge seq", b'{"kind":"commit","seq":' + b"9" * 5000 + b"}"),
+        ("deep nesting", nested(300_000)),
+        ("unknown field", crafted(2, "", [{"op": "write", "path": "x.md", "text": "x", "mode": "0777"}])),
+    ],
+)
+async def test_crafted_objects_are_corruption_never_served(case: str, payload: bytes) -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    head_hash = (await replay(objects))[1][-1].hash
+    objects.objects[log_key(2)] = (payload.replace(b'"prev":""', f'"prev":"{head_hash}"'.encode()), objects.clock)
+    if b'"prev":""' in payload:  # re-sign after filling in prev
+        body = json.loads(objects.objects[log_key(2)][0])
+        body.pop("hash")
+        objects.objects[log_key(2)] = (canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()}), 0)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("a.md")
+    assert caught.value.key == log_key(2), case
+    problems = await MemoryAdmin(LogFileStore(objects)).verify()
+    assert [problem.key for problem in problems] == [log_key(2)], case
+
+
+@pytest.mark.parametrize("version", ["1" * 5000, "\u0661", "-1", "1e3", "99999999999999999999999"])
+async def test_versions_and_cursors_past_any_integer_limit_are_refused_plainly(version: str) -> None:
+    store = LogFileStore(MemoryObjectStore())
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    admin = MemoryAdmin(store)
+    for operation in (admin.read_at("a.md", version), admin.restore("a.md", version, origin=ORIGIN)):
+        with pytest.raises(MemoryStoreError) as caught:
+            await operation
+        assert caught.value.code == "not_found"
+    assert isinstance(await store.changes(version), FullResync)
+    assert isinstance(await store.changes(f"{version}~abc"), FullResync)
+
+
+async def test_a_cursor_from_another_memory_is_a_full_resync() -> None:
+    one, other = LogFileStore(MemoryObjectStore()), LogFileStore(MemoryObjectStore())
+    for store in (one, other):
+        for name in ("a.md", "b.md", "c.md"):
+            await store.write(name, name, expected=None, origin=ORIGIN)
+    foreign = (await other.changes(None)).cursor
+    assert isinstance(await one.changes(foreign), FullResync)
+    own = (await one.changes(None)).cursor
+    await one.write("d.md", "d", expected=None, origin=ORIGIN)
+    assert await one.changes(own) == Changes(cursor=(await one.changes(None)).cursor, paths=("d.md",))
+
+
+async def test_a_write_that_landed_but_cannot_be_confirmed_is_write_unconfirmed() -> None:
+    objects = MemoryObjectStore()
+    faulty = FaultyObjectStore(
+        objects,
+        Faults(
+            script=lambda operation, key, n: (
+                "lose_reply" if operation == "create" else "fail_before" if operation == "get" else None
+            )
+        ),
+    )
+    store = LogFileStore(faulty)
+    await store.list()
+    with pytest.raises(MemoryStoreError) as caught:
+        await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    assert caught.value.code == "write_unconfirmed"
+    assert (await replay(objects))[0].files["a.md"].text == "a", "it had landed"
+
+
+async def test_an_unmapped_failure_in_housekeeping_never_fails_a_landed_write() -> None:
+    objects = MemoryObjectStore()
+    faulty = FaultyObjectStore(
+        objects,
+        Faults(
+            script=lambda operation, key, n: "unmapped" if (operation, key[:12]) == ("create", "checkpoints/") else None
+        ),
+    )
+    store = LogFileStore(faulty, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=2))
+    versions = [await store.write(f"f{i}.md", "x", expected=None, origin=ORIGIN) for i in range(4)]
+    await store.settle()
+    assert versions == ["1", "2", "3", "4"]
+    assert [entry.path for entry in await LogFileStore(objects).list()] == ["f0.md", "f1.md", "f2.md", "f3.md"]
+
+
+async def test_unmapped_failures_on_reads_are_store_errors() -> None:
+    faulty = FaultyObjectStore(MemoryObjectStore(), Faults(script=lambda operation, key, n: "unmapped"))
+    with pytest.raises(MemoryStoreError) as caught:
+        await LogFileStore(faulty).list()
+    assert caught.value.code == "unavailable"
+
+
+async def test_cancelling_the_leader_of_a_group_commit_leaves_the_others_their_results() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(FaultyObjectStore(objects, Faults(latency=0.01)))
+    leader = asyncio.create_task(store.write("a.md", "a", expected=None, origin=ORIGIN))
+    await asyncio.sleep(0)  # the leader starts the cold start
+    follower = asyncio.create_task(store.write("b.md", "b", expected=None, origin=ORIGIN))
+    await asyncio.sleep(0)
+    leader.cancel()
+    assert await follower in ("1", "2")
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    await store.settle()
+    assert "b.md" in (await replay(objects))[0].files
+
+
+def test_the_cli_prints_stored_text_literally(tmp_path: Path) -> None:
+    path = "[red]alarm[/red].md"
+    store = LogFileStore.local(tmp_path / "m")
+    asyncio.run(store.write(path, "[bold]text[/bold] with [link=x]markup[/link]\n", expected=None, origin=ORIGIN))
+    runner = CliRunner()
+    listing = runner.invoke(app, ["ls", str(tmp_path / "m")])
+    assert listing.exit_code == 0 and path in listing.stdout
+    shown = runner.invoke(app, ["cat", str(tmp_path / "m"), path])
+    assert shown.stdout == "[bold]text[/bold] with [link=x]markup[/link]\n"
+    missing = runner.invoke(app, ["cat", str(tmp_path / "m"), "[x].md"])
+    assert missing.exit_code == 3 and "[x].md" in missing.stderr
+
+
+async def test_an_unknown_aws_profile_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bucket_memory import open_store
+
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-here")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(MemoryStoreError) as caught:
+        async with open_store("s3://bucket/memory"):
+            pass
+    assert caught.value.code == "forbidden" and "no-such-profile-here" in str(caught.value)
+
+
+def test_the_server_clock_follows_the_date_header() -> None:
+    clock = ServerClock()
+    clock.note("Tue, 01 Dec 2099 00:00:00 GMT")
+    assert clock.now() > 4_000_000_000
+    clock.note("not a date")
+    assert clock.now() > 4_000_000_000, "a garbled header changes nothing"

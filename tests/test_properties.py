@@ -1,0 +1,160 @@
+"""Any input through the public API: only `MemoryStoreError` with a harness code ever escapes, and the
+memory stays readable by a fresh store, in this process and in another one."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+import typing
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import MemoryErrorCode, MemoryStoreError, Origin
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.objects import MemoryObjectStore
+
+from .conftest import BUCKET
+
+CODES = set(typing.get_args(MemoryErrorCode.__value__))
+LOCAL_MEMORIES: list[Path] = []
+
+segments = st.one_of(st.sampled_from(["a", "b", "notes", "..", ".", "", "é", "e\u0301", "log"]), st.text(max_size=6))
+paths = st.lists(segments, min_size=1, max_size=4).map("/".join) | st.text(max_size=30)
+texts = st.one_of(
+    st.text(max_size=200), st.sampled_from(["---\ndescription: d\n---\nbody", "---\nbroken", "x" * 70_000])
+)
+field_values = st.one_of(st.none(), st.text(max_size=20), st.integers(), st.just(uuid.UUID(int=1)), st.just("\ud800"))
+origins = st.builds(Origin, run_id=field_values, principal_id=field_values, tool_call_id=field_values)
+versions = st.one_of(st.none(), st.text(max_size=8), st.integers(0, 30).map(str), st.just("9" * 5000))
+dependencies = st.one_of(st.none(), st.dictionaries(paths, versions, max_size=3))
+patterns = st.one_of(st.text(max_size=20), st.sampled_from(["(a+)+$", "((a{50}){50}){50}", "[", "\\", "(?R)"]))
+
+type Operation = Callable[[LogFileStore], Awaitable[object]]
+
+operations: st.SearchStrategy[Operation] = st.one_of(
+    st.builds(
+        lambda p, t, v, o, d: lambda s: s.write(p, t, expected=v, origin=o, dependencies=d),
+        paths,
+        texts,
+        versions,
+        origins,
+        dependencies,
+    ),
+    st.builds(
+        lambda p, q, v, o, d: lambda s: s.move(p, q, expected=v, origin=o, dependencies=d),
+        paths,
+        paths,
+        versions,
+        origins,
+        dependencies,
+    ),
+    st.builds(lambda p, v, o: lambda s: s.delete(p, expected=v, origin=o), paths, versions, origins),
+    st.builds(lambda p: lambda s: s.read(p), paths),
+    st.builds(lambda c: lambda s: s.changes(c), st.one_of(st.none(), st.text(max_size=30))),
+    st.builds(
+        lambda pattern, r, c, p, n: lambda s: s.search(pattern, regex=r, case_sensitive=c, path=p, limit=n),
+        patterns,
+        st.booleans(),
+        st.booleans(),
+        st.one_of(st.just(""), paths),
+        st.integers(-1, 5),
+    ),
+    st.builds(lambda p, v: lambda s: MemoryAdmin(s).read_at(p, v), paths, versions.filter(lambda v: v is not None)),
+    st.builds(
+        lambda p, v, o: lambda s: MemoryAdmin(s).restore(p, v, origin=o),
+        paths,
+        versions.filter(lambda v: v is not None),
+        origins,
+    ),
+)
+
+
+async def exercise(store: LogFileStore, steps: list[Operation]) -> None:
+    for step in steps:
+        try:
+            await step(store)
+        except MemoryStoreError as error:
+            assert error.code in CODES, error.code  # noqa: PT017
+    await store.settle()
+
+
+async def check_fresh(fresh: LogFileStore) -> None:
+    for entry in await fresh.list():
+        assert (await fresh.read(entry.path)).version == entry.version
+    assert await MemoryAdmin(fresh).verify() == []
+
+
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(st.lists(operations, max_size=12))
+def test_any_input_on_memory(steps: list[Operation]) -> None:
+    objects = MemoryObjectStore()
+
+    async def run() -> None:
+        await exercise(LogFileStore(objects), steps)
+        await check_fresh(LogFileStore(objects))
+
+    asyncio.run(run())
+
+
+@PROPERTY
+@given(st.lists(operations, max_size=12))
+def test_any_input_on_local(steps: list[Operation]) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bucket-memory-property-"))
+    LOCAL_MEMORIES.append(root)
+
+    async def run() -> None:
+        await exercise(LogFileStore.local(root), steps)
+        await check_fresh(LogFileStore.local(root))
+
+    asyncio.run(run())
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(operations, max_size=8))
+def test_any_input_on_moto(steps: list[Operation], s3_endpoint: str) -> None:
+    url = f"s3://{BUCKET}/properties/{uuid.uuid4().hex[:12]}"
+
+    async def run() -> None:
+        async with open_store(url) as store:
+            await exercise(store, steps)
+        async with open_store(url) as fresh:
+            await check_fresh(fresh)
+
+    asyncio.run(run())
+
+
+READ_EVERYTHING = """
+import asyncio, sys
+from bucket_memory import LogFileStore
+
+async def main() -> None:
+    for root in sys.argv[1:]:
+        store = LogFileStore.local(root)
+        for entry in await store.list():
+            assert (await store.read(entry.path)).version == entry.version
+    print("read", len(sys.argv) - 1)
+
+asyncio.run(main())
+"""
+
+
+def test_every_memory_the_properties_wrote_reads_in_another_process() -> None:
+    if not LOCAL_MEMORIES:
+        pytest.skip("run with test_any_input_on_local")
+    done = subprocess.run(
+        [sys.executable, "-c", READ_EVERYTHING, *map(str, LOCAL_MEMORIES)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"read {len(LOCAL_MEMORIES)}"
