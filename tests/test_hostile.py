@@ -99,7 +99,7 @@ async def test_one_deadline_covers_the_whole_search(monkeypatch: pytest.MonkeyPa
     """Every line is cheap, but the search as a whole runs past its budget: it must stop."""
 
     ticks = count()
-    monkeypatch.setattr("bucket_memory.search.time.monotonic", lambda: float(next(ticks)) * 0.5)
+    monkeypatch.setattr("bucket_memory.search._clock", lambda: float(next(ticks)) * 0.5)
     store = LogFileStore(MemoryObjectStore())
     await store.write("a.md", "x\n" * 100, expected=None, origin=ORIGIN)
     with pytest.raises(MemoryStoreError) as caught:

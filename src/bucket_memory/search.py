@@ -19,6 +19,7 @@ from a13n_harness.providers.memory import GrepMatch, MemoryStoreError
 SEARCH_SECONDS = 2.0
 MAX_PATTERN_CHARS = 4096
 MAX_PROGRAM_SIZE = 20_000
+_clock = time.monotonic  # the deadline's clock (tests replace it)
 _REPEAT = regex.compile(r"\{(\d{0,9})(?:,(\d{0,9}))?\}")
 
 
@@ -34,7 +35,7 @@ async def search_files(
             f"The pattern's counted repeats expand to about {size} steps (at most {MAX_PROGRAM_SIZE}); "
             "use smaller counts or + and * instead of nested {n} repeats.",
         )
-    deadline = time.monotonic() + SEARCH_SECONDS
+    deadline = _clock() + SEARCH_SECONDS
     return await asyncio.to_thread(_search, pattern, is_regex, case_sensitive, files, max(limit, 0), deadline)
 
 
@@ -116,7 +117,7 @@ def _search(
     try:
         for path, text, version in files:
             for number, line in enumerate(text.splitlines(), start=1):
-                remaining = deadline - time.monotonic()
+                remaining = deadline - _clock()
                 if remaining <= 0:
                     raise TimeoutError
                 if compiled.search(line, concurrent=True, timeout=remaining):
