@@ -130,6 +130,7 @@ def answering(status: int, body: bytes, content_type: str) -> Iterator[str]:
 S3_DENIED = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
 S3_SLOW_DOWN = b"<?xml version='1.0'?><Error><Code>SlowDown</Code><Message>Reduce your rate</Message></Error>"
 S3_NOT_FOUND = b"<?xml version='1.0'?><Error><Code>NotFound</Code><Message>Not Found</Message></Error>"
+S3_BAD_KEY = b"<?xml version='1.0'?><Error><Code>InvalidAccessKeyId</Code><Message>No such key</Message></Error>"
 GCS_DENIED = b'{"error": {"code": 403, "message": "caller does not have storage.objects.get access"}}'
 GCS_THROTTLED = b'{"error": {"code": 429, "message": "rate limit exceeded"}}'
 
@@ -140,6 +141,7 @@ GCS_THROTTLED = b'{"error": {"code": 429, "message": "rate limit exceeded"}}'
         ("s3", 403, S3_DENIED, "forbidden"),
         ("s3", 503, S3_SLOW_DOWN, "unavailable"),
         ("s3", 404, S3_NOT_FOUND, "unavailable"),
+        ("s3", 403, S3_BAD_KEY, "forbidden"),
         ("gs", 403, GCS_DENIED, "forbidden"),
         ("gs", 429, GCS_THROTTLED, "unavailable"),
     ],

@@ -182,7 +182,13 @@ def _error(code: str, status: int, where: str, message: str | None) -> Exception
     bucket = where.removeprefix("s3://").split("/", 1)[0]
     if code == "NoSuchBucket":
         return MemoryStoreError("unavailable", f"The bucket {bucket} does not exist: create it or fix the URL.")
-    if code in ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
+    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
+        return MemoryStoreError(
+            "forbidden",
+            f"S3 refused the AWS credentials for {where} ({code}): check the access key, secret, session "
+            "token or profile the standard chain found.",
+        )
+    if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
         return MemoryStoreError(
             "forbidden",
             f"Access to {where} was denied ({code or status}). The store needs s3:GetObject, s3:PutObject and "
