@@ -264,3 +264,49 @@ def test_the_server_clock_follows_the_date_header() -> None:
     assert clock.now() > 4_000_000_000
     clock.note("not a date")
     assert clock.now() > 4_000_000_000, "a garbled header changes nothing"
+
+
+async def test_a_request_refused_half_way_leaves_nothing_in_its_group_commit() -> None:
+    """The log applies each request's changes to a copy; one that fails midway must be undone."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(FaultyObjectStore(objects, Faults(latency=0.001)))
+    await store.write("seed.md", "seed", expected=None, origin=ORIGIN)
+    admin = MemoryAdmin(store)
+    # put_files writes "a.md" first, then "a.md/b.md", which the path rule refuses once "a.md" is a file.
+    results = await asyncio.gather(
+        store.write("first.md", "1", expected=None, origin=ORIGIN),
+        admin.put_files({"a.md": "a", "a.md/b.md": "b"}, replace=False, origin=ORIGIN),
+        store.write("other.md", "2", expected=None, origin=ORIGIN),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], MemoryStoreError) and results[1].code == "invalid_path"
+    assert isinstance(results[0], str) and isinstance(results[2], str)
+    for reader in (store, LogFileStore(objects)):
+        assert [entry.path for entry in await reader.list()] == ["first.md", "other.md", "seed.md"]
+
+
+async def test_a_checkpoint_that_failed_is_written_by_the_next_commit() -> None:
+    objects = MemoryObjectStore()
+    faulty = FaultyObjectStore(
+        objects,
+        Faults(
+            script=lambda operation, key, n: (
+                "refuse" if (operation, key[:12], n) == ("create", "checkpoints/", 4) else None
+            )
+        ),
+    )
+    store = LogFileStore(faulty, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=4))
+    for index in range(5):
+        await store.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+        await store.settle()
+    assert [info.key for info in await objects.list("checkpoints/")] == ["checkpoints/00000000000000000005.json"]
+
+
+async def test_stats_ignore_keys_the_store_does_not_own() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    objects.objects["checkpoints/"] = (b"", objects.clock)
+    objects.objects["checkpoints/notes.txt"] = (b"x", objects.clock)
+    stats = await MemoryAdmin(store).stats()
+    assert (stats.checkpoints, stats.checkpoint, stats.commits) == (0, None, 1)

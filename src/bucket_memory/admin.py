@@ -13,7 +13,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, validate_path
 
-from .codec import CHECKPOINT_PREFIX, Change, Commit, Delete, Move, Purge, Write, checked_origin
+from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery
@@ -140,23 +140,20 @@ class MemoryAdmin:
         """
         store = self.store
         checked = {validate_path(path, store.format): text for path, text in files.items()}
-        for text in checked.values():
-            checked_size(text, store.format)
+        sizes = {path: checked_size(text, store.format) for path, text in checked.items()}
 
         def plan(state: State) -> Sequence[Change]:
-            after = state.copy()  # the changes are checked by applying them, the one path rule included
-            changes: list[Change] = []
-            if replace:
-                changes.extend(Delete(path=path) for path in sorted(state.files) if path not in checked)
-            changes.extend(
-                Write(path=path, text=text)
-                for path, text in sorted(checked.items())
-                if path not in state.files or state.files[path].text != text
-            )
-            for change in changes:
-                after.apply_change(change, state.head + 1)
-            store.check_quota(state, after.live_bytes - state.live_bytes)
-            return changes
+            # The log applies the changes to a copy of the state, which checks the path rule.
+            deleted = [path for path in sorted(state.files) if path not in checked] if replace else []
+            written = [
+                path for path in sorted(checked) if path not in state.files or state.files[path].text != checked[path]
+            ]
+            replaced = [state.files[path].size for path in [*deleted, *written] if path in state.files]
+            store.check_quota(state, sum(sizes[path] for path in written) - sum(replaced))
+            return [
+                *(Delete(path=path) for path in deleted),
+                *(Write(path=path, text=checked[path]) for path in written),
+            ]
 
         return await store.log.commit(plan, checked_origin(origin))
 
@@ -165,7 +162,7 @@ class MemoryAdmin:
         log = self.store.log
         state = await log.fresh_state()
         commits = await log.list_log()
-        checkpoints = await log.list_keys(CHECKPOINT_PREFIX)
+        checkpoints = await log.list_checkpoints()
         now = await log.objects.now()
         return Stats(
             files=len(state.files),
@@ -175,8 +172,8 @@ class MemoryAdmin:
             commits=len(commits),
             history_floor=commits[0][0] if commits else None,
             checkpoints=len(checkpoints),
-            checkpoint=int(checkpoints[-1].key[12:-5]) if checkpoints else None,
-            checkpoint_age=now - checkpoints[-1].modified if checkpoints else None,
+            checkpoint=checkpoints[-1][0] if checkpoints else None,
+            checkpoint_age=now - checkpoints[-1][1].modified if checkpoints else None,
         )
 
     async def compact(self) -> Compaction:

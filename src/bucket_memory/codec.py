@@ -17,7 +17,8 @@ import re
 import secrets
 import unicodedata
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import pydantic_core
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
@@ -52,14 +53,6 @@ def key_seq(key: str) -> int | None:
     """The seq of a key the store writes (`log/<20 digits>.json` or `checkpoints/...`), else None."""
     match = _KEY.fullmatch(key)
     return int(match[2]) if match else None
-
-
-def is_log_key(key: str) -> bool:
-    return key.startswith(LOG_PREFIX) and key_seq(key) is not None
-
-
-def is_checkpoint_key(key: str) -> bool:
-    return key.startswith(CHECKPOINT_PREFIX) and key_seq(key) is not None
 
 
 class CorruptObjectError(MemoryStoreError):
@@ -129,20 +122,24 @@ type Time = Annotated[str, Field(pattern=_TIME)]
 
 class _Wire(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
+    # Fields written only when set, so that objects without them re-encode to their exact bytes.
+    _written_when_set: ClassVar[frozenset[str]] = frozenset()
+
+    @_model_serializer(mode="wrap")
+    def _without_unset_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        encoded: dict[str, Any] = handler(self)
+        for name in self._written_when_set:
+            if encoded.get(name) is None:
+                encoded.pop(name, None)
+        return encoded
 
 
 class _Change(_Wire):
     """A change's `origin` is set when a group commit carries changes of several callers: it names
     the caller of that change, where the commit's own origin names the first."""
 
+    _written_when_set = frozenset({"origin"})
     origin: WireOrigin | None = None
-
-    @_model_serializer(mode="wrap")
-    def _without_empty_origin(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        encoded: dict[str, Any] = handler(self)
-        if encoded.get("origin") is None:
-            encoded.pop("origin", None)
-        return encoded
 
 
 class Write(_Change):
@@ -173,11 +170,18 @@ type Change = Annotated[Write | Delete | Move | Purge, Field(discriminator="op")
 
 
 class _Signed(_Wire):
-    """An object whose `hash` covers the canonical encoding of every other field."""
+    """An object whose `hash` covers the canonical encoding of every other field, stored at the key
+    its `seq` names."""
 
+    seq: Seq
     hash: Hash
 
     def encode(self) -> bytes:
+        return self._encoded
+
+    @cached_property
+    def _encoded(self) -> bytes:
+        # Computed once: a writer encodes a commit to prove it decodes, then sends the same bytes.
         return canonical(self.model_dump(mode="json", by_alias=True))
 
     def body_digest(self) -> str:
@@ -187,6 +191,7 @@ class _Signed(_Wire):
     def signed(cls, **fields: Any) -> Self:
         """A new object with its hash, proven to decode back to itself before anyone writes it."""
         unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
+        # model_copy would carry a cached encoding along; `unsigned` was never encoded.
         made = unsigned.model_copy(update={"hash": unsigned.body_digest()})
         encoded = made.encode()
         if len(encoded) > MAX_OBJECT_BYTES or cls._decoded(encoded) != made:
@@ -208,7 +213,7 @@ class _Signed(_Wire):
             raise CorruptObjectError(location, key, "its content does not match its hash")
         if decoded.encode() != data:
             raise CorruptObjectError(location, key, "not in the canonical form the store writes")
-        if key_seq(key) != getattr(decoded, "seq", None):
+        if key_seq(key) != decoded.seq:
             raise CorruptObjectError(location, key, "it holds another seq than its key names")
         return decoded
 
@@ -222,7 +227,6 @@ class Commit(_Signed):
 
     kind: Literal["commit"] = "commit"
     format: Literal[1] = 1
-    seq: Seq
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
     time: Time
     origin: WireOrigin
@@ -251,20 +255,13 @@ class Checkpoint(_Signed):
 
     kind: Literal["checkpoint"] = "checkpoint"
     format: Literal[1] = 1
-    seq: Seq
     head_hash: Hash
     floor: Seq
     time: Time
     files: tuple[tuple[WirePath, str, Seq], ...]
     deleted: tuple[tuple[WirePath, Seq], ...]
+    _written_when_set = frozenset({"genesis"})
     genesis: Hash | None = None
-
-    @_model_serializer(mode="wrap")
-    def _without_unknown_genesis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        encoded: dict[str, Any] = handler(self)
-        if encoded.get("genesis") is None:
-            encoded.pop("genesis", None)
-        return encoded
 
 
 def now() -> str:

@@ -146,8 +146,6 @@ class GCSObjectStore:
             raise MemoryStoreError(
                 "unavailable", f"GCS refused a request for {self.location}: {error.message}"
             ) from None
-        except MemoryStoreError:
-            raise
         except Exception as error:  # transport, auth refresh, resumable-media: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
 

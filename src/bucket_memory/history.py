@@ -15,8 +15,6 @@ from .codec import (
     Commit,
     CorruptObjectError,
     checkpoint_key,
-    is_checkpoint_key,
-    is_log_key,
     key_seq,
     log_key,
 )
@@ -63,11 +61,7 @@ class History:
         """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""
         log = self.log
         for _ in range(log.options.request_attempts):
-            checkpoints = [
-                info.key
-                for info in await log.list_keys(CHECKPOINT_PREFIX)
-                if is_checkpoint_key(info.key) and (key_seq(info.key) or 0) <= seq
-            ]
+            checkpoints = [info.key for number, info in await log.list_checkpoints() if number <= seq]
             state = State(format=log.format)
             if checkpoints:
                 loaded = await log.load_checkpoint(checkpoints[-1])
@@ -102,9 +96,9 @@ class History:
         problems = [
             Problem(info.key, "not an object the store writes; readers ignore it")
             for info in listed
-            if not (is_log_key(info.key) or is_checkpoint_key(info.key))
+            if key_seq(info.key) is None
         ]
-        keys = [info.key for info in listed if is_log_key(info.key) or is_checkpoint_key(info.key)]
+        keys = [info.key for info in listed if key_seq(info.key) is not None]
         done = 0
 
         async def read(key: str) -> Commit | Checkpoint | Problem:

@@ -8,16 +8,11 @@ raised to a writer, because the next writer crossing the threshold simply tries 
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import dataclass
 
-from a13n_harness.providers.memory import MemoryStoreError
-
-from .codec import CHECKPOINT_PREFIX, checkpoint_key, is_checkpoint_key
+from .codec import checkpoint_key
 from .log import CommitLog
 from .retry import retrying
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +49,14 @@ class Housekeeper:
             return
         # Encoded now, in one step on the event loop, so it is the state at exactly one head.
         checkpoint = state.to_checkpoint(options.max_tombstones)
-        state.checkpoint_seq, state.bytes_since_checkpoint = state.head, 0
-        try:
-            await retrying(
-                functools.partial(self.log.objects.create, checkpoint_key(checkpoint.seq), checkpoint.encode()),
-                what=f"Writing a checkpoint of {self.log.location}",
-                attempts=1,
-            )
-        except MemoryStoreError as error:
-            logger.warning("%s: checkpoint at %d not written: %s", self.log.location, checkpoint.seq, error)
-            return
+        counted = state.bytes_since_checkpoint
+        # A failure propagates to the log, which logs it; the counters stay, so the next commit retries.
+        await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
+        # Commits meanwhile made a new cached state: count from the checkpoint there.
+        current = self.log.cached_state
+        if current is not None and current.checkpoint_seq < checkpoint.seq:
+            current.checkpoint_seq = checkpoint.seq
+            current.bytes_since_checkpoint = max(current.bytes_since_checkpoint - counted, 0)
         if options.auto_compact:
             await self.compact_below(checkpoint.seq)
 
@@ -78,11 +71,7 @@ class Housekeeper:
         log, options = self.log, self.log.options
         now = await log.objects.now()
         commits = await log.list_log()
-        checkpoints = [
-            (int(info.key[len(CHECKPOINT_PREFIX) : -5]), info)
-            for info in await log.list_keys(CHECKPOINT_PREFIX)
-            if is_checkpoint_key(info.key)
-        ]
+        checkpoints = await log.list_checkpoints()
         retained = head - options.retain_commits + 1
         young = [seq for seq, info in commits if now - info.modified < options.retain_seconds]
         if young:

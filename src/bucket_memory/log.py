@@ -26,7 +26,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
@@ -39,8 +40,7 @@ from .codec import (
     Commit,
     CorruptObjectError,
     Purge,
-    is_checkpoint_key,
-    is_log_key,
+    key_seq,
     log_key,
 )
 from .objects import ObjectInfo, ObjectStore
@@ -50,6 +50,8 @@ from .state import State
 logger = logging.getLogger(__name__)
 
 type Plan = Callable[[State], Sequence[Change]]
+
+FENCE_RUN = "bucket-memory:fence"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,12 @@ class CommitLog:
     def cached_state(self) -> State | None:
         """The state as last loaded, without any request (None before the first load)."""
         return self._state
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Hold off this process's catch-ups and commits (while recovery re-creates objects)."""
+        async with self._lock:
+            yield
 
     def forget(self) -> None:
         """Drop the cached state: the next use loads the memory afresh (after recovery re-created objects)."""
@@ -239,10 +247,15 @@ class CommitLog:
             for request in batch:
                 try:
                     changes = tuple(request.plan(scratch))
+                except MemoryStoreError as error:
+                    planned.append(error)
+                    continue
+                try:
                     for change in changes:
                         scratch.apply_change(change, seq)
                 except MemoryStoreError as error:
                     planned.append(error)
+                    scratch = _applied(state, planned, seq)  # without what the refused request half applied
                     continue
                 planned.append(changes)
             accepted = [
@@ -293,12 +306,15 @@ class CommitLog:
         assert self._state is not None, "the log is loaded before use"
         return self._state
 
-    def _apply(self, commit: Commit) -> None:
-        """Apply a commit to the cached state; a corrupt one also drops the cache, half applied as it is."""
+    def _apply(self, commit: Commit, state: State | None = None) -> None:
+        """Apply a commit to `state` (the cached one by default); a corrupt commit also drops the
+        cached state, half applied as it is."""
+        target = state if state is not None else self._current()
         try:
-            self._current().apply(commit, self.location)
+            target.apply(commit, self.location)
         except CorruptObjectError:
-            self._state = None
+            if target is self._state:
+                self._state = None
             raise
 
     def _head_is_old(self, now: float | None = None) -> bool:
@@ -353,35 +369,34 @@ class CommitLog:
                 if data is None:
                     self._confirmed_at = sent
                     return
-                self._apply(Commit.decode(self.location, log_key(seq), data))
+                self._apply(Commit.decode(self.location, log_key(seq), data), state)
             sent = self._clock()
 
     async def _cold_start(self) -> None:
-        """Load the newest checkpoint, then the log after it."""
+        """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
         problem = "it kept changing (compaction running?)"
         for _ in range(self.options.request_attempts):
             sent = self._clock()
-            checkpoints = [info.key for info in await self.list_keys(CHECKPOINT_PREFIX) if is_checkpoint_key(info.key)]
+            checkpoints = await self.list_checkpoints()
             state = State(format=self.format)
             if checkpoints:
-                loaded = await self.load_checkpoint(checkpoints[-1])
+                loaded = await self.load_checkpoint(checkpoints[-1][1].key)
                 if loaded is None:
                     continue  # compacted between the listing and the read
                 state = loaded
-            self._state = state
             if not self.objects.ordered_listing:
                 # Keys after the newest checkpoint are never compacted (invariant 4), so a 404 here is proof.
                 await self._probe_forward(state, sent)
+                self._state = state
                 return
             listed = await self.list_log(after=state.head)
             if listed and listed[0][0] != state.head + 1:
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
-                self._state = None
                 continue
             for commit in await self.fetch_commits(listed):
-                self._apply(commit)
-            self._confirmed_at = sent
+                state.apply(commit, self.location)
+            self._state, self._confirmed_at = state, sent
             return
         self._state = None
         raise MemoryStoreError(
@@ -399,10 +414,11 @@ class CommitLog:
 
     async def _create(self, commit: Commit) -> bool:
         """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did (invariant 6)."""
-        fence = Commit.create(commit.seq, commit.prev, (), Origin(run_id="bucket-memory:fence"))
         doubtful = fenced = False  # doubtful: an attempt may have landed without our knowing
         try:
-            for candidate in (commit, fence):
+            for candidate in (commit, None):
+                # When our attempts never settled, a fence at the same seq will; made only then.
+                candidate = candidate or Commit.create(commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN))
                 for attempt in range(self.options.request_attempts):
                     try:
                         holder, sent = await self._place(candidate)
@@ -416,10 +432,10 @@ class CommitLog:
                         self._confirmed_at = sent
                         return True
                     self._apply(holder)
-                    if holder.id != fence.id:
+                    if holder.id != candidate.id:
                         await self._catch_up()
                         return False
-                    self._confirmed_at, fenced = sent, True
+                    self._confirmed_at, fenced = sent, True  # our fence landed, so our commit never can
                     break
                 if fenced:
                     break
@@ -487,9 +503,12 @@ class CommitLog:
         )
 
     async def list_log(self, *, after: int = 0) -> list[tuple[int, ObjectInfo]]:
-        """The commits in the log after seq `after`, by seq; keys the store never writes are ignored."""
-        listed = await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None)
-        return [(int(info.key[len(LOG_PREFIX) : -5]), info) for info in listed if is_log_key(info.key)]
+        """The commits in the log after seq `after`, with their seqs; keys the store never writes are ignored."""
+        return _owned(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
+
+    async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
+        """The checkpoints, oldest first, with their seqs; keys the store never writes are ignored."""
+        return _owned(await self.list_keys(CHECKPOINT_PREFIX))
 
     async def fetch_commits(self, listed: Sequence[tuple[int, ObjectInfo]]) -> list[Commit]:
         """The listed commits, read concurrently and decoded."""
@@ -502,6 +521,21 @@ class CommitLog:
             return Commit.decode(self.location, key, data)
 
         return await gather_bounded([seq for seq, _ in listed], fetch)
+
+
+def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:
+    """The listed objects that are the store's own (exact keys), with the seqs their keys name."""
+    return [(seq, info) for info in listed if (seq := key_seq(info.key)) is not None]
+
+
+def _applied(state: State, planned: Sequence[Sequence[Change] | MemoryStoreError], seq: int) -> State:
+    """A copy of `state` with the changes of every accepted request applied."""
+    scratch = state.copy()
+    for changes in planned:
+        if not isinstance(changes, MemoryStoreError):
+            for change in changes:
+                scratch.apply_change(change, seq)
+    return scratch
 
 
 def _resolve(

@@ -21,6 +21,8 @@ from typing import Protocol, runtime_checkable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .urls import check_directory
+
 _STAGING = ".staging"
 
 
@@ -122,8 +124,6 @@ class LocalObjectStore:
     ordered_listing = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        from .urls import check_directory
-
         self.root = Path(root)
         check_directory(self.root)
 

@@ -56,17 +56,18 @@ class Recovery:
         The log then resumes where it was, so versions are never reused. Returns how many objects
         were re-created; 0 when the log is live.
         """
-        if await self.log.list_log():
-            return 0
-        objects = self._versioned()
-        original = await self._original_versions(objects)
-        created = 0
-        for key, version in sorted(original.items()):
-            _, data = await self._fetch(version)
-            if await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
-                created += 1
-        self.log.forget()
-        return created
+        async with self.log.exclusive():
+            if await self.log.list_log():
+                return 0
+            objects = self._versioned()
+            original = await self._original_versions(objects)
+            created = 0
+            for key, version in sorted(original.items()):
+                _, data = await self._fetch(version)
+                if await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
+                    created += 1
+            self.log.forget()
+            return created
 
     async def _fetch(self, version: ObjectVersion) -> tuple[str, bytes]:
         objects = self._versioned()

@@ -125,24 +125,24 @@ class S3ObjectStore:
 
     async def _read(self, request: Callable[[], Awaitable[Any]], key: str) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
-
-        async def read_body() -> bytes:
-            response = await request()
-            async with response["Body"] as body:
-                body_bytes: bytes = await body.read()
-            return body_bytes
-
         try:
-            data: bytes = await self._call(read_body, key, has_metadata=False)
-            return data
+            response = await self._call(request, key)
         except _Missing:
             return None
+        data: bytes = await self._guarded(functools.partial(_body, response), key)  # a stream can fail too
+        return data
 
-    async def _call(self, request: Callable[[], Awaitable[Any]], key: str, *, has_metadata: bool = True) -> Any:
-        """One request through the error boundary: every failure becomes `TransientError`, a
-        `MemoryStoreError`, or one of the private answers "missing" and "exists"."""
+    async def _call(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+        """One request through the error boundary, its reply's Date kept as the server's clock."""
+        response = await self._guarded(request, key)
+        self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
+        return response
+
+    async def _guarded(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+        """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
+        of the private answers "missing" and "exists"."""
         try:
-            response = await request()
+            return await request()
         except ClientError as error:
             details = error.response.get("Error", {})
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
@@ -161,13 +161,14 @@ class S3ObjectStore:
             raise TransientError(f"{type(error).__name__}: {error}") from None
         except BotoCoreError as error:
             raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
-        except (_Missing, _Exists, MemoryStoreError):
-            raise
         except Exception as error:  # body streams, aiohttp, timeouts: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
-        if has_metadata:
-            self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
-        return response
+
+
+async def _body(response: Any) -> bytes:
+    async with response["Body"] as body:
+        data: bytes = await body.read()
+    return data
 
 
 class _Missing(Exception):

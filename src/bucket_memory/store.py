@@ -205,14 +205,14 @@ class _Listing:
     """
 
     def __init__(self) -> None:
-        self.state: State | None = None
-        self.head = 0
+        self.head: int | None = None  # None: nothing listed yet
+        self.genesis: str | None = None
         self.entries: dict[str, FileEntry] = {}
         self.order: builtins.list[str] = []
 
     def of(self, state: State) -> builtins.list[FileEntry]:
-        # Any state of this memory tells what changed since our head, or None when it cannot.
-        changed = state.changes_since(self.head) if self.state is not None else None
+        # Any later state of the same memory tells what changed since our head (None when it cannot).
+        changed = state.changes_since(self.head) if self.head is not None and state.genesis == self.genesis else None
         if changed is None:
             self.entries = {path: _entry(path, live) for path, live in state.files.items()}
             self.order = sorted(self.entries)
@@ -224,7 +224,7 @@ class _Listing:
                 if path not in self.entries:
                     bisect.insort(self.order, path)
                 self.entries[path] = _entry(path, live)
-        self.state, self.head = state, state.head
+        self.head, self.genesis = state.head, state.genesis
         return [self.entries[path] for path in self.order]
 
 
