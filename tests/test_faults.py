@@ -6,15 +6,15 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from a13n_harness.providers.memory import Changes, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.codec import CHECKPOINT_PREFIX, LOG_PREFIX, Move, Write, checkpoint_key
+from bucket_memory.codec import CHECKPOINT_PREFIX, LOG_PREFIX, Move, Write, checkpoint_key, log_key
 from bucket_memory.connect import check_create_only
-from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.objects import MemoryObjectStore, ObjectStore, TransientError
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 
 from .helpers import replay
@@ -266,3 +266,134 @@ async def test_a_stale_writer_and_reader_never_act_on_a_compacted_head() -> None
     assert isinstance(feed, Changes) and "shared.md" in feed.paths and "late.md" in feed.paths
     assert (await reader.read("shared.md")).text == "v2"
     assert (await LogFileStore(objects).read("shared.md")).version == "15"
+
+
+class Recording(MemoryObjectStore):
+    """A bucket that notes every key created again after a deletion: the deletion hazard, caught."""
+
+    def __init__(self, *, ordered_listing: bool = True) -> None:
+        super().__init__(ordered_listing=ordered_listing)
+        self.deleted: set[str] = set()
+        self.recreated: list[str] = []
+
+    async def create(self, key: str, data: bytes) -> bool:
+        created = await super().create(key, data)
+        if created and key in self.deleted:
+            self.recreated.append(key)
+        return created
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        self.deleted.update(keys)
+        await super().delete(keys)
+
+
+class Gated(FaultyObjectStore):
+    """One writer's view of a bucket where a request on `key` is held until `release` is set:
+    a create that lands and then loses its reply, or a read answered late, as after retries."""
+
+    def __init__(self, inner: ObjectStore, key: str, *, lose_create: bool) -> None:
+        super().__init__(inner)
+        self.key, self.lose_create = key, lose_create
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def create(self, key: str, data: bytes) -> bool:
+        created = await super().create(key, data)
+        if self.lose_create and key == self.key and not self.reached.is_set():
+            self.reached.set()
+            raise TransientError("reply lost")
+        return created
+
+    async def get(self, key: str) -> bytes | None:
+        data = await super().get(key)
+        if key == self.key and data is not None and not self.release.is_set():
+            self.reached.set()
+            await self.release.wait()
+            if self.lose_create:
+                raise TransientError("read-back failed")
+        return data
+
+
+OPTIONS = LogOptions(grace_period=60, checkpoint_min_commits=1000, checkpoint_max_commits=4, auto_compact=False)
+
+
+async def test_a_commit_found_landed_later_confirms_the_head_only_as_of_its_first_attempt() -> None:
+    """A create that landed with its reply lost, found on a retry after others committed and a
+    checkpoint aged: the writer must not take its commit for the head as of the retry, or it
+    re-creates keys that compaction deletes meanwhile (the deletion hazard)."""
+    objects, clock = Recording(), Clock()
+    gated = Gated(objects, log_key(2), lose_create=True)
+    late = LogFileStore(gated, options=replace(OPTIONS, clock=clock))
+    await late.write("a.md", "1", expected=None, origin=ORIGIN)
+    pending = asyncio.create_task(late.write("b.md", "2", expected=None, origin=ORIGIN))
+    await gated.reached.wait()
+    others = LogFileStore(objects, options=replace(OPTIONS, clock=clock, retain_commits=0, retain_seconds=0))
+    for index in range(3, 7):
+        await others.write(f"f{index}.md", "x", expected=None, origin=ORIGIN)
+    objects.clock += 61  # the checkpoint at 4 ages past the grace period, for server and writers alike
+    clock.now += 61
+    gated.release.set()
+    assert await pending == "2"
+    assert (await MemoryAdmin(others).compact()).floor == 4
+    await late.write("c.md", "3", expected=None, origin=ORIGIN)
+    assert objects.recreated == []
+    assert await MemoryAdmin(LogFileStore(objects)).verify() == []
+
+
+async def test_a_probe_answered_after_half_the_grace_period_proves_nothing() -> None:
+    """Catch-up by probes (S3 Express): a first window slowed past half the grace period while
+    compaction removed the keys of the next window must not let a 404 there pass for the head."""
+    objects, clock = Recording(ordered_listing=False), Clock()
+    gated = Gated(objects, log_key(3), lose_create=False)
+    late = LogFileStore(gated, options=replace(OPTIONS, clock=clock))
+    await late.write("a.md", "1", expected=None, origin=ORIGIN)
+    others = LogFileStore(objects, options=replace(OPTIONS, clock=clock, retain_commits=0, retain_seconds=0))
+    version = None
+    for index in range(2, 41):
+        version = await others.write("f.md", f"{index}", expected=version, origin=ORIGIN)
+    # Its write loses the race for 2, then catches up by probes from 3; that window is held up.
+    pending = asyncio.create_task(late.write("b.md", "2", expected=None, origin=ORIGIN))
+    await gated.reached.wait()
+    objects.clock += 61  # the checkpoint at 40 ages past the grace period, for server and writers alike
+    clock.now += 61
+    assert (await MemoryAdmin(others).compact()).floor == 40
+    gated.release.set()
+    assert await pending == "41"
+    assert objects.recreated == []
+    assert await MemoryAdmin(LogFileStore(objects)).verify() == []
+
+
+class LateAnswer(FaultyObjectStore):
+    """One reader's view of a bucket whose GET of `key` is answered only once `release` is set,
+    with what the bucket holds by then."""
+
+    def __init__(self, inner: ObjectStore, key: str) -> None:
+        super().__init__(inner)
+        self.key = key
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def get(self, key: str) -> bytes | None:
+        if key == self.key and not self.release.is_set():
+            self.reached.set()
+            await self.release.wait()
+        return await super().get(key)
+
+
+async def test_a_freshness_probe_answered_too_late_is_not_taken_for_the_head() -> None:
+    """The next commit existed when the probe was sent and was compacted before it was answered:
+    the 404 must not pass for "nothing newer", or the read serves a state long gone."""
+    objects, clock = Recording(), Clock()
+    slow = LateAnswer(objects, log_key(2))
+    reader = LogFileStore(slow, options=replace(OPTIONS, clock=clock))
+    writer = LogFileStore(objects, options=replace(OPTIONS, clock=clock, retain_commits=0, retain_seconds=0))
+    version = await writer.write("f.md", "1", expected=None, origin=ORIGIN)
+    assert (await reader.read("f.md")).text == "1"
+    for index in range(2, 6):
+        version = await writer.write("f.md", f"{index}", expected=version, origin=ORIGIN)
+    clock.now += 1  # so the read probes
+    pending = asyncio.create_task(reader.read("f.md"))
+    await slow.reached.wait()
+    objects.clock += 61  # the checkpoint at 4 ages past the grace period, for server and writers alike
+    clock.now += 61
+    assert (await MemoryAdmin(writer).compact()).floor == 4
+    slow.release.set()
+    assert (await pending).text == "5"

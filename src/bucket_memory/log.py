@@ -15,7 +15,8 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
    during the call.
 6. An ambiguous create is settled by reading the key back (the commit id says whose it is); when
    that keeps failing, an empty fence commit at the same seq settles it; when even that cannot be
-   settled the caller gets `write_unconfirmed`, never a false "not written".
+   settled the caller gets `write_unconfirmed`, never a false "not written". A key found holding
+   our commit proves the head only as of our first attempt, not as of the attempt that found it.
 7. Housekeeping (checkpoints, compaction) runs after callers have their outcomes, and its failures
    never reach them.
 """
@@ -148,11 +149,11 @@ class CommitLog:
         """The state at the head as of some moment during this call (or within `max_staleness`)."""
         called = self._clock()
         async with self._lock:
-            state = await self._loaded()
+            await self._loaded()
             # A confirmation sent after this call began is as good as our own probe.
             if self._confirmed_at < called and self._clock() - self._confirmed_at > self.options.max_staleness:
                 await self._probe()
-            return state
+            return self._current()  # a probe may have reloaded the memory into a new state
 
     async def proven_state(self) -> State:
         """The state at a head proven current now (a probe, whatever `max_staleness` allows)."""
@@ -317,9 +318,11 @@ class CommitLog:
                 self._state = None
             raise
 
-    def _head_is_old(self, now: float | None = None) -> bool:
-        """Invariant 2: whether the cached head was confirmed more than half the grace period ago."""
-        return (self._clock() if now is None else now) - self._confirmed_at > self.options.grace_period / 2
+    def _head_is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
+        """Invariant 2: whether the cached head was confirmed (or `since` was) more than half the
+        grace period ago."""
+        confirmed = self._confirmed_at if since is None else since
+        return (self._clock() if now is None else now) - confirmed > self.options.grace_period / 2
 
     async def _ensure_recent(self) -> None:
         if self._head_is_old():
@@ -334,6 +337,9 @@ class CommitLog:
         sent = self._clock()
         key = log_key(state.head + 1)
         data = await self.get(key)
+        if data is None and self._head_is_old():
+            await self._catch_up()  # answered (after retries) too late to prove anything: invariant 2
+            return
         if data is None:
             self._confirmed_at = sent
             return
@@ -345,8 +351,9 @@ class CommitLog:
         state = self._current()
         sent = self._clock()
         if not self.objects.ordered_listing and not self._head_is_old(sent):
-            await self._probe_forward(state, sent)
-            return
+            if await self._probe_forward(state, sent, since=self._confirmed_at):
+                return
+            sent = self._clock()
         listed = await self.list_log(after=state.head)
         if listed and listed[0][0] != state.head + 1:
             logger.info("%s: commits after %d were compacted; reloading from a checkpoint", self.location, state.head)
@@ -356,19 +363,24 @@ class CommitLog:
             self._apply(commit)
         self._confirmed_at = sent
 
-    async def _probe_forward(self, state: State, sent: float) -> None:
-        """Catch up by GETs of the next seqs, a window at a time, until one is absent.
+    async def _probe_forward(self, state: State, sent: float, *, since: float) -> bool:
+        """Catch up by GETs of the next seqs, a window at a time, until one is absent; whether that
+        proved the head (False: list instead).
 
         For stores whose listing is unordered and has no start-after (S3 Express directory
-        buckets). A 404 is proof only for a recently confirmed head, which the caller checked.
+        buckets). A 404 proves a key absent only when answered within half the grace period of
+        `since`, the moment from which no key after `state.head` can have been compacted
+        (invariant 2): a probe slowed by retries proves nothing.
         """
         while True:
             window = range(state.head + 1, state.head + 1 + FETCH_CONCURRENCY)
             found = await gather_bounded(window, lambda seq: self.get(log_key(seq)))
             for seq, data in zip(window, found, strict=True):
                 if data is None:
+                    if self._head_is_old(since=since):
+                        return False
                     self._confirmed_at = sent
-                    return
+                    return True
                 self._apply(Commit.decode(self.location, log_key(seq), data), state)
             sent = self._clock()
 
@@ -384,9 +396,8 @@ class CommitLog:
                 if loaded is None:
                     continue  # compacted between the listing and the read
                 state = loaded
-            if not self.objects.ordered_listing:
-                # Keys after the newest checkpoint are never compacted (invariant 4), so a 404 here is proof.
-                await self._probe_forward(state, sent)
+            # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
+            if not self.objects.ordered_listing and await self._probe_forward(state, sent, since=sent):
                 self._state = state
                 return
             listed = await self.list_log(after=state.head)
@@ -419,23 +430,27 @@ class CommitLog:
             for candidate in (commit, None):
                 # When our attempts never settled, a fence at the same seq will; made only then.
                 candidate = candidate or Commit.create(commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN))
+                # When the key turns out to hold the candidate, the head it proves is as of the first
+                # attempt: an earlier attempt may have landed, and others committed after it since.
+                first_sent: float | None = None
                 for attempt in range(self.options.request_attempts):
                     try:
                         holder, sent = await self._place(candidate)
                     except _Overtaken:
                         return await self._overtaken(doubtful)
+                    first_sent = sent if first_sent is None else first_sent
                     if holder is None:
                         doubtful = True
                         await asyncio.sleep(backoff(attempt))
                         continue
                     if holder.id == commit.id:
-                        self._confirmed_at = sent
+                        self._confirmed_at = first_sent
                         return True
                     self._apply(holder)
                     if holder.id != candidate.id:
                         await self._catch_up()
                         return False
-                    self._confirmed_at, fenced = sent, True  # our fence landed, so our commit never can
+                    self._confirmed_at, fenced = first_sent, True  # our fence landed, so our commit never can
                     break
                 if fenced:
                     break
