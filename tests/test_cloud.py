@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -191,3 +192,15 @@ async def test_a_directory_bucket_listing_is_sorted_and_filtered_client_side() -
     assert [info.key for info in await store.list("log/", start_after="log/1")] == ["log/2", "log/3"]
     assert all("StartAfter" not in arguments for arguments in seen)
     assert S3ObjectStore(DirectoryBucketClient(), bucket="plain-bucket").ordered_listing
+
+
+async def test_an_s3_listing_never_makes_an_object_older_than_it_is(s3_client: Any) -> None:
+    """LastModified comes in whole seconds; compaction ages objects by it, so rounding down would let
+    it delete a checkpoint up to a second before its grace period ends."""
+    from bucket_memory.s3 import S3ObjectStore
+
+    objects = S3ObjectStore(s3_client, bucket=BUCKET, prefix=unique_prefix())
+    before = time.time()
+    assert await objects.create("log/00000000000000000001.json", b"{}")
+    [listed] = await objects.list("log/")
+    assert listed.modified >= before

@@ -24,6 +24,7 @@ _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
 )
 _DELETE_BATCH = 1000
+_LISTED_TIME_RESOLUTION = 1.0
 
 
 class S3ObjectStore:
@@ -75,8 +76,10 @@ class S3ObjectStore:
             arguments["StartAfter"] = self.prefix + start_after
         while True:
             page = await self._call(lambda: self.client.list_objects_v2(**arguments), prefix)
+            # Listings give LastModified in whole seconds: the object was written before that second
+            # ended, and ageing it from the end keeps compaction on the safe side of the grace period.
             found.extend(
-                ObjectInfo(item["Key"][len(self.prefix) :], item["LastModified"].timestamp())
+                ObjectInfo(item["Key"][len(self.prefix) :], item["LastModified"].timestamp() + _LISTED_TIME_RESOLUTION)
                 for item in page.get("Contents", ())
             )
             if not page.get("IsTruncated"):
