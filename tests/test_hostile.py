@@ -59,6 +59,10 @@ async def test_a_bad_origin_fails_its_caller_alone(bad: Origin) -> None:
 def test_a_memory_cannot_be_opened_inside_another_ones_folders(tmp_path: Path) -> None:
     from bucket_memory.urls import parse_url
 
+    for url in ("file:///tmp/a\x00b", "s3://[", "A://["):
+        with pytest.raises(MemoryStoreError) as caught:
+            parse_url(url)
+        assert caught.value.code == "invalid_path"
     for url in ("s3://bucket/team/log", "gs://bucket/team/checkpoints/x", "s3://bucket/log"):
         with pytest.raises(MemoryStoreError) as caught:
             parse_url(url)

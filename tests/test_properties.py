@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.urls import parse_url
 
 from .conftest import BUCKET
 
@@ -67,6 +68,13 @@ operations: st.SearchStrategy[Operation] = st.one_of(
         st.integers(-1, 5),
     ),
     st.builds(lambda p, v: lambda s: MemoryAdmin(s).read_at(p, v), paths, versions.filter(lambda v: v is not None)),
+    st.builds(
+        lambda f, r, o: lambda s: MemoryAdmin(s).put_files(f, replace=r, origin=o),
+        st.dictionaries(paths, texts, max_size=4),
+        st.booleans(),
+        origins,
+    ),
+    st.builds(lambda n, o: lambda s: MemoryAdmin(s).rollback(n, origin=o), st.integers(-(10**30), 10**30), origins),
     st.builds(
         lambda p, v, o: lambda s: MemoryAdmin(s).restore(p, v, origin=o),
         paths,
@@ -133,6 +141,16 @@ def test_any_input_on_moto(steps: list[Operation], s3_endpoint: str) -> None:
             await check_fresh(fresh)
 
     asyncio.run(run())
+
+
+@given(st.text(max_size=80) | st.builds("{}://{}/{}".format, st.sampled_from(["s3", "gs", "file"]), st.text(), paths))
+def test_any_url_is_a_memory_or_invalid_path(url: str) -> None:
+    try:
+        parsed = parse_url(url)
+    except MemoryStoreError as error:
+        assert error.code == "invalid_path"  # noqa: PT017
+        return
+    assert parsed.scheme == "file" or (parsed.bucket and "log" not in parsed.prefix.split("/"))
 
 
 READ_EVERYTHING = """

@@ -26,7 +26,12 @@ class MemoryUrl:
 def parse_url(url: str | os.PathLike[str]) -> MemoryUrl:
     """The memory a URL names, or `invalid_path` saying which forms are accepted."""
     text = os.fspath(url)
-    parts = urlsplit(text)
+    if "\x00" in text:
+        raise MemoryStoreError("invalid_path", f"{text!r}: a URL or path has no NUL character.")
+    try:
+        parts = urlsplit(text)
+    except ValueError as error:  # such as an unclosed "[" where a host would be
+        raise MemoryStoreError("invalid_path", f"{text}: not a URL ({error}).") from None
     if parts.scheme in ("s3", "gs"):
         if not parts.netloc or parts.query or parts.fragment:
             raise MemoryStoreError(
