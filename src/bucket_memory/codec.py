@@ -11,11 +11,14 @@ output before anything is written, so no writer can commit an object that reader
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import re
 import secrets
 import unicodedata
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -33,6 +36,9 @@ GENESIS_HASH = "0" * 64
 # The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
 # JSON escapes. Anything larger is refused before it is parsed.
 MAX_OBJECT_BYTES = 256 * 1024 * 1024
+# Objects past this size are encoded and decoded in a worker thread: parsing a whole memory's
+# checkpoint takes long enough (about 250 ms for 32 MiB) to stall every other coroutine.
+OFF_LOOP_BYTES = 256 * 1024
 MAX_SEQ = 10**20 - 1
 MAX_ORIGIN_CHARS = 1024
 # Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
@@ -218,6 +224,11 @@ class _Signed(_Wire):
         return decoded
 
     @classmethod
+    async def read(cls, location: str, key: str, data: bytes) -> Self:
+        """`decode`, in a worker thread when the object is large."""
+        return await off_loop(len(data), functools.partial(cls.decode, location, key, data))
+
+    @classmethod
     def _decoded(cls, data: bytes) -> Self:
         return cls.model_validate_json(data, strict=True)
 
@@ -245,7 +256,19 @@ class Commit(_Signed):
     @property
     def size(self) -> int:
         """Bytes of text this commit carries, which the checkpoint policy counts."""
-        return sum(len(change.text.encode()) for change in self.changes if isinstance(change, Write))
+        return text_bytes(self.changes)
+
+
+def text_bytes(changes: Iterable[Change]) -> int:
+    """Bytes of text the changes carry."""
+    return sum(len(change.text.encode()) for change in changes if isinstance(change, Write))
+
+
+async def off_loop[T](size: int, work: Callable[[], T]) -> T:
+    """Run `work` (encoding or decoding `size` bytes) here when small, else in a worker thread."""
+    if size < OFF_LOOP_BYTES:
+        return work()
+    return await asyncio.to_thread(work)
 
 
 class Checkpoint(_Signed):

@@ -11,7 +11,6 @@ from a13n_harness.providers.memory import MemoryStoreError
 from .codec import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
-    Checkpoint,
     Commit,
     CorruptObjectError,
     checkpoint_key,
@@ -101,7 +100,7 @@ class History:
         keys = [info.key for info in listed if key_seq(info.key) is not None]
         done = 0
 
-        async def read(key: str) -> Commit | Checkpoint | Problem:
+        async def read(key: str) -> Commit | State | Problem:
             nonlocal done
             data = await log.get(key)
             done += 1
@@ -110,21 +109,16 @@ class History:
             if data is None:
                 return Problem(key, "vanished while it was read")
             try:
-                model = Commit if key.startswith(LOG_PREFIX) else Checkpoint
-                return model.decode(log.location, key, data)
+                if key.startswith(LOG_PREFIX):
+                    return await Commit.read(log.location, key, data)
+                return await State.read_checkpoint(log.location, key, data, log.format)
             except CorruptObjectError as error:
                 return Problem(key, error.reason)
 
         found = await gather_bounded(keys, read)
         problems.extend(item for item in found if isinstance(item, Problem))
         commits = {item.seq: item for item in found if isinstance(item, Commit)}
-        checkpoints: dict[int, State] = {}
-        for item in found:
-            if isinstance(item, Checkpoint):
-                try:
-                    checkpoints[item.seq] = State.from_checkpoint(item, log.format, log.location)
-                except CorruptObjectError as error:
-                    problems.append(Problem(error.key, error.reason))
+        checkpoints = {item.head: item for item in found if isinstance(item, State)}
         ordered = [commits[seq] for seq in sorted(commits)]
         problems.extend(chain_problems(ordered))
         last = ordered[-1].seq if ordered else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .codec import checkpoint_key
+from .codec import checkpoint_key, off_loop
 from .log import CommitLog
 from .retry import retrying
 
@@ -47,9 +47,13 @@ class Housekeeper:
         )
         if not (purged or due):
             return
-        # Encoded now, in one step on the event loop, so it is the state at exactly one head.
-        checkpoint = state.to_checkpoint(options.max_tombstones)
-        counted = state.bytes_since_checkpoint
+        # Copied in one step on the event loop, so it is the state at exactly one head, then encoded
+        # apart from the loop: commits meanwhile change the cached state in place.
+        snapshot = state.copy()
+        checkpoint = await off_loop(
+            snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones)
+        )
+        counted = snapshot.bytes_since_checkpoint
         # A failure propagates to the log, which logs it; the counters stay, so the next commit retries.
         await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
         # Commits meanwhile made a new cached state: count from the checkpoint there.

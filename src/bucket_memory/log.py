@@ -24,6 +24,7 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -37,12 +38,13 @@ from .codec import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
     Change,
-    Checkpoint,
     Commit,
     CorruptObjectError,
     Purge,
     key_seq,
     log_key,
+    off_loop,
+    text_bytes,
 )
 from .objects import ObjectInfo, ObjectStore
 from .retry import FETCH_CONCURRENCY, backoff, gather_bounded, retrying
@@ -277,7 +279,8 @@ class CommitLog:
                 for request, request_changes in accepted
                 for change in request_changes
             )
-            commit = Commit.create(seq, state.head_hash, changes, first)
+            make = functools.partial(Commit.create, seq, state.head_hash, changes, first)
+            commit = await off_loop(text_bytes(changes), make)
             started = time.monotonic()  # real time, even where tests move the log's clock by hand
             if not await self._create(commit):
                 proven = True  # _create caught up with a listing sent after our attempt lost.
@@ -343,7 +346,7 @@ class CommitLog:
         if data is None:
             self._confirmed_at = sent
             return
-        self._apply(Commit.decode(self.location, key, data))
+        self._apply(await Commit.read(self.location, key, data))
         await self._catch_up()
 
     async def _catch_up(self) -> None:
@@ -381,7 +384,7 @@ class CommitLog:
                         return False
                     self._confirmed_at = sent
                     return True
-                self._apply(Commit.decode(self.location, log_key(seq), data), state)
+                self._apply(await Commit.read(self.location, log_key(seq), data), state)
             sent = self._clock()
 
     async def _cold_start(self) -> None:
@@ -421,7 +424,7 @@ class CommitLog:
         data = await self.get(key)
         if data is None:
             return None
-        return State.from_checkpoint(Checkpoint.decode(self.location, key, data), self.format, self.location)
+        return await State.read_checkpoint(self.location, key, data, self.format)
 
     async def _create(self, commit: Commit) -> bool:
         """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did (invariant 6)."""
@@ -487,14 +490,14 @@ class CommitLog:
                 data = await self.objects.get(key)
             except Exception:
                 return None, sent
-            return (Commit.decode(self.location, key, data) if data is not None else None), sent
+            return (await Commit.read(self.location, key, data) if data is not None else None), sent
         return await self._holder(key), sent
 
     async def _holder(self, key: str) -> Commit:
         data = await self.get(key)
         if data is None:
             raise _Overtaken  # refused yet absent: deleted under a head older than we knew
-        return Commit.decode(self.location, key, data)
+        return await Commit.read(self.location, key, data)
 
     async def _overtaken(self, doubtful: bool) -> bool:
         """Compaction passed our head: reload. If an earlier attempt may have landed, its fate is lost with it."""
@@ -533,7 +536,7 @@ class CommitLog:
             data = await self.get(key)
             if data is None:
                 raise MemoryStoreError("unavailable", f"{self.location}/{key} vanished while it was read; try again.")
-            return Commit.decode(self.location, key, data)
+            return await Commit.read(self.location, key, data)
 
         return await gather_bounded([seq for seq, _ in listed], fetch)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Checkpoint, Commit, checkpoint_key, key_seq
+from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, checkpoint_key, key_seq
 from .log import CommitLog
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
@@ -25,9 +25,10 @@ class Recovery:
         objects, location = self._versioned(), self.log.location
         original = await self._original_versions(objects)
         logs = [version for key, version in original.items() if key.startswith(LOG_PREFIX)]
+        fetched = await gather_bounded(logs, self._fetch)
         commits = {
             commit.seq: commit
-            for commit in (Commit.decode(location, key, data) for key, data in await gather_bounded(logs, self._fetch))
+            for commit in [await Commit.read(location, key, data) for key, data in fetched]
             if commit.moment <= moment
         }
         if not commits:
@@ -45,7 +46,7 @@ class Recovery:
         state = State(format=self.log.format)
         if base:
             key, data = await self._fetch(original[checkpoint_key(base)])
-            state = State.from_checkpoint(Checkpoint.decode(location, key, data), self.log.format, location)
+            state = await State.read_checkpoint(location, key, data, self.log.format)
         for seq in range(base + 1, target + 1):
             state.apply(commits[seq], location)
         return state

@@ -19,6 +19,7 @@ from .codec import (
     Write,
     log_key,
     now,
+    off_loop,
 )
 
 CURSOR_SEPARATOR = "~"
@@ -170,6 +171,15 @@ class State:
             deleted=deleted,
             genesis=self.genesis,
         )
+
+    @classmethod
+    async def read_checkpoint(cls, location: str, key: str, data: bytes, fmt: FileFormat) -> State:
+        """The state a stored checkpoint holds, built in a worker thread when it is large."""
+
+        def build() -> State:
+            return cls.from_checkpoint(Checkpoint.decode(location, key, data), fmt, location)
+
+        return await off_loop(len(data), build)
 
     @classmethod
     def from_checkpoint(cls, checkpoint: Checkpoint, fmt: FileFormat, location: str) -> State:
