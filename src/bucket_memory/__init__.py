@@ -2,8 +2,8 @@
 
 from .admin import MemoryAdmin
 from .connect import open_store
-from .log import LogOptions
 from .objects import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
+from .options import LogOptions
 from .store import DEFAULT_MAX_BYTES, LogFileStore
 
 __all__ = [

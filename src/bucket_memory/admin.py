@@ -161,8 +161,8 @@ class MemoryAdmin:
         """Sizes and the shape of the log, for operators."""
         log = self.store.log
         state = await log.fresh_state()
-        commits = await log.list_log()
-        checkpoints = await log.list_checkpoints()
+        commits = await log.reader.list_log()
+        checkpoints = await log.reader.list_checkpoints()
         now = await log.objects.now()
         return Stats(
             files=len(state.files),

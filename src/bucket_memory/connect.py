@@ -11,8 +11,8 @@ from typing import Any
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from .log import LogOptions
 from .objects import ObjectStore
+from .options import LogOptions
 from .retry import retrying
 from .store import DEFAULT_MAX_BYTES, LogFileStore
 from .urls import parse_url

@@ -51,7 +51,7 @@ class History:
 
     async def commits(self) -> list[Commit]:
         """Every commit still in the log, oldest first, each checked to follow the one before."""
-        commits = await self.log.fetch_commits(await self.log.list_log())
+        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log())
         for problem in chain_problems(commits):
             raise CorruptObjectError(self.log.location, problem.key, problem.message)
         return commits
@@ -60,23 +60,23 @@ class History:
         """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""
         log = self.log
         for _ in range(log.options.request_attempts):
-            checkpoints = [info.key for number, info in await log.list_checkpoints() if number <= seq]
+            checkpoints = [info.key for number, info in await log.reader.list_checkpoints() if number <= seq]
             state = State(format=log.format)
             if checkpoints:
-                loaded = await log.load_checkpoint(checkpoints[-1])
+                loaded = await log.reader.load_checkpoint(checkpoints[-1])
                 if loaded is None:
                     continue  # compacted meanwhile
                 state = loaded
-            listed = [(number, info) for number, info in await log.list_log(after=state.head) if number <= seq]
+            listed = [(number, info) for number, info in await log.reader.list_log(after=state.head) if number <= seq]
             if state.head + len(listed) != seq or (listed and listed[0][0] != state.head + 1):
-                first = await log.list_log()
+                first = await log.reader.list_log()
                 held = f"commits from {first[0][0]}" if first else "nothing"
                 raise MemoryStoreError(
                     "not_found",
                     f"Commit {seq} is not in the retained history of {log.location} (the log holds {held}). "
                     "`bucket-memory recover` rebuilds older states from bucket versioning.",
                 )
-            for commit in await log.fetch_commits(listed):
+            for commit in await log.reader.fetch_commits(listed):
                 state.apply(commit, log.location)
             return state
         raise MemoryStoreError(
@@ -91,7 +91,7 @@ class History:
         writes are reported (and never deleted).
         """
         log = self.log
-        listed = [*await log.list_keys(LOG_PREFIX), *await log.list_keys(CHECKPOINT_PREFIX)]
+        listed = [*await log.reader.list_keys(LOG_PREFIX), *await log.reader.list_keys(CHECKPOINT_PREFIX)]
         problems = [
             Problem(info.key, "not an object the store writes; readers ignore it")
             for info in listed
@@ -102,7 +102,7 @@ class History:
 
         async def read(key: str) -> Commit | State | Problem:
             nonlocal done
-            data = await log.get(key)
+            data = await log.reader.get(key)
             done += 1
             if progress is not None:
                 progress(done, len(keys))

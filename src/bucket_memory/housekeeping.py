@@ -74,8 +74,8 @@ class Housekeeper:
         """Compaction as of a head the caller has proven (invariants 3 and 4 of `log`)."""
         log, options = self.log, self.log.options
         now = await log.objects.now()
-        commits = await log.list_log()
-        checkpoints = await log.list_checkpoints()
+        commits = await log.reader.list_log()
+        checkpoints = await log.reader.list_checkpoints()
         retained = head - options.retain_commits + 1
         young = [seq for seq, info in commits if now - info.modified < options.retain_seconds]
         if young:

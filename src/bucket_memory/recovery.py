@@ -58,7 +58,7 @@ class Recovery:
         were re-created; 0 when the log is live.
         """
         async with self.log.exclusive():
-            if await self.log.list_log():
+            if await self.log.reader.list_log():
                 return 0
             objects = self._versioned()
             original = await self._original_versions(objects)

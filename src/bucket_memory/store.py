@@ -24,8 +24,9 @@ from a13n_harness.providers.memory import (
 
 from .codec import Change, Delete, Move, Purge, Write, checked_origin
 from .housekeeping import Housekeeper
-from .log import CommitLog, LogOptions
+from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
+from .options import LogOptions
 from .search import search_files
 from .state import LiveFile, State
 

@@ -1,0 +1,171 @@
+"""Keeping the head fresh: the cached state of one memory, when it was proven, and catching up.
+
+The invariants cited by number are those of `log`'s module docstring.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .codec import Commit, CorruptObjectError, log_key
+from .options import LogOptions
+from .reader import LogReader
+from .retry import FETCH_CONCURRENCY, gather_bounded
+from .state import State
+
+logger = logging.getLogger(__name__)
+
+
+class Head:
+    """The state at a memory's head as this process last saw it, and the moment it was proven current.
+
+    `loaded()` gives a state recent enough to plan on (invariant 2); `probe()` proves it current
+    now with one GET of the next seq, catching up when that exists; a gap that compaction left
+    reloads from the newest checkpoint. A corrupt commit drops the cached state, half applied as
+    it is, so the next use loads the memory afresh. Callers serialize their use (the log's lock).
+    """
+
+    def __init__(self, reader: LogReader, options: LogOptions) -> None:
+        self.reader = reader
+        self.options = options
+        self.confirmed_at = float("-inf")
+        self._state: State | None = None
+        self._clock = options.clock
+
+    @property
+    def cached(self) -> State | None:
+        """The state as last loaded, without any request (None before the first load)."""
+        return self._state
+
+    @property
+    def seq(self) -> int:
+        return self._state.head if self._state is not None else 0
+
+    def current(self) -> State:
+        assert self._state is not None, "the head is loaded before use"
+        return self._state
+
+    def forget(self) -> None:
+        self._state = None
+
+    def advance(self, state: State, *, confirmed_at: float | None = None) -> None:
+        """Take `state`, made by committing on the cached one, as the head."""
+        self._state = state
+        if confirmed_at is not None:
+            self.confirmed_at = confirmed_at
+
+    def apply(self, commit: Commit, state: State | None = None) -> None:
+        """Apply a commit to `state` (the cached one by default)."""
+        target = state if state is not None else self.current()
+        try:
+            target.apply(commit, self.reader.location)
+        except CorruptObjectError:
+            if target is self._state:
+                self._state = None
+            raise
+
+    def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
+        """Invariant 2: whether the head was confirmed (or `since` was) more than half the grace period ago."""
+        confirmed = self.confirmed_at if since is None else since
+        return (self._clock() if now is None else now) - confirmed > self.options.grace_period / 2
+
+    async def loaded(self) -> State:
+        """The cached state, loaded when there is none, caught up when too old to plan on."""
+        if self._state is None:
+            await self.cold_start()
+        elif self.is_old():
+            await self.catch_up()
+        return self.current()
+
+    async def probe(self) -> None:
+        """Prove the cached head current with one GET of the next seq, catching up when it exists."""
+        if self.is_old():
+            await self.catch_up()
+            return
+        state = self.current()
+        sent = self._clock()
+        key = log_key(state.head + 1)
+        data = await self.reader.get(key)
+        if data is None and self.is_old():
+            await self.catch_up()  # answered (after retries) too late to prove anything: invariant 2
+            return
+        if data is None:
+            self.confirmed_at = sent
+            return
+        self.apply(await Commit.read(self.reader.location, key, data))
+        await self.catch_up()
+
+    async def catch_up(self) -> None:
+        """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
+        state = self.current()
+        sent = self._clock()
+        if not self.reader.objects.ordered_listing and not self.is_old(sent):
+            if await self._probe_forward(state, sent, since=self.confirmed_at):
+                return
+            sent = self._clock()
+        listed = await self.reader.list_log(after=state.head)
+        if listed and listed[0][0] != state.head + 1:
+            logger.info(
+                "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head
+            )
+            await self.cold_start()
+            return
+        for commit in await self.reader.fetch_commits(listed):
+            self.apply(commit)
+        self.confirmed_at = sent
+
+    async def _probe_forward(self, state: State, sent: float, *, since: float) -> bool:
+        """Catch up by GETs of the next seqs, a window at a time, until one is absent; whether that
+        proved the head (False: list instead).
+
+        For stores whose listing is unordered and has no start-after (S3 Express directory
+        buckets). A 404 proves a key absent only when answered within half the grace period of
+        `since`, the moment from which no key after `state.head` can have been compacted
+        (invariant 2): a probe slowed by retries proves nothing.
+        """
+        while True:
+            window = range(state.head + 1, state.head + 1 + FETCH_CONCURRENCY)
+            found = await gather_bounded(window, lambda seq: self.reader.get(log_key(seq)))
+            for seq, data in zip(window, found, strict=True):
+                if data is None:
+                    if self.is_old(since=since):
+                        return False
+                    self.confirmed_at = sent
+                    return True
+                self.apply(await Commit.read(self.reader.location, log_key(seq), data), state)
+            sent = self._clock()
+
+    async def cold_start(self) -> None:
+        """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
+        reader = self.reader
+        problem = "it kept changing (compaction running?)"
+        for _ in range(self.options.request_attempts):
+            sent = self._clock()
+            checkpoints = await reader.list_checkpoints()
+            state = State(format=reader.format)
+            if checkpoints:
+                loaded = await reader.load_checkpoint(checkpoints[-1][1].key)
+                if loaded is None:
+                    continue  # compacted between the listing and the read
+                state = loaded
+            # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
+            if not reader.objects.ordered_listing and await self._probe_forward(state, sent, since=sent):
+                self._state = state
+                return
+            listed = await reader.list_log(after=state.head)
+            if listed and listed[0][0] != state.head + 1:
+                # Usually a newer checkpoint was written and the log below it compacted meanwhile.
+                problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
+                continue
+            for commit in await reader.fetch_commits(listed):
+                state.apply(commit, reader.location)
+            self._state, self.confirmed_at = state, sent
+            return
+        self._state = None
+        raise MemoryStoreError(
+            "unavailable",
+            f"Cannot load {reader.location}: {problem}. Try again; if it persists, run "
+            f"`bucket-memory verify {reader.location}`.",
+        )

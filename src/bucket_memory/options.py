@@ -1,0 +1,33 @@
+"""The tuning of one memory's log, shared by the head, the committer and housekeeping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LogOptions:
+    """Tuning of one memory's log.
+
+    `max_staleness` lets reads skip the freshness probe for that many seconds (0: every read is
+    fresh). A head confirmed longer ago than half of `grace_period` is re-confirmed by listing
+    (invariant 2 of `log`). A checkpoint is written after `checkpoint_min_commits` commits once the
+    bytes committed since the last one reach the live size, and after `checkpoint_max_commits`
+    always. Compaction keeps at least `retain_commits` commits and those younger than
+    `retain_seconds` as history; with `auto_compact` the writer of a checkpoint compacts too.
+    `clock` is the local monotonic clock heads are aged by (tests replace it).
+    """
+
+    max_staleness: float = 0.0
+    grace_period: float = 3600.0
+    checkpoint_min_commits: int = 32
+    checkpoint_max_commits: int = 512
+    max_tombstones: int = 10_000
+    retain_commits: int = 1000
+    retain_seconds: float = 7 * 24 * 3600.0
+    auto_compact: bool = True
+    commit_attempts: int = 1000
+    request_attempts: int = 6
+    clock: Callable[[], float] = time.monotonic

@@ -1,0 +1,78 @@
+"""Reading one memory's log objects: retried requests, owned keys only, decoded models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError
+
+from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, key_seq, log_key
+from .objects import ObjectInfo, ObjectStore
+from .retry import gather_bounded, retrying
+from .state import State
+
+
+class LogReader:
+    """The objects under one memory's prefix, read with retries and decoded as hostile input.
+
+    Listings name only the keys the store writes, with their seqs; anything else under the
+    prefix is ignored here and reported by `verify`. Nothing here caches or writes.
+    """
+
+    def __init__(self, objects: ObjectStore, *, format: FileFormat, attempts: int) -> None:
+        self.objects = objects
+        self.format = format
+        self.attempts = attempts
+
+    @property
+    def location(self) -> str:
+        return self.objects.location
+
+    async def get(self, key: str) -> bytes | None:
+        return await retrying(
+            lambda: self.objects.get(key), what=f"Reading {self.location}/{key}", attempts=self.attempts
+        )
+
+    async def list_keys(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+        return await retrying(
+            lambda: self.objects.list(prefix, start_after=start_after),
+            what=f"Listing {self.location}/{prefix}",
+            attempts=self.attempts,
+        )
+
+    async def list_log(self, *, after: int = 0) -> list[tuple[int, ObjectInfo]]:
+        """The commits in the log after seq `after`, with their seqs."""
+        return _owned(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
+
+    async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
+        """The checkpoints, oldest first, with their seqs."""
+        return _owned(await self.list_keys(CHECKPOINT_PREFIX))
+
+    async def commit(self, seq: int) -> Commit | None:
+        """Commit `seq`, or None when its key is absent."""
+        key = log_key(seq)
+        data = await self.get(key)
+        return None if data is None else await Commit.read(self.location, key, data)
+
+    async def fetch_commits(self, listed: Sequence[tuple[int, ObjectInfo]]) -> list[Commit]:
+        """The listed commits, read concurrently and decoded."""
+
+        async def fetch(seq: int) -> Commit:
+            commit = await self.commit(seq)
+            if commit is None:
+                raise MemoryStoreError(
+                    "unavailable", f"{self.location}/{log_key(seq)} vanished while it was read; try again."
+                )
+            return commit
+
+        return await gather_bounded([seq for seq, _ in listed], fetch)
+
+    async def load_checkpoint(self, key: str) -> State | None:
+        """The state a checkpoint holds, or None if it is gone."""
+        data = await self.get(key)
+        return None if data is None else await State.read_checkpoint(self.location, key, data, self.format)
+
+
+def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:
+    """The listed objects that are the store's own (exact keys), with the seqs their keys name."""
+    return [(seq, info) for info in listed if (seq := key_seq(info.key)) is not None]
