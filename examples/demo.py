@@ -154,7 +154,7 @@ def run_agent(url: str, name: str, model_name: str | None, barrier: Any) -> Agen
 async def _run_agent(url: str, name: str, model_name: str | None, barrier: Any) -> AgentReport:
     report = AgentReport(name, "")
     async with open_store(url) as store:
-        _count_requests(store, report.requests)
+        await _count_requests(store, report.requests)
         transcript = Transcript()
         model: Model | str = (
             scripted_model(persevering(agent_script(name)), transcript) if model_name is None else model_name
@@ -174,9 +174,11 @@ async def _run_agent(url: str, name: str, model_name: str | None, barrier: Any) 
     return report
 
 
-def _count_requests(store: LogFileStore, counts: Counter[str]) -> None:
-    client = getattr(store.log.objects, "client", None)
-    if client is not None and hasattr(client, "meta"):
+async def _count_requests(store: LogFileStore, counts: Counter[str]) -> None:
+    """Count S3 requests by operation (other backends are not counted)."""
+    objects = store.log.objects
+    if type(objects).__name__ == "S3ObjectStore":
+        client = await objects.client()  # type: ignore[attr-defined]
         client.meta.events.register("before-call.s3", lambda model, **_: counts.update([model.name]))
 
 

@@ -1,16 +1,22 @@
-"""The store and the event loop it runs on: large work never stalls it."""
+"""The store and the event loops it runs on: large work never stalls one, and any loop can use it."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import string
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogOptions, MemoryAdmin, open_store
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
+from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.testing.stalls import stall_meter
+
+from .conftest import BUCKET, unique_prefix
 
 ORIGIN = Origin(run_id="run")
 # The limit the hostile-input issue sets; a 32 MiB checkpoint parsed on the loop takes about 250 ms.
@@ -45,3 +51,55 @@ async def test_no_operation_on_a_32_mib_memory_stalls_the_event_loop(memory_url:
         assert len(entries) == 520
     assert writing.longest < LONGEST_STALL, f"writing stalled the loop for {writing.longest:.3f} s"
     assert reading.longest < LONGEST_STALL, f"reading stalled the loop for {reading.longest:.3f} s"
+
+
+@pytest.mark.parametrize("backend", ["local", "memory", "s3", "gcs"])
+def test_one_store_serves_many_event_loops(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """A handler that calls `asyncio.run` per invocation, with the store made once per process."""
+    store = made_outside_any_loop(backend, request, tmp_path)
+    for invocation in range(3):
+        asyncio.run(store.write(f"turn-{invocation}.md", f"turn {invocation}\n", expected=None, origin=ORIGIN))
+        listed = asyncio.run(store.list())
+        assert [entry.path for entry in listed] == [f"turn-{n}.md" for n in range(invocation + 1)]
+        asyncio.run(store.settle())
+    other = made_outside_any_loop(backend, request, tmp_path, like=store)
+    assert asyncio.run(other.read("turn-2.md")).text == "turn 2\n"
+
+
+def made_outside_any_loop(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, like: LogFileStore | None = None
+) -> LogFileStore:
+    """A store of a fresh memory on `backend` (or of the memory `like` is a store of)."""
+    options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=2)  # housekeeping on every loop
+    match backend:
+        case "local":
+            return LogFileStore.local(tmp_path / "memory", options=options)
+        case "memory":
+            objects = like.log.objects if like is not None else MemoryObjectStore()
+            return LogFileStore(objects, options=options)
+        case "s3":
+            request.getfixturevalue("s3_endpoint")
+            prefix = like.log.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
+            return LogFileStore.s3(bucket=BUCKET, prefix=prefix, options=options)
+        case _:
+            request.getfixturevalue("gcs_endpoint")
+            from google.cloud import storage
+
+            prefix = like.log.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
+            return LogFileStore.gcs(storage.Client(), bucket=BUCKET, prefix=prefix, options=options)
+
+
+def test_a_given_s3_client_on_another_loop_is_refused_with_what_to_do(s3_endpoint: str) -> None:
+    from aiobotocore.session import get_session
+
+    async def first() -> tuple[LogFileStore, Any]:
+        context = get_session().create_client("s3")
+        client = await context.__aenter__()
+        store = LogFileStore.s3(client, bucket=BUCKET, prefix=unique_prefix())
+        await store.list()
+        return store, context
+
+    store, _ = asyncio.run(first())
+    with pytest.raises(MemoryStoreError) as caught:
+        asyncio.run(store.list())
+    assert caught.value.code == "unavailable" and "another event loop" in str(caught.value)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.codec import checkpoint_key, log_key
 from bucket_memory.objects import MemoryObjectStore
 
-from .conftest import StoreFactory
+from .conftest import VERSIONED, StoreFactory, unique_prefix
 
 ALICE = Origin(run_id="run-a", principal_id="alice", tool_call_id="call-1")
 BOB = Origin(run_id="run-b", principal_id="bob", tool_call_id="call-2")
@@ -144,3 +148,33 @@ async def test_verify_on_every_backend(store: LogFileStore) -> None:
     seen: list[tuple[int, int]] = []
     assert await MemoryAdmin(store).verify(lambda done, total: seen.append((done, total))) == []
     assert seen[-1] == (4, 4)
+
+
+def test_times_come_from_the_server_when_writers_clocks_disagree(s3_endpoint: str) -> None:
+    """Two writers ten minutes fast and ten minutes slow: looking up a time still splits the log
+    where the server's clock did, for rollback and for recovery from versions alike."""
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+
+    def write(skew: int, path: str) -> None:
+        command = [sys.executable, "-m", "tests.skewed_writer", url, str(skew), path, f"{path} text\n"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    write(+600, "fast-before.md")
+    write(-600, "slow-before.md")
+    # Not synchronization: the split must fall clear of the Date header's whole seconds.
+    time.sleep(2.5)
+    split = datetime.now(UTC)
+    time.sleep(2.5)
+    write(+600, "fast-after.md")
+    write(-600, "slow-after.md")
+
+    async def look_up() -> tuple[int, set[str]]:
+        async with open_store(url) as store:
+            admin = MemoryAdmin(store)
+            recovered = await admin.recovery.state_as_of(split)
+            return await admin.seq_at(split), set(recovered.files)
+
+    seq, recovered = asyncio.run(look_up())
+    assert seq == 2, "exactly the two commits made before the split"
+    assert recovered == {"fast-before.md", "slow-before.md"}

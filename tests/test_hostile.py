@@ -80,7 +80,7 @@ async def test_objects_of_a_nested_memory_are_ignored_by_the_outer_one() -> None
     outer = LogFileStore(objects)
     await outer.write("a.md", "a", expected=None, origin=ORIGIN)
     # What a memory opened at P/log would write, as seen from the memory at P.
-    nested = Commit.create(1, "0" * 64, (), ORIGIN).encode()
+    nested = Commit.create(1, "0" * 64, (), ORIGIN, at=objects.clock).encode()
     objects.objects["log/log/00000000000000000001.json"] = (nested, objects.clock)
     objects.objects["checkpoints/x/00000000000000000005.json"] = (b"{}", objects.clock)
     assert await outer.write("b.md", "b", expected=None, origin=ORIGIN) == "2"

@@ -241,7 +241,7 @@ def test_commit_encoding_round_trips() -> None:
     from bucket_memory.codec import Delete, Move, Purge, Write
 
     changes = (Write(path="é.md", text="ü\n"), Delete(path="x"), Move(source="a", destination="b"), Purge())
-    commit = Commit.create(7, "ab" * 32, changes, ORIGIN)
+    commit = Commit.create(7, "ab" * 32, changes, ORIGIN, at=1_700_000_000.123)
     decoded = Commit.decode("memory://t", log_key(7), commit.encode())
     assert decoded == commit
 

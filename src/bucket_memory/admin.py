@@ -6,6 +6,7 @@ validated like any write, audited in the history, and itself undoable.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -83,9 +84,13 @@ class MemoryAdmin:
         return old
 
     async def seq_at(self, moment: datetime) -> int:
-        """The last commit made at or before `moment`, from the retained log."""
+        """The last commit of the run of commits made at or before `moment`, from the retained log.
+
+        The run stops at the first commit made later, even where an older writer's clock put a
+        commit after it earlier: a rollback to a time keeps nothing made after that time.
+        """
         commits = await self.history.commits()
-        before = [commit.seq for commit in commits if commit.moment <= moment]
+        before = [commit.seq for commit in itertools.takewhile(lambda commit: commit.moment <= moment, commits)]
         if not before:
             floor = f"starts at {commits[0].time}" if commits else "is empty"
             raise MemoryStoreError(

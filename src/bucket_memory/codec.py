@@ -245,12 +245,15 @@ class Commit(_Signed):
     changes: tuple[Change, ...]
 
     @classmethod
-    def create(cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin) -> Commit:
-        return cls.signed(seq=seq, id=secrets.token_hex(16), time=now(), origin=origin, prev=prev, changes=changes)
+    def create(cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin, *, at: float) -> Commit:
+        """A new commit made at `at` (seconds since the epoch, by the server's clock)."""
+        time = time_text(at)
+        return cls.signed(seq=seq, id=secrets.token_hex(16), time=time, origin=origin, prev=prev, changes=changes)
 
     @property
     def moment(self) -> datetime:
-        """When the commit was made, by the writer's clock."""
+        """When the commit was made: by the server's clock as the writer knew it, never before the
+        commit it follows (writers of the first release used their own clocks)."""
         return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
 
     @property
@@ -287,9 +290,9 @@ class Checkpoint(_Signed):
     genesis: Hash | None = None
 
 
-def now() -> str:
-    """The current time as commits record it (milliseconds, UTC)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def time_text(seconds: float) -> str:
+    """A moment as commits and checkpoints record it (milliseconds, UTC)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def canonical(value: object) -> bytes:

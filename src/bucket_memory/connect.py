@@ -37,11 +37,18 @@ async def open_store(
     settings: dict[str, Any] = {"format": format, "options": options, "max_bytes": max_bytes}
     where = parse_url(url)
     if where.scheme == "s3":
-        async with _s3_client() as client:
-            store = LogFileStore.s3(client, bucket=where.bucket, prefix=where.prefix, **settings)
-            await _checked(store, client.meta.endpoint_url, where.bucket)
+        try:
+            from .s3 import S3ObjectStore
+        except ImportError:
+            raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
+        objects = S3ObjectStore(bucket=where.bucket, prefix=where.prefix)
+        try:
+            store = LogFileStore(objects, **settings)
+            await _checked(store, (await objects.client()).meta.endpoint_url, where.bucket)
             yield store
             await store.settle()
+        finally:
+            await objects.aclose()
     elif where.scheme == "gs":
         client = _gcs_client()
         try:
@@ -88,32 +95,6 @@ async def _checked(store: LogFileStore, endpoint: str, bucket: str) -> None:
     if (endpoint, bucket) not in _CHECKED_ENDPOINTS:
         await check_create_only(store.log.objects)
         _CHECKED_ENDPOINTS.add((endpoint, bucket))
-
-
-@asynccontextmanager
-async def _s3_client() -> AsyncIterator[Any]:
-    try:
-        from aiobotocore.config import AioConfig
-        from aiobotocore.session import get_session
-        from botocore.exceptions import BotoCoreError, ProfileNotFound
-    except ImportError:
-        raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
-    # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
-    # itself, so the SDK makes one attempt per request.
-    config = AioConfig(connect_timeout=5, read_timeout=20, retries={"total_max_attempts": 1})
-    try:
-        client = get_session().create_client("s3", config=config)
-        entered = await client.__aenter__()
-    except ProfileNotFound as error:
-        raise MemoryStoreError(
-            "forbidden", f"{error}: name a profile from ~/.aws/config in AWS_PROFILE, or unset it."
-        ) from None
-    except BotoCoreError as error:
-        raise MemoryStoreError("unavailable", f"Cannot make an S3 client: {error}. Check the AWS settings.") from None
-    try:
-        yield entered
-    finally:
-        await client.__aexit__(None, None, None)
 
 
 def _gcs_client() -> Any:

@@ -50,8 +50,9 @@ class Housekeeper:
         # Copied in one step on the event loop, so it is the state at exactly one head, then encoded
         # apart from the loop: commits meanwhile change the cached state in place.
         snapshot = state.copy()
+        at = await self.log.objects.now()
         checkpoint = await off_loop(
-            snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones)
+            snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones, at=at)
         )
         counted = snapshot.bytes_since_checkpoint
         # A failure propagates to the log, which logs it; the counters stay, so the next commit retries.

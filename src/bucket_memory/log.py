@@ -28,6 +28,7 @@ import functools
 import logging
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -86,11 +87,13 @@ class CommitLog:
         self.head = Head(self.reader, self.options)
         self.after_commit: Callable[[bool], Awaitable[None]] | None = None
         self._clock = self.options.clock
+        self._housekeeping_due = self._purge_pending = False
+        # Bound to the event loop that uses the log (see _on_this_loop); the cached head is not.
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = asyncio.Lock()
         self._waiting: list[_Request] = []
         self._committer: asyncio.Task[None] | None = None
         self._housekeeper: asyncio.Task[None] | None = None
-        self._housekeeping_due = self._purge_pending = False
 
     @property
     def objects(self) -> ObjectStore:
@@ -109,9 +112,27 @@ class CommitLog:
         """The state as last loaded, without any request (None before the first load)."""
         return self.head.cached
 
+    def _on_this_loop(self) -> None:
+        """Make the lock, the queue and the tasks anew when the log is first used on another event
+        loop (a handler calling `asyncio.run` per invocation); the cached head carries over."""
+        loop = asyncio.get_running_loop()
+        previous = self._loop() if self._loop is not None else None
+        if previous is loop:
+            return
+        if previous is not None and previous.is_running():
+            raise MemoryStoreError(
+                "unavailable",
+                f"This store of {self.location} is in use on another event loop, in another thread. "
+                "Open one store per thread.",
+            )
+        self._loop = weakref.ref(loop)
+        self._lock = asyncio.Lock()
+        self._waiting, self._committer, self._housekeeper = [], None, None
+
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
         """Hold off this process's catch-ups and commits (while recovery re-creates objects)."""
+        self._on_this_loop()
         async with self._lock:
             yield
 
@@ -122,6 +143,7 @@ class CommitLog:
     async def fresh_state(self) -> State:
         """The state at the head as of some moment during this call (or within `max_staleness`)."""
         called = self._clock()
+        self._on_this_loop()
         async with self._lock:
             await self.head.loaded()
             # A confirmation sent after this call began is as good as our own probe.
@@ -132,6 +154,7 @@ class CommitLog:
 
     async def proven_state(self) -> State:
         """The state at a head proven current now (a probe, whatever `max_staleness` allows)."""
+        self._on_this_loop()
         async with self._lock:
             await self.head.loaded()
             await self.head.probe()
@@ -144,6 +167,7 @@ class CommitLog:
         their plans run in arrival order, each against the state the ones before it leave. The
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
         """
+        self._on_this_loop()
         request = _Request(plan, origin, asyncio.get_running_loop().create_future())
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
@@ -199,6 +223,7 @@ class CommitLog:
         Housekeeping failures were logged; only a crash (a `BaseException` such as a test's
         simulated one) is raised here.
         """
+        self._on_this_loop()
         for task in (self._committer, self._housekeeper):
             if task is not None:
                 await asyncio.wait([task])
@@ -230,7 +255,10 @@ class CommitLog:
                 for request, request_changes in accepted
                 for change in request_changes
             )
-            make = functools.partial(Commit.create, seq, state.head_hash, changes, first)
+            # The server's clock, as the object store last saw it, and never before the head (seq_at
+            # and recovery look commits up by time, so times must rise with seqs).
+            at = max(await self.objects.now(), state.head_time)
+            make = functools.partial(Commit.create, seq, state.head_hash, changes, first, at=at)
             commit = await off_loop(text_bytes(changes), make)
             started = time.monotonic()  # real time, even where tests move the log's clock by hand
             if not await self._create(commit):
@@ -256,7 +284,9 @@ class CommitLog:
         try:
             for candidate in (commit, None):
                 # When our attempts never settled, a fence at the same seq will; made only then.
-                candidate = candidate or Commit.create(commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN))
+                candidate = candidate or Commit.create(
+                    commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN), at=commit.moment.timestamp()
+                )
                 # When the key turns out to hold the candidate, the head it proves is as of the first
                 # attempt: an earlier attempt may have landed, and others committed after it since.
                 first_sent: float | None = None

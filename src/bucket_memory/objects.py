@@ -214,7 +214,7 @@ class MemoryObjectStore:
 
     def __init__(self, name: str = "memory", *, ordered_listing: bool = True) -> None:
         self.objects: dict[str, tuple[bytes, float]] = {}
-        self.clock = 1_700_000_000.0
+        self.clock = time.time()  # the server's clock: starts at the real time, moves only when a test moves it
         self.ordered_listing = ordered_listing
         self._name = name
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -26,11 +27,9 @@ class Recovery:
         original = await self._original_versions(objects)
         logs = [version for key, version in original.items() if key.startswith(LOG_PREFIX)]
         fetched = await gather_bounded(logs, self._fetch)
-        commits = {
-            commit.seq: commit
-            for commit in [await Commit.read(location, key, data) for key, data in fetched]
-            if commit.moment <= moment
-        }
+        decoded = sorted([await Commit.read(location, key, data) for key, data in fetched], key=lambda c: c.seq)
+        # The run made by `moment`, stopped at the first commit made later (as `seq_at` does).
+        commits = {commit.seq: commit for commit in itertools.takewhile(lambda c: c.moment <= moment, decoded)}
         if not commits:
             raise MemoryStoreError("not_found", f"No stored version of {location} holds a commit made by {moment}.")
         target = max(commits)

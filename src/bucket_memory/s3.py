@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -15,6 +18,7 @@ from botocore.exceptions import (
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
+    ProfileNotFound,
 )
 
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
@@ -24,20 +28,26 @@ _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
 )
 _DELETE_BATCH = 1000
+type _Request = Callable[[Any], Awaitable[Any]]
 _LISTED_TIME_RESOLUTION = 1.0
 
 
 class S3ObjectStore:
     """The objects under `s3://bucket/prefix/`, with create-if-absent as `PutObject(IfNoneMatch="*")`.
 
-    The caller owns the client (a Lambda keeps one warm across invocations). A 412 is reported
-    as "exists"; 409 ConditionalRequestConflict, throttling, 5xx and lost connections as
-    `TransientError`, so the log reads the key back before deciding what happened.
+    Without a `client` the store makes its own from the standard chain, one per event loop (an
+    aiobotocore client belongs to the loop it was made on), so one store serves a process that
+    calls `asyncio.run` per request; `aclose` closes the running loop's. A caller's `client` is used
+    on its own loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
+    throttling, 5xx and lost connections as `TransientError`, so the log reads the key back
+    before deciding what happened.
     """
 
-    def __init__(self, client: Any, *, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: Any = None, *, bucket: str, prefix: str = "") -> None:
         check_prefix(prefix.strip("/"), f"s3://{bucket}")
-        self.client = client
+        self._given = client
+        self._given_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
         self.bucket = bucket
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         # S3 Express One Zone directory buckets ("name--zone--x-s3") list unordered, without StartAfter.
@@ -49,14 +59,12 @@ class S3ObjectStore:
         return f"s3://{self.bucket}/{self.prefix.rstrip('/')}".rstrip("/")
 
     async def get(self, key: str) -> bytes | None:
-        return await self._read(
-            functools.partial(self.client.get_object, Bucket=self.bucket, Key=self.prefix + key), key
-        )
+        return await self._read(lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key), key)
 
     async def create(self, key: str, data: bytes) -> bool:
         try:
             await self._call(
-                lambda: self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"),
+                lambda client: client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"),
                 key,
             )
         except _Exists:
@@ -75,7 +83,7 @@ class S3ObjectStore:
         if start_after is not None and self.ordered_listing:
             arguments["StartAfter"] = self.prefix + start_after
         while True:
-            page = await self._call(lambda: self.client.list_objects_v2(**arguments), prefix)
+            page = await self._call(lambda client: client.list_objects_v2(**arguments), prefix)
             # Listings give LastModified in whole seconds: the object was written before that second
             # ended, and ageing it from the end keeps compaction on the safe side of the grace period.
             found.extend(
@@ -96,8 +104,10 @@ class S3ObjectStore:
                 "Objects": [{"Key": self.prefix + key} for key in keys[start : start + _DELETE_BATCH]],
                 "Quiet": True,
             }
-            request = functools.partial(self.client.delete_objects, Bucket=self.bucket, Delete=batch)
-            response = await self._call(request, keys[start])
+            response = await self._call(
+                lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch),  # noqa: B023 - awaited here
+                keys[start],
+            )
             if errors := response.get("Errors"):
                 first = errors[0]
                 raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
@@ -107,7 +117,7 @@ class S3ObjectStore:
         found: builtins.list[ObjectVersion] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         while True:
-            page = await self._call(functools.partial(self.client.list_object_versions, **arguments), prefix)
+            page = await self._call(lambda client: client.list_object_versions(**arguments), prefix)
             found.extend(
                 ObjectVersion(item["Key"][len(self.prefix) :], item["VersionId"], item["LastModified"].timestamp())
                 for item in page.get("Versions", ())
@@ -118,34 +128,58 @@ class S3ObjectStore:
             arguments["KeyMarker"], arguments["VersionIdMarker"] = page["NextKeyMarker"], page["NextVersionIdMarker"]
 
     async def get_version(self, key: str, version: str) -> bytes | None:
-        request = functools.partial(
-            self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, VersionId=version
+        return await self._read(
+            lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key, VersionId=version), key
         )
-        return await self._read(request, key)
 
     async def now(self) -> float:
         return self.clock.now()
 
-    async def _read(self, request: Callable[[], Awaitable[Any]], key: str) -> bytes | None:
+    async def client(self) -> Any:
+        """The client for the running event loop: the caller's, or the store's own for this loop."""
+        loop = asyncio.get_running_loop()
+        if self._given is not None:
+            if self._given_loop is None:
+                self._given_loop = weakref.ref(loop)
+            elif self._given_loop() is not loop:
+                raise MemoryStoreError(
+                    "unavailable",
+                    f"The S3 client given to the store of {self.location} belongs to another event loop. "
+                    "Make the store without a client (it makes one per loop), or keep one loop (asyncio.Runner).",
+                )
+            return self._given
+        held = self._clients.get(loop)
+        if held is None:
+            held = self._clients[loop] = _LoopClient()
+        return await held.client(self.location)
+
+    async def aclose(self) -> None:
+        """Close the store's own client for the running loop (loops that ended closed theirs)."""
+        held = self._clients.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held.aclose()
+
+    async def _read(self, request: _Request, key: str) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
         try:
             response = await self._call(request, key)
         except _Missing:
             return None
-        data: bytes = await self._guarded(functools.partial(_body, response), key)  # a stream can fail too
+        data: bytes = await self._guarded(lambda _: _body(response), key)  # a stream can fail too
         return data
 
-    async def _call(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+    async def _call(self, request: _Request, key: str) -> Any:
         """One request through the error boundary, its reply's Date kept as the server's clock."""
         response = await self._guarded(request, key)
         self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
         return response
 
-    async def _guarded(self, request: Callable[[], Awaitable[Any]], key: str) -> Any:
+    async def _guarded(self, request: _Request, key: str) -> Any:
         """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
         of the private answers "missing" and "exists"."""
+        client = await self.client()
         try:
-            return await request()
+            return await request(client)
         except ClientError as error:
             details = error.response.get("Error", {})
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
@@ -172,6 +206,43 @@ async def _body(response: Any) -> bytes:
     async with response["Body"] as body:
         data: bytes = await body.read()
     return data
+
+
+class _LoopClient:
+    """The store's S3 client on one event loop: made from the standard chain on first use, and
+    closed when the loop shuts down its async generators (`asyncio.run` does, at its end)."""
+
+    def __init__(self) -> None:
+        self._holder: AsyncIterator[Any] | None = None
+        self._made: asyncio.Future[Any] | None = None
+
+    async def client(self, location: str) -> Any:
+        if self._made is None or (self._made.done() and (self._made.cancelled() or self._made.exception())):
+            self._holder = _held_client()
+            self._made = asyncio.ensure_future(anext(self._holder))
+        try:
+            return await asyncio.shield(self._made)
+        except (ProfileNotFound, BotoCoreError) as error:
+            raise _client_error(error, location) from None
+
+    async def aclose(self) -> None:
+        if self._holder is not None:
+            await self._holder.aclose()  # type: ignore[attr-defined]
+
+
+async def _held_client() -> AsyncIterator[Any]:
+    """An S3 client, open until this generator is closed."""
+    # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
+    # itself, so the SDK makes one attempt per request.
+    config = AioConfig(connect_timeout=5, read_timeout=20, retries={"total_max_attempts": 1})
+    async with get_session().create_client("s3", config=config) as client:
+        yield client
+
+
+def _client_error(error: Exception, location: str) -> MemoryStoreError:
+    if isinstance(error, ProfileNotFound):
+        return MemoryStoreError("forbidden", f"{error}: name a profile from ~/.aws/config in AWS_PROFILE, or unset it.")
+    return MemoryStoreError("unavailable", f"Cannot make an S3 client for {location}: {error}. Check the AWS settings.")
 
 
 class _Missing(Exception):

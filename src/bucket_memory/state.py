@@ -18,8 +18,8 @@ from .codec import (
     Purge,
     Write,
     log_key,
-    now,
     off_loop,
+    time_text,
 )
 
 CURSOR_SEPARATOR = "~"
@@ -55,6 +55,7 @@ class State:
     live_bytes: int = 0
     checkpoint_seq: int = 0
     bytes_since_checkpoint: int = 0
+    head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
 
     def apply(self, commit: Commit, location: str) -> None:
         """Apply the next commit, or `CorruptObjectError` if it does not follow or breaks a rule."""
@@ -73,6 +74,7 @@ class State:
     def advance(self, commit: Commit) -> None:
         """Make `commit`, whose changes are already applied, the head."""
         self.head, self.head_hash = commit.seq, commit.hash
+        self.head_time = max(self.head_time, commit.moment.timestamp())
         if commit.seq == 1:
             self.genesis = commit.hash
         self.bytes_since_checkpoint += commit.size
@@ -154,8 +156,9 @@ class State:
     def is_directory(self, path: str) -> bool:
         return f"{path}/" in self.directories
 
-    def to_checkpoint(self, max_tombstones: int) -> Checkpoint:
-        """The whole state as a checkpoint, dropping the oldest tombstones past `max_tombstones`."""
+    def to_checkpoint(self, max_tombstones: int, *, at: float) -> Checkpoint:
+        """The whole state as a checkpoint made at `at` (by the server's clock), dropping the oldest
+        tombstones past `max_tombstones`."""
         deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
         floor = self.floor
         if len(deleted) > max_tombstones:
@@ -166,7 +169,7 @@ class State:
             seq=self.head,
             head_hash=self.head_hash,
             floor=floor,
-            time=now(),
+            time=time_text(at),
             files=[(path, live.text, live.version) for path, live in sorted(self.files.items())],
             deleted=deleted,
             genesis=self.genesis,

@@ -64,8 +64,9 @@ class LogFileStore:
         return cls(LocalObjectStore(root), **settings)
 
     @classmethod
-    def s3(cls, client: Any, *, bucket: str, prefix: str = "", **settings: Any) -> LogFileStore:
-        """A memory under `s3://bucket/prefix` through an aiobotocore S3 client that the caller owns and closes."""
+    def s3(cls, client: Any = None, *, bucket: str, prefix: str = "", **settings: Any) -> LogFileStore:
+        """A memory under `s3://bucket/prefix`, through the caller's aiobotocore client (used on its
+        event loop only) or, without one, clients the store makes per event loop."""
         from .s3 import S3ObjectStore
 
         return cls(S3ObjectStore(client, bucket=bucket, prefix=prefix), **settings)
