@@ -15,7 +15,7 @@ from a13n_harness.providers.memory import (
     SearchableFileStore,
 )
 
-from bucket_memory import LogFileStore
+from bucket_memory import LogFileStore, MemoryAdmin
 
 from .conftest import StoreFactory
 
@@ -174,6 +174,17 @@ async def test_memory_full(open_memory: StoreFactory) -> None:
     shorter = await store.write("a.md", "1", expected=version, origin=ORIGIN)
     await create(store, "b.md", "123")
     assert [(entry.path, entry.version) for entry in await store.list()] == [("a.md", shorter), ("b.md", "3")]
+
+
+async def test_the_quota_counts_the_bytes_the_memory_stores(open_memory: StoreFactory) -> None:
+    """A control character is one byte of text but six in a commit (JSON's escape): the quota
+    counts the six, so a memory within its quota is within it in the bucket too."""
+    store = open_memory(max_bytes=70)
+    await create(store, "a.md", "\x01" * 10)  # 10 bytes of text, 60 stored
+    await refused("memory_full", create(store, "b.md", "\x02" * 2))
+    await create(store, "b.md", "tenletters")
+    assert sum(entry.size for entry in await store.list()) == 20, "listed sizes stay those of the text"
+    assert (await MemoryAdmin(store).stats()).bytes == 70
 
 
 async def test_changes_feed(store: LogFileStore) -> None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, validate_path
 
-from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin
+from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin, off_loop, stored_size
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery
@@ -42,7 +42,8 @@ class Revision:
 
 @dataclass(frozen=True, slots=True)
 class Stats:
-    """A memory at a glance: live files and bytes, the head, the retained log and the newest checkpoint."""
+    """A memory at a glance: live files and their stored bytes (which `max_bytes` caps), the head, the
+    retained log and the newest checkpoint."""
 
     files: int
     bytes: int
@@ -112,7 +113,7 @@ class MemoryAdmin:
                 unchanged.append(str(current.version))
                 return ()
             state.check_room(path)
-            self.store.check_quota(state, len(target.text.encode()) - (current.size if current is not None else 0))
+            self.store.check_quota(state, stored_size(target.text) - (current.stored if current is not None else 0))
             return (Write(path=path, text=target.text),)
 
         seq = await self.store.log.commit(plan, checked_origin(origin))
@@ -145,7 +146,11 @@ class MemoryAdmin:
         """
         store = self.store
         checked = {validate_path(path, store.format): text for path, text in files.items()}
-        sizes = {path: checked_size(text, store.format) for path, text in checked.items()}
+
+        def measured() -> dict[str, int]:
+            return {path: checked_size(text, store.format) for path, text in checked.items()}
+
+        sizes = await off_loop(sum(map(len, checked.values())), measured)
 
         def plan(state: State) -> Sequence[Change]:
             # The log applies the changes to a copy of the state, which checks the path rule.
@@ -153,7 +158,7 @@ class MemoryAdmin:
             written = [
                 path for path in sorted(checked) if path not in state.files or state.files[path].text != checked[path]
             ]
-            replaced = [state.files[path].size for path in [*deleted, *written] if path in state.files]
+            replaced = [state.files[path].stored for path in [*deleted, *written] if path in state.files]
             store.check_quota(state, sum(sizes[path] for path in written) - sum(replaced))
             return [
                 *(Delete(path=path) for path in deleted),
@@ -171,7 +176,7 @@ class MemoryAdmin:
         now = await log.objects.now()
         return Stats(
             files=len(state.files),
-            bytes=state.live_bytes,
+            bytes=state.stored_bytes,
             max_bytes=self.store.max_bytes,
             head=state.head,
             commits=len(commits),

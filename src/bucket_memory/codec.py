@@ -44,6 +44,8 @@ MAX_ORIGIN_CHARS = 1024
 # Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
 _WIRE_FORMAT = FileFormat(path_bytes=4096)
 _KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
+_ESCAPED = bytes(range(32)) + b'"\\'
+_SHORT_ESCAPED = b'"\\\b\f\n\r\t'
 _TIME = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 
 
@@ -260,6 +262,18 @@ class Commit(_Signed):
     def size(self) -> int:
         """Bytes of text this commit carries, which the checkpoint policy counts."""
         return text_bytes(self.changes)
+
+
+def stored_size(text: str) -> int:
+    """Bytes a file's text takes in a commit or a checkpoint: its UTF-8, with JSON's escapes
+    (two bytes for a quote, a backslash and \\n-style escapes, six for other control characters)."""
+    # Counted on the UTF-8 by deleting the escaped bytes, twice as fast as encoding the JSON.
+    data = text.encode()
+    escaped = len(data) - len(data.translate(None, _ESCAPED))
+    if not escaped:
+        return len(data)
+    short = len(data) - len(data.translate(None, _SHORT_ESCAPED))
+    return len(data) + short + 5 * (escaped - short)
 
 
 def text_bytes(changes: Iterable[Change]) -> int:

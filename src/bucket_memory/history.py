@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,7 +129,8 @@ class History:
             if seq > last:
                 problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
         if not problems and ordered:
-            problems.extend(self._replay_problems(commits, checkpoints))
+            # A replay of the whole retained log: CPU-bound, on states no one else holds.
+            problems.extend(await asyncio.to_thread(self._replay_problems, commits, checkpoints))
         return problems
 
     def _replay_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:

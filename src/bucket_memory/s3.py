@@ -234,7 +234,14 @@ async def _held_client() -> AsyncIterator[Any]:
     """An S3 client, open until this generator is closed."""
     # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
     # itself, so the SDK makes one attempt per request.
-    config = AioConfig(connect_timeout=5, read_timeout=20, retries={"total_max_attempts": 1})
+    # Replies are not checksummed by the SDK: every object carries a SHA-256 of its content that
+    # decoding checks, and a CRC32 of a 32 MiB checkpoint on the event loop would stall it.
+    config = AioConfig(
+        connect_timeout=5,
+        read_timeout=20,
+        retries={"total_max_attempts": 1},
+        response_checksum_validation="when_required",
+    )
     async with get_session().create_client("s3", config=config) as client:
         yield client
 

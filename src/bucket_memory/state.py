@@ -19,6 +19,7 @@ from .codec import (
     Write,
     log_key,
     off_loop,
+    stored_size,
     time_text,
 )
 
@@ -29,7 +30,8 @@ CURSOR_SEPARATOR = "~"
 class LiveFile:
     text: str
     version: int
-    size: int
+    size: int  # of the UTF-8 text
+    stored: int  # in commits and checkpoints, which the quota counts
     description: str | None
 
 
@@ -53,6 +55,7 @@ class State:
     changed: dict[str, int] = field(default_factory=dict)
     directories: dict[str, int] = field(default_factory=dict)
     live_bytes: int = 0
+    stored_bytes: int = 0
     checkpoint_seq: int = 0
     bytes_since_checkpoint: int = 0
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
@@ -101,7 +104,7 @@ class State:
                 self.files.clear()
                 self.changed.clear()
                 self.directories.clear()
-                self.live_bytes = 0
+                self.live_bytes = self.stored_bytes = 0
                 self.floor = seq
 
     def check_room(self, path: str, *, leaving: str | None = None) -> None:
@@ -210,8 +213,10 @@ class State:
 
     def _add(self, path: str, text: str, seq: int) -> None:
         size = len(text.encode())
-        self.files[path] = LiveFile(text, seq, size, _description(text, self.format))
+        stored = stored_size(text)
+        self.files[path] = LiveFile(text, seq, size, stored, _description(text, self.format))
         self.live_bytes += size
+        self.stored_bytes += stored
         self.changed.pop(path, None)
         self.changed[path] = seq
         for directory in parent_directories(path):
@@ -222,6 +227,7 @@ class State:
         removed = self.files.pop(path, None)
         if removed is not None:
             self.live_bytes -= removed.size
+            self.stored_bytes -= removed.stored
             for directory in parent_directories(path):
                 if self.directories[directory] == 1:
                     del self.directories[directory]

@@ -22,7 +22,7 @@ from a13n_harness.providers.memory import (
     validate_path,
 )
 
-from .codec import Change, Delete, Move, Purge, Write, checked_origin
+from .codec import Change, Delete, Move, Purge, Write, checked_origin, stored_size
 from .housekeeping import Housekeeper
 from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
@@ -117,7 +117,7 @@ class LogFileStore:
                 unchanged.append(current.version)
                 return ()
             state.check_room(path)
-            self.check_quota(state, size - (state.files[path].size if current is not None else 0))
+            self.check_quota(state, size - (state.files[path].stored if current is not None else 0))
             return (Write(path=path, text=text),)
 
         seq = await self.log.commit(plan, checked_origin(origin))
@@ -189,10 +189,10 @@ class LogFileStore:
         return await search_files(pattern, is_regex=regex, case_sensitive=case_sensitive, files=files, limit=limit)
 
     def check_quota(self, state: State, growth: int) -> None:
-        if growth > 0 and state.live_bytes + growth > self.max_bytes:
+        if growth > 0 and state.stored_bytes + growth > self.max_bytes:
             raise MemoryStoreError(
                 "memory_full",
-                f"The memory holds {state.live_bytes} of its {self.max_bytes} bytes; this write needs {growth} more. "
+                f"The memory holds {state.stored_bytes} of its {self.max_bytes} bytes; this write needs {growth} more. "
                 "Delete or shorten files first.",
             )
 
@@ -240,17 +240,17 @@ def file_text(state: State, path: str) -> FileText | None:
 
 
 def checked_size(text: str, fmt: FileFormat) -> int:
-    """The UTF-8 size of a file's text after the format's checks, or the harness's error."""
+    """The stored size of a file's text (`codec.stored_size`) after the format's checks, or the harness's error."""
     if not isinstance(text, str):
         raise MemoryStoreError("invalid_file", f"A memory file is text, not {type(text).__name__}.")
     try:
-        size = len(text.encode())
+        text.encode()
     except UnicodeEncodeError:
         raise MemoryStoreError(
             "invalid_file", "A memory file is UTF-8 text; this one has unpaired surrogates."
         ) from None
     describe(text, fmt)
-    return size
+    return stored_size(text)
 
 
 def _check_dependencies(state: State, dependencies: Mapping[str, str | None]) -> None:
