@@ -20,6 +20,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
 )
+from botocore.handlers import add_expect_header
 
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
 from .urls import check_prefix
@@ -43,9 +44,10 @@ class S3ObjectStore:
     before deciding what happened.
     """
 
-    def __init__(self, client: Any = None, *, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: Any = None, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
         check_prefix(prefix.strip("/"), f"s3://{bucket}")
         self._given = client
+        self.request_timeout = request_timeout
         self._given_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
         self.bucket = bucket
@@ -179,7 +181,10 @@ class S3ObjectStore:
         of the private answers "missing" and "exists"."""
         client = await self.client()
         try:
-            return await request(client)
+            # The whole request, body included: the SDK's timeouts bound each socket read only, so
+            # an endpoint that drips a byte at a time would hold the request for ever.
+            async with asyncio.timeout(self.request_timeout):
+                return await request(client)
         except ClientError as error:
             details = error.response.get("Error", {})
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
@@ -243,6 +248,8 @@ async def _held_client() -> AsyncIterator[Any]:
         response_checksum_validation="when_required",
     )
     async with get_session().create_client("s3", config=config) as client:
+        # An upload that waits for "100 Continue" waits on a reply no timeout bounds; send at once.
+        client.meta.events.unregister("before-call.s3", add_expect_header)
         yield client
 
 
