@@ -31,11 +31,11 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from .codec import Change, Commit, CorruptObjectError, Purge, log_key, off_loop, text_bytes
+from .batch import Plan, Request, consume, fail, plan_batch, resolve
+from .codec import Commit, CorruptObjectError, Purge, log_key, off_loop, text_bytes
 from .head import Head
 from .objects import ObjectStore
 from .options import LogOptions
@@ -45,18 +45,8 @@ from .state import State
 
 logger = logging.getLogger(__name__)
 
-type Plan = Callable[[State], Sequence[Change]]
 
 FENCE_RUN = "bucket-memory:fence"
-
-
-@dataclass(slots=True)
-class _Request:
-    """A caller's mutation waiting to be committed, alone or with others."""
-
-    plan: Plan
-    origin: Origin
-    outcome: asyncio.Future[int | None]
 
 
 class _Overtaken(Exception):
@@ -91,7 +81,7 @@ class CommitLog:
         # Bound to the event loop that uses the log (see _on_this_loop); the cached head is not.
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = asyncio.Lock()
-        self._waiting: list[_Request] = []
+        self._waiting: list[Request] = []
         self._committer: asyncio.Task[None] | None = None
         self._housekeeper: asyncio.Task[None] | None = None
 
@@ -168,7 +158,7 @@ class CommitLog:
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
         """
         self._on_this_loop()
-        request = _Request(plan, origin, asyncio.get_running_loop().create_future())
+        request = Request(plan, origin, asyncio.get_running_loop().create_future())
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
             self._committer = asyncio.create_task(self._drain())
@@ -178,7 +168,7 @@ class CommitLog:
             if request in self._waiting:  # not taken into a commit yet: it never happens
                 self._waiting.remove(request)
             # Taken: its outcome arrives later, with nobody to read it.
-            request.outcome.add_done_callback(_consume)
+            request.outcome.add_done_callback(consume)
             raise
 
     async def _drain(self) -> None:
@@ -190,15 +180,15 @@ class CommitLog:
                 try:
                     commit = await self._commit_batch(batch)
                 except MemoryStoreError as error:
-                    _fail(batch, error)
+                    fail(batch, error)
                 except Exception:  # a failure nobody mapped: a message for the callers, the traceback in the log
                     logger.exception("%s: unexpected failure while committing", self.location)
-                    _fail(batch, unconfirmed(self.location, self.head.seq + 1))
+                    fail(batch, unconfirmed(self.location, self.head.seq + 1))
                 except asyncio.CancelledError:
-                    _fail(batch, unconfirmed(self.location, self.head.seq + 1))  # the loop is closing mid-commit
+                    fail(batch, unconfirmed(self.location, self.head.seq + 1))  # the loop is closing mid-commit
                     raise
                 except BaseException as error:  # a simulated crash: the callers die with it
-                    _fail(batch, error)
+                    fail(batch, error)
                     return
                 else:
                     committed = committed or commit is not None
@@ -230,13 +220,13 @@ class CommitLog:
                 if not task.cancelled() and (crash := task.exception()) is not None:
                     raise crash
 
-    async def _commit_batch(self, batch: Sequence[_Request]) -> Commit | None:
+    async def _commit_batch(self, batch: Sequence[Request]) -> Commit | None:
         """Plan every request of the batch and commit their changes as one commit (invariants 1, 5)."""
         proven = False
         for attempt in range(self.options.commit_attempts):
             state = await self.head.loaded()  # invariant 2: plan on a head recent enough to trust
             seq = state.head + 1
-            scratch, planned = _plan(state, batch, seq)
+            scratch, planned = plan_batch(state, batch, seq)
             accepted = [
                 (request, changes)
                 for request, changes in zip(batch, planned, strict=True)
@@ -247,7 +237,7 @@ class CommitLog:
                     await self.head.probe()
                     proven = True
                     continue
-                _resolve(batch, planned, None)
+                resolve(batch, planned, None)
                 return None
             first = accepted[0][0].origin
             changes = tuple(
@@ -271,7 +261,7 @@ class CommitLog:
                 continue
             scratch.advance(commit)
             self.head.advance(scratch)
-            _resolve(batch, planned, seq)
+            resolve(batch, planned, seq)
             return commit
         raise MemoryStoreError(
             "unavailable",
@@ -359,58 +349,3 @@ class CommitLog:
         if doubtful:
             raise unconfirmed(self.location, self.head.seq)
         return False
-
-
-def _plan(state: State, batch: Sequence[_Request], seq: int) -> tuple[State, list[Sequence[Change] | MemoryStoreError]]:
-    """Run the batch's plans in order on a copy of `state`: the state after every accepted
-    change, and each request's changes or its error.
-
-    Every change is applied as it is planned, so a change that breaks a rule is its caller's
-    error, and the commit holds only changes every reader can apply.
-    """
-    scratch = state.copy()
-    planned: list[Sequence[Change] | MemoryStoreError] = []
-    for request in batch:
-        try:
-            changes = tuple(request.plan(scratch))
-            for change in changes:
-                scratch.apply_change(change, seq)
-        except MemoryStoreError as error:
-            planned.append(error)
-            scratch = _applied(state, planned, seq)  # without what the refused request half applied
-            continue
-        planned.append(changes)
-    return scratch, planned
-
-
-def _applied(state: State, planned: Sequence[Sequence[Change] | MemoryStoreError], seq: int) -> State:
-    """A copy of `state` with the changes of every accepted request applied."""
-    scratch = state.copy()
-    for changes in planned:
-        if not isinstance(changes, MemoryStoreError):
-            for change in changes:
-                scratch.apply_change(change, seq)
-    return scratch
-
-
-def _resolve(
-    batch: Sequence[_Request], planned: Sequence[Sequence[Change] | MemoryStoreError], seq: int | None
-) -> None:
-    for request, outcome in zip(batch, planned, strict=True):
-        if request.outcome.done():
-            continue
-        if isinstance(outcome, MemoryStoreError):
-            request.outcome.set_exception(outcome)
-        else:
-            request.outcome.set_result(seq if outcome else None)
-
-
-def _fail(batch: Sequence[_Request], error: BaseException) -> None:
-    for request in batch:
-        if not request.outcome.done():
-            request.outcome.set_exception(error)
-
-
-def _consume(outcome: asyncio.Future[int | None]) -> None:
-    if not outcome.cancelled():
-        outcome.exception()

@@ -1,0 +1,77 @@
+"""A group commit's batch: the requests waiting in it, planned in order, and their outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from .codec import Change
+from .state import State
+
+type Plan = Callable[[State], Sequence[Change]]
+type Planned = Sequence[Change] | MemoryStoreError  # a request's changes, or why it was refused
+
+
+@dataclass(slots=True)
+class Request:
+    """A caller's mutation waiting to be committed, alone or with others."""
+
+    plan: Plan
+    origin: Origin
+    outcome: asyncio.Future[int | None]
+
+
+def plan_batch(state: State, batch: Sequence[Request], seq: int) -> tuple[State, list[Planned]]:
+    """Run the batch's plans in order on a copy of `state`: the state after every accepted
+    change, and each request's changes or its error.
+
+    Every change is applied as it is planned, so a change that breaks a rule is its caller's
+    error, and the commit holds only changes every reader can apply.
+    """
+    scratch = state.copy()
+    planned: list[Planned] = []
+    for request in batch:
+        try:
+            changes = tuple(request.plan(scratch))
+            for change in changes:
+                scratch.apply_change(change, seq)
+        except MemoryStoreError as error:
+            planned.append(error)
+            scratch = _applied(state, planned, seq)  # without what the refused request half applied
+            continue
+        planned.append(changes)
+    return scratch, planned
+
+
+def _applied(state: State, planned: Sequence[Planned], seq: int) -> State:
+    """A copy of `state` with the changes of every accepted request applied."""
+    scratch = state.copy()
+    for changes in planned:
+        if not isinstance(changes, MemoryStoreError):
+            for change in changes:
+                scratch.apply_change(change, seq)
+    return scratch
+
+
+def resolve(batch: Sequence[Request], planned: Sequence[Planned], seq: int | None) -> None:
+    for request, outcome in zip(batch, planned, strict=True):
+        if request.outcome.done():
+            continue
+        if isinstance(outcome, MemoryStoreError):
+            request.outcome.set_exception(outcome)
+        else:
+            request.outcome.set_result(seq if outcome else None)
+
+
+def fail(batch: Sequence[Request], error: BaseException) -> None:
+    for request in batch:
+        if not request.outcome.done():
+            request.outcome.set_exception(error)
+
+
+def consume(outcome: asyncio.Future[int | None]) -> None:
+    if not outcome.cancelled():
+        outcome.exception()
