@@ -84,17 +84,15 @@ class Head:
         if self.is_old():
             await self.catch_up()
             return
-        state = self.current()
         sent = self._clock()
-        key = log_key(state.head + 1)
-        data = await self.reader.get(key)
-        if data is None and self.is_old():
+        following = await self.reader.commit(self.current().head + 1)
+        if following is None and self.is_old():
             await self.catch_up()  # answered (after retries) too late to prove anything: invariant 2
             return
-        if data is None:
+        if following is None:
             self.confirmed_at = sent
             return
-        self.apply(await Commit.read(self.reader.location, key, data))
+        self.apply(following)
         await self.catch_up()
 
     async def catch_up(self) -> None:
