@@ -314,3 +314,24 @@ async def test_stats_ignore_keys_the_store_does_not_own() -> None:
     objects.objects["checkpoints/notes.txt"] = (b"x", objects.clock)
     stats = await MemoryAdmin(store).stats()
     assert (stats.checkpoints, stats.checkpoint, stats.commits) == (0, None, 1)
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), "5", True, None])
+def test_timeouts_that_are_not_positive_seconds_are_refused_at_construction(seconds: object) -> None:
+    from google.cloud import storage
+
+    from bucket_memory.gcs import GCSObjectStore
+    from bucket_memory.s3 import S3ObjectStore
+
+    with pytest.raises(ValueError, match="request_timeout must be a positive number of seconds"):
+        S3ObjectStore(bucket="bucket", request_timeout=seconds)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="request_timeout must be a positive number of seconds"):
+        GCSObjectStore(storage.Client.create_anonymous_client(), bucket="bucket", request_timeout=seconds)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="operation_timeout must be a positive number of seconds"):
+        LogOptions(operation_timeout=seconds)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("attempts", [0, -3, 1.5, True])
+def test_attempt_counts_below_one_are_refused(attempts: object) -> None:
+    with pytest.raises(ValueError, match="request_attempts must be a whole number of at least 1"):
+        LogOptions(request_attempts=attempts)  # type: ignore[arg-type]

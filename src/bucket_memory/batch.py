@@ -17,11 +17,12 @@ type Planned = Sequence[Change] | MemoryStoreError  # a request's changes, or wh
 
 @dataclass(slots=True)
 class Request:
-    """A caller's mutation waiting to be committed, alone or with others."""
+    """A caller's mutation waiting to be committed, alone or with others, by `deadline` (time.monotonic)."""
 
     plan: Plan
     origin: Origin
     outcome: asyncio.Future[int | None]
+    deadline: float
 
 
 def plan_batch(state: State, batch: Sequence[Request], seq: int) -> tuple[State, list[Planned]]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 from a13n_harness.providers.memory import MemoryStoreError
@@ -14,34 +16,43 @@ from google.api_core import exceptions as api
 from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
+from .deadline import check_seconds
+from .gcs_http import AbortableCall, make_abortable
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
-from .retry import gather_bounded
+from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 
 # The client's bucket-metadata cache fires a bucket GET in the background on first use and after
 # every 404, which is what a fresh probe returns. The maintainers' opt-out is this variable.
 BUCKET_METADATA_OPT_OUT = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
 _TIMEOUT = (5.0, 20.0)
+# The client blocks, so requests run in threads: enough for the log's concurrent fetches and deletes,
+# shared by every store of the process (the default executor has as few as 5 on a small machine).
+_WORKERS = ThreadPoolExecutor(max_workers=FETCH_CONCURRENCY, thread_name_prefix="bucket-memory-gcs")
 
 
 class GCSObjectStore:
     """The objects under `gs://bucket/prefix/`, with create-if-absent as an upload with `if_generation_match=0`.
 
     The caller owns the client; its blocking calls run in worker threads, with the SDK's own
-    retries off because the log retries (and settles ambiguous creates) itself. A 412 is reported
-    as "exists"; 409, 429, 5xx and lost connections as `TransientError`.
+    retries off because the log retries (and settles ambiguous creates) itself. Each request,
+    reply body included, ends within `request_timeout`: past it the request's sockets are shut
+    down, so its thread is freed too. A 412 is reported as "exists"; 409, 429, 5xx, lost
+    connections and requests past their deadline as `TransientError`.
     """
 
     ordered_listing = True
 
-    def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
         check_prefix(prefix.strip("/"), f"gs://{bucket}")
         os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
         self.clock = ServerClock()
-        # Compaction's safety argument is in server time: every reply's Date header keeps the clock.
+        self.request_timeout = check_seconds("request_timeout", request_timeout)
         http = getattr(client, "_http", None)
-        if http is not None and hasattr(http, "hooks"):
+        if isinstance(http, requests.Session):
+            # Compaction's safety argument is in server time: every reply's Date header keeps the clock.
             http.hooks.setdefault("response", []).append(self._note_date)
+            make_abortable(http, pool_size=FETCH_CONCURRENCY)
         self.client = client
         self.bucket = client.bucket(bucket)
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -120,8 +131,20 @@ class GCSObjectStore:
             self.bucket.blob(self.prefix + key).delete(timeout=_TIMEOUT, retry=None)
 
     async def _run[**P, T](self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """One blocking call in a worker thread, through the error boundary, cut off at its deadline."""
+        request = AbortableCall()
         try:
-            return await asyncio.to_thread(call, *args, **kwargs)
+            async with asyncio.timeout(self.request_timeout):
+                running = asyncio.get_running_loop().run_in_executor(
+                    _WORKERS, request.run, functools.partial(call, *args, **kwargs)
+                )
+                try:
+                    return await running
+                except asyncio.CancelledError:  # the deadline, or the caller's own: free the thread
+                    request.abort()
+                    raise
+        except TimeoutError:
+            raise TransientError(f"no reply from {self.location} within {self.request_timeout:g} s") from None
         except api.NotFound as error:
             raise MemoryStoreError(
                 "unavailable",
@@ -143,6 +166,8 @@ class GCSObjectStore:
         ) as error:
             raise TransientError(f"{type(error).__name__}: {_message(error)}") from None
         except api.GoogleAPICallError as error:
+            if error.code == 408:  # Request Timeout: Google's retry guidance lists it with 429 and 5xx
+                raise TransientError(_message(error)) from None
             raise MemoryStoreError(
                 "unavailable", f"GCS refused a request for {self.location}: {error.message}"
             ) from None

@@ -34,13 +34,14 @@ from contextlib import asynccontextmanager
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
+from . import deadline
 from .batch import Plan, Request, consume, fail, plan_batch, resolve
 from .codec import Commit, CorruptObjectError, Purge, log_key, off_loop, text_bytes
 from .head import Head
 from .objects import ObjectStore
 from .options import LogOptions
 from .reader import LogReader
-from .retry import backoff
+from .retry import backoff, within_deadline
 from .state import State
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,10 @@ class CommitLog:
         """The state at the head as of some moment during this call (or within `max_staleness`)."""
         called = self._clock()
         self._on_this_loop()
+        with deadline.within(self.options.operation_timeout):
+            return await self._fresh_state(called)
+
+    async def _fresh_state(self, called: float) -> State:
         async with self._lock:
             await self.head.loaded()
             # A confirmation sent after this call began is as good as our own probe.
@@ -145,10 +150,11 @@ class CommitLog:
     async def proven_state(self) -> State:
         """The state at a head proven current now (a probe, whatever `max_staleness` allows)."""
         self._on_this_loop()
-        async with self._lock:
-            await self.head.loaded()
-            await self.head.probe()
-            return self.head.current()
+        with deadline.within(self.options.operation_timeout):
+            async with self._lock:
+                await self.head.loaded()
+                await self.head.probe()
+                return self.head.current()
 
     async def commit(self, plan: Plan, origin: Origin) -> int | None:
         """Commit what `plan` returns at the head; the new seq, or None when it returned no change.
@@ -156,9 +162,11 @@ class CommitLog:
         Calls that arrive while another commit is under way are made together in the next commit:
         their plans run in arrival order, each against the state the ones before it leave. The
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
+        A batch's requests must all be sent by the earliest deadline among its callers.
         """
         self._on_this_loop()
-        request = Request(plan, origin, asyncio.get_running_loop().create_future())
+        end = deadline.end_after(self.options.operation_timeout)
+        request = Request(plan, origin, asyncio.get_running_loop().create_future(), end)
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
             self._committer = asyncio.create_task(self._drain())
@@ -178,7 +186,8 @@ class CommitLog:
             while self._waiting:
                 batch, self._waiting = self._waiting, []
                 try:
-                    commit = await self._commit_batch(batch)
+                    with deadline.until(min(request.deadline for request in batch)):
+                        commit = await self._commit_batch(batch)
                 except MemoryStoreError as error:
                     fail(batch, error)
                 except Exception:  # a failure nobody mapped: a message for the callers, the traceback in the log
@@ -257,7 +266,7 @@ class CommitLog:
                 # first loss) so that the next round has fewer contenders; longer waits lost more
                 # throughput than they saved PUTs in benchmarks/ (16 writers: 30 commits/s, 14 with 16 rounds).
                 round_trip = max(time.monotonic() - started, 0.001)
-                await asyncio.sleep(random.uniform(0, round_trip * (2 if attempt else 1)))
+                await asyncio.sleep(deadline.clip(random.uniform(0, round_trip * (2 if attempt else 1))))
                 continue
             scratch.advance(commit)
             self.head.advance(scratch)
@@ -288,7 +297,7 @@ class CommitLog:
                     first_sent = sent if first_sent is None else first_sent
                     if holder is None:
                         doubtful = True
-                        await asyncio.sleep(backoff(attempt))
+                        await asyncio.sleep(deadline.clip(backoff(attempt)))
                         continue
                     if holder.id == commit.id:
                         self.head.confirmed_at = first_sent
@@ -324,14 +333,15 @@ class CommitLog:
                 return await self._holder(commit.seq), sent
             self.head.confirmed_at = sent
         sent = self._clock()
+        what = f"Committing {self.location}/{key}"
         try:
-            if await self.objects.create(key, commit.encode()):
+            if await within_deadline(lambda: self.objects.create(key, commit.encode()), what=what):
                 return commit, sent
         except MemoryStoreError:
             raise
         except Exception:  # TransientError or unmapped: the create may have landed, so read the key back
             try:
-                data = await self.objects.get(key)
+                data = await within_deadline(lambda: self.objects.get(key), what=what)
             except Exception:
                 return None, sent
             return (await Commit.read(self.location, key, data) if data is not None else None), sent

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .deadline import check_seconds
+
 
 @dataclass(frozen=True, slots=True)
 class LogOptions:
@@ -17,6 +19,8 @@ class LogOptions:
     bytes committed since the last one reach the live size, and after `checkpoint_max_commits`
     always. Compaction keeps at least `retain_commits` commits and those younger than
     `retain_seconds` as history; with `auto_compact` the writer of a checkpoint compacts too.
+    Every read and commit is given `operation_timeout` seconds in all, across its requests and
+    retries; then it answers `unavailable` (`write_unconfirmed` when a create's outcome is unknown).
     `clock` is the local monotonic clock heads are aged by (tests replace it).
     """
 
@@ -30,4 +34,12 @@ class LogOptions:
     auto_compact: bool = True
     commit_attempts: int = 1000
     request_attempts: int = 6
+    operation_timeout: float = 60.0
     clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        check_seconds("LogOptions.operation_timeout", self.operation_timeout)
+        for name in ("commit_attempts", "request_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LogOptions.{name} must be a whole number of at least 1, not {value!r}")

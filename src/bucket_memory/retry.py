@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from . import deadline
 from .objects import TransientError
 
 logger = logging.getLogger(__name__)
@@ -22,25 +23,41 @@ def backoff(attempt: int, base: float = BASE_DELAY) -> float:
     return random.uniform(0, base * 2 ** min(attempt, 16))
 
 
+async def within_deadline[T](operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """One request, cut off when the operation's deadline passes (a cut-off counts as transient).
+
+    Raises `DeadlineExceeded` when no time is left, before the request is sent.
+    """
+    left = deadline.budget(what)
+    if left is None:
+        return await operation()
+    try:
+        async with asyncio.timeout(left):
+            return await operation()
+    except TimeoutError:
+        raise TransientError(f"{what}: no reply before the operation's deadline") from None
+
+
 async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6) -> T:
-    """Run an idempotent request, retrying transient failures; `unavailable` once they are spent.
+    """Run an idempotent request, retrying transient failures; `unavailable` once they are spent
+    or the operation's deadline has passed.
 
     An exception the backend did not map counts as transient: it may pass, and if it does not,
     the caller still gets a `MemoryStoreError` with a message rather than a foreign traceback.
     """
-    for attempt in range(attempts):
+    for number in range(attempts):
         try:
-            return await operation()
+            return await within_deadline(operation, what=what)
         except MemoryStoreError:
             raise
         except Exception as error:  # TransientError, or a failure nobody mapped
             if not isinstance(error, TransientError):
                 logger.warning("%s: unmapped %s: %s", what, type(error).__name__, error)
-            if attempt == attempts - 1:
+            if number == attempts - 1:
                 raise MemoryStoreError(
                     "unavailable", f"{what} failed {attempts} times ({error}); try again later."
                 ) from None
-            await asyncio.sleep(backoff(attempt))
+            await asyncio.sleep(deadline.clip(backoff(number)))
     raise AssertionError("unreachable")
 
 

@@ -22,6 +22,7 @@ from botocore.exceptions import (
 )
 from botocore.handlers import add_expect_header
 
+from .deadline import check_seconds
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
 from .urls import check_prefix
 
@@ -47,7 +48,7 @@ class S3ObjectStore:
     def __init__(self, client: Any = None, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
         check_prefix(prefix.strip("/"), f"s3://{bucket}")
         self._given = client
-        self.request_timeout = request_timeout
+        self.request_timeout = check_seconds("request_timeout", request_timeout)
         self._given_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
         self.bucket = bucket
@@ -284,7 +285,7 @@ def _error(code: str, status: int, where: str, message: str | None) -> Exception
             f"s3:DeleteObject on the prefix and s3:ListBucket on bucket {bucket} (without it S3 answers 403 for "
             "a missing key).",
         )
-    if code in _TRANSIENT_CODES or code == "ConditionalRequestConflict" or status in (409, 429) or status >= 500:
+    if code in _TRANSIENT_CODES or code == "ConditionalRequestConflict" or status in (408, 409, 429) or status >= 500:
         return TransientError(f"{code or status}: {message or ''}")
     return MemoryStoreError(
         "unavailable", f"S3 refused a request for {where}: {code or status} {message or ''}".strip()

@@ -64,19 +64,23 @@ class LogFileStore:
         return cls(LocalObjectStore(root), **settings)
 
     @classmethod
-    def s3(cls, client: Any = None, *, bucket: str, prefix: str = "", **settings: Any) -> LogFileStore:
+    def s3(
+        cls, client: Any = None, *, bucket: str, prefix: str = "", request_timeout: float = 30.0, **settings: Any
+    ) -> LogFileStore:
         """A memory under `s3://bucket/prefix`, through the caller's aiobotocore client (used on its
         event loop only) or, without one, clients the store makes per event loop."""
         from .s3 import S3ObjectStore
 
-        return cls(S3ObjectStore(client, bucket=bucket, prefix=prefix), **settings)
+        return cls(S3ObjectStore(client, bucket=bucket, prefix=prefix, request_timeout=request_timeout), **settings)
 
     @classmethod
-    def gcs(cls, client: Any, *, bucket: str, prefix: str = "", **settings: Any) -> LogFileStore:
+    def gcs(
+        cls, client: Any, *, bucket: str, prefix: str = "", request_timeout: float = 30.0, **settings: Any
+    ) -> LogFileStore:
         """A memory under `gs://bucket/prefix` through a google-cloud-storage client that the caller owns."""
         from .gcs import GCSObjectStore
 
-        return cls(GCSObjectStore(client, bucket=bucket, prefix=prefix), **settings)
+        return cls(GCSObjectStore(client, bucket=bucket, prefix=prefix, request_timeout=request_timeout), **settings)
 
     @property
     def location(self) -> str:

@@ -1,0 +1,183 @@
+"""Every operation ends within its deadline with the right code, through a fault proxy in front of
+moto and fake-gcs-server, and leaves no connection or worker thread behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.objects import ObjectStore
+from bucket_memory.testing.proxy import Fault, FaultProxy, Plan, fault_proxy
+
+from .conftest import BUCKET, unique_prefix
+from .helpers import replay
+
+ORIGIN = Origin(run_id="proxy")
+REQUEST_TIMEOUT = 0.5
+OPERATION_TIMEOUT = 3.0
+# Cut off at its deadline, an operation still closes its requests: allow that, not another attempt.
+SLACK = 2.0
+HANGING: list[Fault] = ["never_answers", "drips"]
+REFUSING: list[Fault] = [408, 429, 503]
+CREATES = {"PUT", "POST"}  # S3 PutObject; a GCS upload
+
+
+def every(fault: Fault) -> Plan:
+    return lambda number, method, path: fault
+
+
+def creates(fault: Fault, *, first: int | None = None) -> Plan:
+    """`fault` for creates (the first `first` of them, or all), every other request passed."""
+    seen = [0]
+
+    def plan(number: int, method: str, path: str) -> Fault | None:
+        if method not in CREATES:
+            return None
+        seen[0] += 1
+        return fault if first is None or seen[0] <= first else None
+
+    return plan
+
+
+@asynccontextmanager
+async def behind_proxy(
+    request: pytest.FixtureRequest, backend: str, plan: Plan, *, request_timeout: float = REQUEST_TIMEOUT
+) -> AsyncIterator[tuple[ObjectStore, FaultProxy]]:
+    """A fresh memory's objects on `backend`, reached through a fault proxy with `plan`."""
+    prefix = unique_prefix()
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    if backend == "s3":
+        from bucket_memory.s3 import S3ObjectStore
+
+        async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
+            monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+            objects = S3ObjectStore(bucket=BUCKET, prefix=prefix, request_timeout=request_timeout)
+            try:
+                yield objects, proxy
+            finally:
+                await objects.aclose()
+    else:
+        from google.cloud import storage
+
+        from bucket_memory.gcs import GCSObjectStore
+
+        async with fault_proxy(request.getfixturevalue("gcs_endpoint"), plan) as (url, proxy):
+            monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+            client = storage.Client()
+            try:
+                yield GCSObjectStore(client, bucket=BUCKET, prefix=prefix, request_timeout=request_timeout), proxy
+            finally:
+                client.close()
+
+
+def store_on(objects: ObjectStore, *, operation_timeout: float = OPERATION_TIMEOUT) -> LogFileStore:
+    return LogFileStore(objects, options=LogOptions(operation_timeout=operation_timeout))
+
+
+async def timed(operation: Callable[[], Awaitable[object]]) -> tuple[float, MemoryStoreError]:
+    started = time.monotonic()
+    with pytest.raises(MemoryStoreError) as caught:
+        await operation()
+    return time.monotonic() - started, caught.value
+
+
+async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
+    """Every connection a hanging fault held was closed by its client, and every GCS worker is free."""
+    if proxy.held:
+        await proxy.released.wait()
+    assert proxy.held == 0
+    if backend == "gcs":
+        from bucket_memory.gcs import _WORKERS
+
+        # All the workers at once: a thread still stuck on a dripping socket would break the barrier.
+        barrier = threading.Barrier(_WORKERS._max_workers, timeout=15)
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(_WORKERS, barrier.wait) for _ in range(_WORKERS._max_workers)))
+
+
+BACKENDS = ["s3", "gcs"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", [*HANGING, "cut_body", *REFUSING], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_read_through_a_faulty_endpoint_is_unavailable_within_its_deadline(
+    backend: str, fault: Fault, request: pytest.FixtureRequest
+) -> None:
+    async with behind_proxy(request, backend, every(fault)) as (objects, proxy):
+        elapsed, error = await timed(lambda: store_on(objects).list())
+        assert error.code == "unavailable"
+        assert elapsed < OPERATION_TIMEOUT + SLACK
+        assert proxy.faults  # the requests met the fault
+        await nothing_left_behind(backend, proxy)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", [*HANGING, *REFUSING], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_write_whose_creates_never_answer_is_unconfirmed_within_its_deadline(
+    backend: str, fault: Fault, request: pytest.FixtureRequest
+) -> None:
+    """The creates may have landed as far as the writer can tell: `write_unconfirmed`, never "not written"."""
+    async with behind_proxy(request, backend, creates(fault)) as (
+        objects,
+        proxy,
+    ):
+        elapsed, error = await timed(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
+        assert error.code == "write_unconfirmed"
+        assert elapsed < OPERATION_TIMEOUT + SLACK
+        await nothing_left_behind(backend, proxy)
+        state, _ = await replay(objects)
+        assert state.head == 0  # the proxy never passed a create on
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", ["cut_body", "lose_reply"], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_create_that_landed_with_its_reply_lost_is_acknowledged_once(
+    backend: str, fault: Fault, request: pytest.FixtureRequest
+) -> None:
+    async with behind_proxy(request, backend, creates(fault)) as (
+        objects,
+        proxy,
+    ):
+        version = await store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN)
+        assert proxy.faults  # every create lost its reply, and the writer read its commit back
+        state, commits = await replay(objects)
+        assert version == "1" and state.head == 1 and len(commits) == 1
+        assert (await store_on(objects).read("a.md")).text == "a"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", [*HANGING, *REFUSING], ids=str)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_write_passes_once_the_fault_does(backend: str, fault: Fault, request: pytest.FixtureRequest) -> None:
+    async with behind_proxy(request, backend, creates(fault, first=1)) as (
+        objects,
+        proxy,
+    ):
+        version = await store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN)
+        assert [f for *_, f in proxy.faults] == [fault]
+        state, commits = await replay(objects)
+        assert version == "1" and state.head == 1 and len(commits) == 1
+        await nothing_left_behind(backend, proxy)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_the_operation_deadline_bounds_retries_of_slow_requests(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Requests allowed 30 s each would take minutes over six attempts; the operation's second ends them."""
+    async with behind_proxy(request, backend, every("drips"), request_timeout=30.0) as (objects, proxy):
+        elapsed, error = await timed(lambda: store_on(objects, operation_timeout=1.0).read("a.md"))
+        assert error.code == "unavailable" and "deadline" in str(error)
+        assert elapsed < 1.0 + SLACK
+        await nothing_left_behind(backend, proxy)
