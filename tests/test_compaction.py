@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from a13n_harness.providers.memory import FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.codec import LOG_PREFIX, key_seq
+from bucket_memory.objects import MemoryObjectStore
 
 from .conftest import BUCKET, unique_prefix
 
@@ -113,3 +115,35 @@ async def test_compaction_and_purge_race_live_writers_and_readers(s3_client: Any
     for view in (*views, sleeping_reader):
         await view.sync()
         assert view.files == expected, "a reader following the change feed missed a change"
+
+
+class StuckDeletes(MemoryObjectStore):
+    """Deletes wait until the test lets them go: compaction held mid-way, as by a slow bucket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleting = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        self.deleting.set()
+        await self.go.wait()
+        await super().delete(keys)
+
+
+async def test_compaction_stuck_in_its_deletes_holds_no_write_or_read() -> None:
+    objects = StuckDeletes()
+    options = LogOptions(
+        checkpoint_min_commits=1, checkpoint_max_commits=2, grace_period=0, retain_commits=1, retain_seconds=0
+    )
+    store = LogFileStore(objects, options=options)
+    for n in range(4):
+        await store.write(f"f{n}.md", "x", expected=None, origin=ORIGIN)
+    await objects.deleting.wait()  # housekeeping of those commits is stuck deleting
+    # The same process writes and reads on while it is.
+    version = await store.write("after.md", "y", expected=None, origin=ORIGIN)
+    assert (await store.read("after.md")).version == version
+    assert {entry.path for entry in await store.list()} == {"f0.md", "f1.md", "f2.md", "f3.md", "after.md"}
+    objects.go.set()
+    await store.settle()
+    assert not any(key_seq(key) == 1 for key in objects.objects if key.startswith(LOG_PREFIX))

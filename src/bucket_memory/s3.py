@@ -24,12 +24,14 @@ from botocore.handlers import add_expect_header
 
 from .deadline import check_seconds
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
+from .retry import gather_bounded
 from .urls import check_prefix
 
 _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
 )
 _DELETE_BATCH = 1000
+_DELETE_CONCURRENCY = 4
 type _Request = Callable[[Any], Awaitable[Any]]
 _LISTED_TIME_RESOLUTION = 1.0
 
@@ -102,18 +104,19 @@ class S3ObjectStore:
         return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
 
     async def delete(self, keys: Sequence[str]) -> None:
-        for start in range(0, len(keys), _DELETE_BATCH):
-            batch = {
-                "Objects": [{"Key": self.prefix + key} for key in keys[start : start + _DELETE_BATCH]],
-                "Quiet": True,
-            }
-            response = await self._call(
-                lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch),  # noqa: B023 - awaited here
-                keys[start],
-            )
-            if errors := response.get("Errors"):
-                first = errors[0]
-                raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
+        """Delete in batches of 1000 (DeleteObjects' limit), a few batches at a time."""
+        await gather_bounded(
+            [keys[start : start + _DELETE_BATCH] for start in range(0, len(keys), _DELETE_BATCH)],
+            self._delete_batch,
+            limit=_DELETE_CONCURRENCY,
+        )
+
+    async def _delete_batch(self, keys: Sequence[str]) -> None:
+        batch = {"Objects": [{"Key": self.prefix + key} for key in keys], "Quiet": True}
+        response = await self._call(lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch), keys[0])
+        if errors := response.get("Errors"):
+            first = errors[0]
+            raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every content version under the prefix (delete markers left out), from ListObjectVersions."""
