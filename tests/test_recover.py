@@ -1,4 +1,5 @@
-"""Recovery from bucket object versioning, after a purge and compaction and after a deleted prefix."""
+"""Recovery from bucket object versioning: a wiped prefix (with cold, warm and unknowing writers
+after it), versioning turned on late, a damaged object, and a purge with compaction."""
 
 from __future__ import annotations
 
@@ -7,22 +8,118 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogOptions, MemoryAdmin, open_store
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
+from bucket_memory.codec import log_key
+from bucket_memory.objects import VersionedObjectStore
 
 from .conftest import VERSIONED, unique_prefix
 
 ORIGIN = Origin(principal_id="recover-test")
 COMPACT_AT_ONCE = LogOptions(grace_period=0, retain_commits=0, retain_seconds=0, checkpoint_min_commits=2)
+CHECKPOINT_OFTEN = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)
 
 
 @pytest.fixture(params=["s3", "gs"])
 def versioned_url(request: pytest.FixtureRequest) -> str:
     request.getfixturevalue("s3_endpoint" if request.param == "s3" else "gcs_endpoint")
     return f"{request.param}://{VERSIONED}/{unique_prefix()}"
+
+
+async def files_of(store: LogFileStore) -> dict[str, str]:
+    return {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
+
+
+async def written(url: str, files: dict[str, str], options: LogOptions = CHECKPOINT_OFTEN) -> int:
+    """Write each file as its own commit; the head."""
+    async with open_store(url, options=options) as store:
+        for path, text in files.items():
+            await store.write(path, text, expected=None, origin=ORIGIN)
+        return (await store.log.proven_state()).head
+
+
+BEFORE = {f"notes/{n}.md": f"note {n}\n" for n in range(5)}
+
+
+async def test_a_cold_writer_after_a_wipe_is_refused_until_recover(versioned_url: str) -> None:
+    head = await written(versioned_url, BEFORE)
+    wipe(versioned_url)
+    async with open_store(versioned_url) as store:
+        for operation in (
+            lambda: store.write("new.md", "x", expected=None, origin=ORIGIN),
+            lambda: store.list(),
+        ):
+            with pytest.raises(MemoryStoreError) as caught:
+                await operation()
+            assert caught.value.code == "memory_deleted" and "bucket-memory recover" in str(caught.value)
+        done = await MemoryAdmin(store).recover(None, origin=ORIGIN)
+        assert done.restoration.head == head and done.restoration.restored and not done.restoration.reapplied
+        assert await files_of(store) == BEFORE
+        assert await store.write("new.md", "x", expected=None, origin=ORIGIN) == str(head + 1)  # no version reused
+        assert await MemoryAdmin(store).verify() == []
+
+
+async def test_a_warm_writer_after_a_wipe_extends_the_chain_recover_restores(versioned_url: str) -> None:
+    async with open_store(versioned_url, options=CHECKPOINT_OFTEN) as warm:
+        for path, text in BEFORE.items():
+            await warm.write(path, text, expected=None, origin=ORIGIN)
+        await warm.settle()
+        wipe(versioned_url)
+        # Its cached head is current as far as it can tell: its write lands at the next seq.
+        version = await warm.write("after.md", "after the wipe\n", expected=None, origin=ORIGIN)
+    async with open_store(versioned_url) as cold:
+        with pytest.raises(MemoryStoreError) as caught:
+            await cold.list()
+        assert caught.value.code == "memory_deleted"
+        done = await MemoryAdmin(cold).recover(None, origin=ORIGIN)
+        assert done.restoration.head == int(version) and not done.restoration.reapplied
+        assert await files_of(cold) == {**BEFORE, "after.md": "after the wipe\n"}
+        assert await MemoryAdmin(cold).verify() == []
+
+
+async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(
+    versioned_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that may not list versions cannot tell the memory was deleted and starts it again."""
+    head = await written(versioned_url, BEFORE)
+    wipe(versioned_url)
+
+    async def may_not_list_versions(self: VersionedObjectStore, prefix: str) -> bool:
+        raise MemoryStoreError("forbidden", "no s3:ListBucketVersions")
+
+    with monkeypatch.context() as unknowing:
+        for backend in ("bucket_memory.s3.S3ObjectStore", "bucket_memory.gcs.GCSObjectStore"):
+            unknowing.setattr(f"{backend}.has_past", may_not_list_versions)
+        async with open_store(versioned_url) as ghost:
+            assert await ghost.write("notes/0.md", "rewritten after the wipe\n", expected=None, origin=ORIGIN) == "1"
+            await ghost.write("later.md", "later\n", expected=None, origin=Origin(principal_id="ghost"))
+    async with open_store(versioned_url) as store:
+        admin = MemoryAdmin(store)
+        done = await admin.recover(None, origin=ORIGIN)
+        assert done.restoration.reapplied == ((1, head + 1), (2, head + 2))
+        assert done.restoration.head == head + 2
+        assert await files_of(store) == {**BEFORE, "notes/0.md": "rewritten after the wipe\n", "later.md": "later\n"}
+        assert (await admin.revisions("later.md"))[0].origin.principal_id == "ghost"
+        assert await admin.verify() == []
+        again = await admin.recover(None, origin=ORIGIN)
+        assert not again.restoration.changed and again.restoration.head == head + 2
+
+
+async def test_a_damaged_object_is_put_back_from_its_first_version(versioned_url: str) -> None:
+    head = await written(versioned_url, BEFORE, options=LogOptions())
+    overwrite(versioned_url, log_key(3), b'{"not": "a commit"}')
+    async with open_store(versioned_url) as store:
+        with pytest.raises(MemoryStoreError) as caught:
+            await store.list()
+        assert "corrupt" in str(caught.value)
+        done = await MemoryAdmin(store).recover(None, origin=ORIGIN)
+        assert done.restoration.repaired == (log_key(3),) and done.restoration.head == head
+        assert await files_of(store) == BEFORE
+        assert await MemoryAdmin(store).verify() == []
 
 
 async def test_recover_after_purge_and_compaction(versioned_url: str) -> None:
@@ -40,11 +137,32 @@ async def test_recover_after_purge_and_compaction(versioned_url: str) -> None:
         with pytest.raises(MemoryStoreError) as caught:
             await MemoryAdmin(store).read_at("f1.md", "2")
         assert caught.value.code == "not_found", "the live log no longer reaches before the purge"
-        seq = await MemoryAdmin(store).recover(moment, origin=ORIGIN)
-        assert seq == 7
-        files = {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
-        assert files == {f"f{index}.md": f"text {index}\n" for index in range(4)}
+        done = await MemoryAdmin(store).recover(moment, origin=ORIGIN)
+        assert not done.restoration.changed, "compaction removed nothing recovery has to put back"
+        assert done.as_of_commit == 7
+        assert await files_of(store) == {f"f{index}.md": f"text {index}\n" for index in range(4)}
         assert await MemoryAdmin(store).verify() == []
+
+
+def test_versioning_turned_on_late_keeps_the_first_objects(s3_endpoint: str) -> None:
+    """Objects written before versioning was on are the version "null", and recovery reads them."""
+    import botocore.session
+
+    s3 = botocore.session.get_session().create_client("s3")
+    bucket = f"late-{unique_prefix().rsplit('/', 1)[1]}"
+    s3.create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/memory"
+    head = asyncio.run(written(url, dict(list(BEFORE.items())[:3])))
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    head = asyncio.run(written(url, dict(list(BEFORE.items())[3:])))
+    wipe(url)
+
+    async def recovered() -> tuple[int, dict[str, str]]:
+        async with open_store(url) as store:
+            done = await MemoryAdmin(store).recover(None, origin=ORIGIN)
+            return done.restoration.head, await files_of(store)
+
+    assert asyncio.run(recovered()) == (head, BEFORE)
 
 
 def test_cli_recovers_a_deleted_prefix(versioned_url: str, tmp_path: Path) -> None:
@@ -55,20 +173,22 @@ def test_cli_recovers_a_deleted_prefix(versioned_url: str, tmp_path: Path) -> No
     (seed / "notes").mkdir()
     (seed / "notes" / "a.md").write_text("a note\n")
 
-    def run(*arguments: str) -> str:
+    def run(*arguments: str, expect: int = 0) -> str:
         done = subprocess.run([command, *arguments], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        assert done.returncode == expect, done.stdout + done.stderr
+        return done.stdout + done.stderr
 
     run("import", versioned_url, str(seed))
-    run("cat", versioned_url, "plan.md")
     head = json.loads(run("stats", versioned_url, "--json"))["head"]
     wipe(versioned_url)
-    assert json.loads(run("ls", versioned_url, "--json")) == []
-    output = run("recover", versioned_url, "--as-of", "2100-01-01T00:00:00")
-    assert "already" in output, "re-creating the deleted objects brought the memory back as it was"
+    assert "memory_deleted" in run("ls", versioned_url, expect=3)
+    output = run("recover", versioned_url)
+    assert (
+        "restored 1 deleted object: log/00000000000000000001.json" in output
+        and f"whole again, up to commit {head}" in output
+    )
+    assert "nothing to restore" in run("recover", versioned_url)
     assert run("cat", versioned_url, "notes/a.md") == "a note\n"
-    assert json.loads(run("stats", versioned_url, "--json"))["head"] == head
     assert "ok" in run("verify", versioned_url)
 
     # And a purged memory: recover as of the moment before the purge, as a new commit.
@@ -84,13 +204,16 @@ async def purge(url: str) -> None:
         await store.purge()
 
 
+def _bucket_and_prefix(url: str) -> tuple[str, str]:
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    return bucket, prefix
+
+
 def wipe(url: str) -> None:
     """Delete every object under the prefix, as `aws s3 rm --recursive` or `gcloud storage rm` would."""
-    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    bucket, prefix = _bucket_and_prefix(url)
     if url.startswith("s3://"):
-        import botocore.session
-
-        s3 = botocore.session.get_session().create_client("s3")
+        s3 = _s3()
         keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key} for key in keys]})
     else:
@@ -99,3 +222,20 @@ def wipe(url: str) -> None:
         client = storage.Client()
         for blob in client.list_blobs(bucket, prefix=prefix):
             blob.delete()
+
+
+def overwrite(url: str, key: str, data: bytes) -> None:
+    """Replace one object unconditionally, as a stray `aws s3 cp` would."""
+    bucket, prefix = _bucket_and_prefix(url)
+    if url.startswith("s3://"):
+        _s3().put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=data)
+    else:
+        from google.cloud import storage
+
+        storage.Client().bucket(bucket).blob(f"{prefix}/{key}").upload_from_string(data)
+
+
+def _s3() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().create_client("s3")

@@ -17,7 +17,7 @@ from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, va
 from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin, off_loop, stored_size
 from .history import History, Problem
 from .housekeeping import Compaction
-from .recovery import Recovery
+from .recovery import Recovery, Restoration
 from .state import State
 from .store import LogFileStore, checked_size, file_text
 
@@ -54,6 +54,16 @@ class Stats:
     checkpoints: int
     checkpoint: int | None
     checkpoint_age: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What `recover` did: the restoration, the commit that made the memory what it was at the moment
+    asked for (None: none asked, or it already was), and the bucket's versioning now."""
+
+    restoration: Restoration
+    as_of_commit: int | None
+    versioning: str
 
 
 class MemoryAdmin:
@@ -125,14 +135,15 @@ class MemoryAdmin:
         """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
         return await self._become(await self.history.state_at(seq), origin)
 
-    async def recover(self, moment: datetime, *, origin: Origin) -> int | None:
-        """Make the memory what it was at `moment`, from the bucket's object versions, as one new commit.
+    async def recover(self, moment: datetime | None, *, origin: Origin) -> Recovered:
+        """Bring back every acknowledged commit from the bucket's object versions (see `Recovery.restore`),
+        then, given a `moment`, make the memory what it was then, as one new commit.
 
-        Reaches past a purge, compaction or a deleted prefix (whose objects are re-created first, so
-        the log resumes where it was). The new seq, or None when the memory already was that.
+        Reaches past a deleted prefix, damaged objects, a purge or compaction.
         """
-        await self.recovery.undelete()
-        return await self._become(await self.recovery.state_as_of(moment), origin)
+        restoration = await self.recovery.restore()
+        seq = None if moment is None else await self._become(await self.recovery.state_as_of(moment), origin)
+        return Recovered(restoration, seq, await self.recovery.versioning())
 
     async def _become(self, target: State, origin: Origin) -> int | None:
         return await self.put_files(

@@ -11,7 +11,7 @@ import difflib
 import getpass
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -290,18 +290,68 @@ def compact(url: Url) -> None:
 @app.command()
 def recover(
     url: Url,
-    as_of: Annotated[str, typer.Option("--as-of", help="The moment to bring back (ISO 8601; UTC if no zone).")],
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Then make the memory what it was at this moment (ISO 8601).")
+    ] = None,
+    as_json: Json = False,
 ) -> None:
-    """Bring the memory back as it was at a moment, from the bucket's object versions, as a new commit.
+    """Bring back every acknowledged commit from the bucket's object versions.
 
-    Reaches past a purge, compaction or a deleted prefix; needs versioning on the bucket.
+    Re-creates what a deleted prefix lost, repairs damaged objects, and re-applies on top, as new
+    commits, what writers committed after a wipe. With --as-of, then makes the memory what it was
+    at that moment, as one new commit (past a purge or compaction). Safe to run again and while
+    agents write. Needs versioning on the bucket.
     """
-    moment = _moment(as_of)
-    seq = _run(lambda admin: admin.recover(moment, origin=_origin("recover")), url)
-    out.print(
-        f"already as at {moment.isoformat()}"
-        if seq is None
-        else f"recovered as at {moment.isoformat()} as commit {seq}"
+    moment = _moment(as_of) if as_of is not None else None
+    done = _run(lambda admin: admin.recover(moment, origin=_origin("recover")), url)
+    restoration = done.restoration
+    if as_json:
+        _print_json(
+            {
+                "restored": list(restoration.restored),
+                "repaired": list(restoration.repaired),
+                "reapplied": [{"from": old, "to": new} for old, new in restoration.reapplied],
+                "head": restoration.head,
+                "as_of_commit": done.as_of_commit,
+                "versioning": done.versioning,
+            }
+        )
+        return
+    if restoration.restored:
+        out.print(f"restored {_count(restoration.restored, 'deleted object')}: {_keys(restoration.restored)}")
+    if restoration.repaired:
+        out.print(f"repaired {_count(restoration.repaired, 'damaged object')}: {_keys(restoration.repaired)}")
+    for old, new in restoration.reapplied:
+        landed = f"as commit {new}" if new is not None else "(nothing left to change)"
+        out.print(f"re-applied commit {old} of the log begun after the wipe {landed}")
+    if not restoration.changed:
+        out.print(f"nothing to restore: every acknowledged commit is in place, up to commit {restoration.head}")
+    else:
+        out.print(f"the memory is whole again, up to commit {restoration.head}")
+    if moment is not None:
+        out.print(
+            f"already as at {moment.isoformat()}"
+            if done.as_of_commit is None
+            else f"made as at {moment.isoformat()} as commit {done.as_of_commit}"
+        )
+    if done.versioning != "enabled":
+        err.print(_versioning_warning(done.versioning, url))
+
+
+def _count(items: Sequence[object], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return ", ".join(keys) if len(keys) <= 6 else f"{', '.join(keys[:3])}, ... {', '.join(keys[-2:])}"
+
+
+def _versioning_warning(versioning: str, url: str) -> str:
+    if versioning == "unknown":
+        return f"warning: cannot read the versioning of {url} (no permission); recovery depends on it."
+    return (
+        f"warning: versioning is {versioning} on {url}: a deleted or overwritten object cannot be brought back. "
+        "Turn it on (`bucket-memory init --enable-versioning`)."
     )
 
 

@@ -18,7 +18,7 @@ from google.cloud import storage
 
 from .deadline import check_seconds
 from .gcs_http import AbortableCall, make_abortable
-from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
+from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 
@@ -80,6 +80,15 @@ class GCSObjectStore:
     async def get_version(self, key: str, version: str) -> bytes | None:
         return await self._run(self._get, key, int(version))
 
+    async def has_past(self, prefix: str) -> bool:
+        return await self._run(self._has_past, prefix)
+
+    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
+        return await self._run(self._replace, key, data, int(tag))
+
+    async def versioning(self) -> Versioning:
+        return await self._run(self._versioning)
+
     async def now(self) -> float:
         return self.clock.now()
 
@@ -121,10 +130,32 @@ class GCSObjectStore:
         blobs = self.client.list_blobs(
             self.bucket, prefix=self.prefix + prefix, versions="true", timeout=_TIMEOUT, retry=None
         )
-        return [
-            ObjectVersion(blob.name[len(self.prefix) :], str(blob.generation), blob.time_created.timestamp())
+        found = [
+            ObjectVersion(
+                blob.name[len(self.prefix) :], str(blob.generation), blob.time_created.timestamp(), str(blob.generation)
+            )
             for blob in blobs
         ]
+        return sorted(found, key=lambda version: (version.key, int(version.version)))  # generations rise
+
+    def _has_past(self, prefix: str) -> bool:
+        blobs = self.client.list_blobs(
+            self.bucket, prefix=self.prefix + prefix, versions="true", max_results=1, timeout=_TIMEOUT, retry=None
+        )
+        return any(True for _ in blobs)
+
+    def _replace(self, key: str, data: bytes, generation: int) -> bool:
+        try:
+            self.bucket.blob(self.prefix + key).upload_from_string(
+                data, content_type="application/json", if_generation_match=generation, timeout=_TIMEOUT, retry=None
+            )
+        except api.PreconditionFailed:
+            return False
+        return True
+
+    def _versioning(self) -> Versioning:
+        self.bucket.reload(timeout=_TIMEOUT, retry=None)
+        return "enabled" if self.bucket.versioning_enabled else "off"
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(api.NotFound):

@@ -18,6 +18,15 @@ from .state import State
 logger = logging.getLogger(__name__)
 
 
+def deleted(location: str) -> MemoryStoreError:
+    return MemoryStoreError(
+        "memory_deleted",
+        f"{location} was deleted: its log is gone, but the bucket still holds old versions of its objects. "
+        f"Nothing was read or written. Run `bucket-memory recover {location}` to bring it back with every "
+        "acknowledged commit, or use another prefix for a new memory.",
+    )
+
+
 class Head:
     """The state at a memory's head as this process last saw it, and the moment it was proven current.
 
@@ -153,6 +162,8 @@ class Head:
                 self._state = state
                 return
             listed = await reader.list_log(after=state.head)
+            if not checkpoints and (listed[0][0] if listed else 0) != 1 and await reader.log_existed():
+                raise deleted(reader.location)
             if listed and listed[0][0] != state.head + 1:
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"

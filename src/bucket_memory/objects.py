@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
@@ -73,22 +73,42 @@ class ObjectStore(Protocol):
         ...
 
 
+type Versioning = Literal["enabled", "suspended", "off"]
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectVersion:
-    """One stored version of an object, current or not (a bucket with versioning keeps deleted ones)."""
+    """One stored version of an object, current or not (a bucket with versioning keeps deleted ones).
+
+    `version` names it for reading (an S3 version id, "null" for one written before versioning
+    was on; a GCS generation), `tag` for a conditional overwrite of it (an S3 ETag, a generation).
+    """
 
     key: str
     version: str
     modified: float
+    tag: str
 
 
 @runtime_checkable
 class VersionedObjectStore(ObjectStore, Protocol):
-    """An object store whose bucket keeps old versions: what recovery after a purge or a wipe reads."""
+    """An object store whose bucket keeps old versions: what recovery after a purge or a wipe reads.
+
+    `list_versions` gives every content version under a prefix (delete markers left out), each
+    key's oldest first. `has_past` tells in one request whether anything (a version or a delete
+    marker) is stored under a prefix. `replace` overwrites a key only while it holds the version
+    `tag` names, and says whether it did.
+    """
 
     async def list_versions(self, prefix: str) -> list[ObjectVersion]: ...
 
     async def get_version(self, key: str, version: str) -> bytes | None: ...
+
+    async def has_past(self, prefix: str) -> bool: ...
+
+    async def replace(self, key: str, data: bytes, *, tag: str) -> bool: ...
+
+    async def versioning(self) -> Versioning: ...
 
 
 class ServerClock:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, key_seq, log_key
-from .objects import ObjectInfo, ObjectStore
+from .objects import ObjectInfo, ObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
+
+logger = logging.getLogger(__name__)
 
 
 class LogReader:
@@ -66,6 +69,27 @@ class LogReader:
             return commit
 
         return await gather_bounded([seq for seq, _ in listed], fetch)
+
+    async def log_existed(self) -> bool:
+        """Whether the bucket keeps old versions or delete markers of the log: the memory existed once.
+
+        One request. False where the bucket keeps no versions (a local directory, an S3 Express
+        directory bucket) or the credentials may not list them (logged: a wiped memory then looks new).
+        """
+        objects = self.objects
+        if not isinstance(objects, VersionedObjectStore) or not objects.ordered_listing:
+            return False
+        try:
+            return await retrying(
+                lambda: objects.has_past(LOG_PREFIX),
+                what=f"Listing object versions of {self.location}",
+                attempts=self.attempts,
+            )
+        except MemoryStoreError as error:
+            if error.code != "forbidden":
+                raise
+            logger.warning("%s: cannot tell whether this empty memory was deleted: %s", self.location, error)
+            return False
 
     async def load_checkpoint(self, key: str) -> State | None:
         """The state a checkpoint holds, or None if it is gone."""

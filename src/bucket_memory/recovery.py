@@ -1,18 +1,74 @@
-"""Recovery from the bucket's object versions: states that compaction, a purge or a wiped prefix removed."""
+"""Recovery from the bucket's object versions: a wiped prefix, damaged objects, states that
+compaction or a purge removed.
+
+The memory's history is in the first stored version of each key: the log creates every key once,
+so a later version can only be a re-creation (a log begun again after the prefix was wiped) or an
+overwrite (damage). `restore` puts the first versions back and re-applies the commits of a log
+begun after a wipe on top as new commits; `state_as_of` reads the memory at a past moment.
+"""
 
 from __future__ import annotations
 
 import functools
 import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from a13n_harness.providers.memory import MemoryStoreError
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, checkpoint_key, key_seq
+from .codec import (
+    CHECKPOINT_PREFIX,
+    GENESIS_HASH,
+    LOG_PREFIX,
+    Change,
+    Commit,
+    CorruptObjectError,
+    checkpoint_key,
+    key_seq,
+    log_key,
+)
 from .log import CommitLog
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Restoration:
+    """What `Recovery.restore` did.
+
+    `restored`: keys re-created from their first version (deleted ones). `repaired`: keys that
+    held damaged bytes, put back. `reapplied`: for each commit of a log begun after a wipe, its
+    seq there and the seq of the new commit that carries its changes (None: nothing left to
+    change). `head`: the memory's head once done.
+    """
+
+    restored: tuple[str, ...]
+    repaired: tuple[str, ...]
+    reapplied: tuple[tuple[int, int | None], ...]
+    head: int
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.restored or self.repaired or self.reapplied)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """Every stored version of the memory's own keys, each key's oldest first."""
+
+    versions: dict[str, list[ObjectVersion]]
+
+    def first(self, key: str) -> ObjectVersion | None:
+        found = self.versions.get(key)
+        return found[0] if found else None
+
+    def keys(self, prefix: str) -> list[tuple[int, str]]:
+        return sorted((seq, key) for key in self.versions if key.startswith(prefix) and (seq := key_seq(key)))
 
 
 class Recovery:
@@ -21,22 +77,66 @@ class Recovery:
     def __init__(self, log: CommitLog) -> None:
         self.log = log
 
+    async def restore(self) -> Restoration:
+        """Bring back every acknowledged commit from the bucket's versions, keeping those made since.
+
+        Puts back, create-only and newest first, the first version of every key of the longest
+        chain of first versions (so a writer that resumes meanwhile can only extend that chain),
+        repairs keys whose bytes were damaged, and re-applies the commits of a log begun again
+        after a wipe as new commits on top. Safe to run again and while writers run: a second run
+        finds nothing to do.
+        """
+        objects, location = self._versioned(), self.log.location
+        async with self.log.exclusive():
+            stored = await self._stored(objects)
+            firsts = await self._first_commits(stored)
+            base, head = await self._longest_chain(stored, firsts)
+            live = {key: info for _, info in await self.log.reader.list_log() for key in [info.key]}
+            live |= {info.key: info for _, info in await self.log.reader.list_checkpoints()}
+            kept = [log_key(seq) for seq in range(max(base, 1), head + 1)]
+            kept += [
+                key
+                for seq, key in stored.keys(CHECKPOINT_PREFIX)
+                if base <= seq <= head and (seq == base or await self._fits(stored, firsts, seq))
+            ]
+            # The log begun after a wipe: live commits that are not the chain's, read before they are replaced.
+            later = _begun_after_wipe(
+                [
+                    commit
+                    for key in live
+                    if key.startswith(LOG_PREFIX)
+                    and (commit := await self._later_commit(stored, firsts, key, head)) is not None
+                ]
+            )
+            if later:  # its writers' next keys must hold the chain's commits, so that they reload
+                kept += [log_key(seq) for seq in range(1, base) if log_key(seq) in firsts]
+            restored: list[str] = []
+            repaired: list[str] = []
+            for key in sorted(set(kept), key=_newest_first):
+                outcome = await self._put_back(objects, stored, key, live.get(key) is not None)
+                (restored if outcome == "restored" else repaired if outcome == "repaired" else []).append(key)
+            for key in sorted(live):
+                seq = key_seq(key) or 0
+                if seq > head or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept):
+                    # Past the chain, or a checkpoint of another chain: read (and kept as a version) above.
+                    await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
+                    logger.info("%s: removed %s, which is not of the memory's chain", location, key)
+            self.log.forget()
+        reapplied = [(commit.seq, await self._reapply(commit)) for commit in later]
+        return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
+
     async def state_as_of(self, moment: datetime) -> State:
         """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a checkpoint."""
-        objects, location = self._versioned(), self.log.location
-        original = await self._original_versions(objects)
-        logs = [version for key, version in original.items() if key.startswith(LOG_PREFIX)]
-        fetched = await gather_bounded(logs, self._fetch)
-        decoded = sorted([await Commit.read(location, key, data) for key, data in fetched], key=lambda c: c.seq)
+        location = self.log.location
+        stored = await self._stored(self._versioned())
+        firsts = await self._first_commits(stored)
+        decoded = sorted(firsts.values(), key=lambda commit: commit.seq)
         # The run made by `moment`, stopped at the first commit made later (as `seq_at` does).
         commits = {commit.seq: commit for commit in itertools.takewhile(lambda c: c.moment <= moment, decoded)}
         if not commits:
             raise MemoryStoreError("not_found", f"No stored version of {location} holds a commit made by {moment}.")
         target = max(commits)
-        bases = sorted(
-            (seq for key in original if key.startswith(CHECKPOINT_PREFIX) and (seq := key_seq(key) or 0) <= target),
-            reverse=True,
-        )
+        bases = sorted((seq for seq, _ in stored.keys(CHECKPOINT_PREFIX) if seq <= target), reverse=True)
         for base in [*bases, 0]:
             if all(seq in commits for seq in range(base + 1, target + 1)):
                 break
@@ -44,33 +144,121 @@ class Recovery:
             raise MemoryStoreError("not_found", f"The stored versions of {location} have gaps before commit {target}.")
         state = State(format=self.log.format)
         if base:
-            key, data = await self._fetch(original[checkpoint_key(base)])
-            state = await State.read_checkpoint(location, key, data, self.log.format)
+            data = await self._read(stored.first(checkpoint_key(base)))
+            state = await State.read_checkpoint(location, checkpoint_key(base), data, self.log.format)
         for seq in range(base + 1, target + 1):
             state.apply(commits[seq], location)
         return state
 
-    async def undelete(self) -> int:
-        """When the live log is gone entirely (a deleted prefix), re-create its objects from their versions.
-
-        The log then resumes where it was, so versions are never reused. Returns how many objects
-        were re-created; 0 when the log is live.
-        """
-        async with self.log.exclusive():
-            if await self.log.reader.list_log():
-                return 0
-            objects = self._versioned()
-            original = await self._original_versions(objects)
-            created = 0
-            for key, version in sorted(original.items()):
-                _, data = await self._fetch(version)
-                if await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
-                    created += 1
-            self.log.forget()
-            return created
-
-    async def _fetch(self, version: ObjectVersion) -> tuple[str, bytes]:
+    async def versioning(self) -> str:
+        """Whether the bucket keeps versions: "enabled", "suspended", "off"; "unknown" where it may not say."""
         objects = self._versioned()
+        try:
+            return await retrying(objects.versioning, what=f"Reading the versioning of {objects.location}")
+        except MemoryStoreError as error:
+            if error.code != "forbidden":
+                raise
+            return "unknown"
+
+    async def _put_back(self, objects: VersionedObjectStore, stored: _Stored, key: str, live: bool) -> str | None:
+        """Make `key` hold its first version: "restored" (it was gone), "repaired" (it held other
+        bytes), or None (it already did)."""
+        first = stored.first(key)
+        assert first is not None
+        data = await self._read(first)
+        for _ in range(self.log.options.request_attempts):
+            if not live and await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
+                return "restored"
+            current = await self.log.reader.get(key)
+            if current == data:
+                return None
+            live = current is not None
+            newest = (await self._stored(objects, key)).versions.get(key, [])
+            if live and newest:
+                replace = functools.partial(objects.replace, key, data, tag=newest[-1].tag)
+                if await retrying(replace, what=f"Repairing {key}"):
+                    return "repaired"
+        raise MemoryStoreError("unavailable", f"{self.log.location}/{key} kept changing while it was restored.")
+
+    async def _later_commit(self, stored: _Stored, firsts: dict[str, Commit], key: str, head: int) -> Commit | None:
+        """The live commit at `key` if a log begun after a wipe wrote it (None: the chain's own, or damage)."""
+        seq = key_seq(key) or 0
+        versions = stored.versions.get(key, [])
+        if seq <= head and len(versions) == 1:
+            return None  # only the first version: the chain's
+        data = await self._read(versions[-1]) if versions else await self.log.reader.get(key)
+        if data is None:
+            return None
+        try:
+            commit = await Commit.read(self.log.location, key, data)
+        except CorruptObjectError:
+            return None  # damage, which putting back the first version repairs
+        first = firsts.get(key)
+        return None if first is not None and first.id == commit.id and seq <= head else commit
+
+    async def _reapply(self, commit: Commit) -> int | None:
+        """Commit the changes of a commit from a log begun after a wipe on top of the restored memory,
+        each as its writer meant it, leaving out what no longer applies (a delete of a file now gone)."""
+
+        def plan(state: State) -> Sequence[Change]:
+            scratch, kept = state.copy(), []
+            for change in commit.changes:
+                try:
+                    scratch.apply_change(change, state.head + 1)
+                except MemoryStoreError as refused:
+                    logger.info("%s: left out %s: %s", self.log.location, change, refused)
+                    continue
+                kept.append(change if change.origin else change.model_copy(update={"origin": commit.origin}))
+            return kept
+
+        return await self.log.commit(plan, Origin(run_id="bucket-memory recover"))
+
+    async def _longest_chain(self, stored: _Stored, firsts: dict[str, Commit]) -> tuple[int, int]:
+        """The base (a checkpoint's seq, or 0) and head of the longest run of first versions that chain,
+        from a checkpoint of this memory (not of a log begun after a wipe) or from commit 1."""
+        by_seq = {commit.seq: commit for commit in firsts.values()}
+        runs: list[tuple[int, int]] = []
+        for base in [0, *(seq for seq, _ in stored.keys(CHECKPOINT_PREFIX) if seq in by_seq)]:
+            previous = by_seq[base].hash if base else GENESIS_HASH
+            head = base
+            while (following := by_seq.get(head + 1)) is not None and following.prev == previous:
+                head, previous = head + 1, following.hash
+            runs.append((head, base))
+        for head, base in sorted(runs, reverse=True):
+            if head and (base == 0 or await self._fits(stored, firsts, base)):
+                return base, head
+        raise MemoryStoreError("not_found", f"The bucket keeps no version of a commit of {self.log.location}.")
+
+    async def _fits(self, stored: _Stored, firsts: dict[str, Commit], seq: int) -> bool:
+        """Whether the first version of checkpoint `seq` is the state at the first version of commit
+        `seq`, of the memory whose first commit 1 the bucket keeps (when it still does)."""
+        key = checkpoint_key(seq)
+        try:
+            state = await State.read_checkpoint(
+                self.log.location, key, await self._read(stored.first(key)), self.log.format
+            )
+        except CorruptObjectError:
+            return False
+        genesis = firsts.get(log_key(1))
+        return state.head_hash == firsts[log_key(seq)].hash and (
+            genesis is None or state.genesis in (None, genesis.hash)
+        )
+
+    async def _first_commits(self, stored: _Stored) -> dict[str, Commit]:
+        """The first stored version of every log key, decoded; damaged ones left out."""
+        keys = [key for _, key in stored.keys(LOG_PREFIX)]
+        data = await gather_bounded(keys, lambda key: self._read(stored.first(key)))
+        decoded: dict[str, Commit] = {}
+        for key, body in zip(keys, data, strict=True):
+            try:
+                decoded[key] = await Commit.read(self.log.location, key, body)
+            except CorruptObjectError as error:
+                logger.warning("%s: the first version of %s is not usable: %s", self.log.location, key, error.reason)
+        return decoded
+
+    async def _read(self, version: ObjectVersion | None) -> bytes:
+        objects = self._versioned()
+        assert version is not None
         data = await retrying(
             functools.partial(objects.get_version, version.key, version.version),
             what=f"Reading {self.log.location}/{version.key}",
@@ -79,19 +267,17 @@ class Recovery:
             raise MemoryStoreError(
                 "unavailable", f"{self.log.location}/{version.key} version {version.version} vanished."
             )
-        return version.key, data
+        return data
 
-    async def _original_versions(self, objects: VersionedObjectStore) -> dict[str, ObjectVersion]:
-        """The first stored version of every commit and checkpoint key, deleted or not.
-
-        The first version is the one the store created; a later one could only be a re-creation.
-        """
-        original: dict[str, ObjectVersion] = {}
-        versions = await retrying(functools.partial(objects.list_versions, ""), what=f"Listing {objects.location}")
-        for version in sorted(versions, key=lambda version: version.modified):
+    async def _stored(self, objects: VersionedObjectStore, prefix: str = "") -> _Stored:
+        versions = await retrying(
+            functools.partial(objects.list_versions, prefix), what=f"Listing versions of {objects.location}"
+        )
+        found: dict[str, list[ObjectVersion]] = {}
+        for version in versions:
             if key_seq(version.key) is not None:
-                original.setdefault(version.key, version)
-        return original
+                found.setdefault(version.key, []).append(version)
+        return _Stored(found)
 
     def _versioned(self) -> VersionedObjectStore:
         if not isinstance(self.log.objects, VersionedObjectStore):
@@ -100,3 +286,22 @@ class Recovery:
                 f"{self.log.location} keeps no object versions to recover from; restore a backup instead.",
             )
         return self.log.objects
+
+
+def _begun_after_wipe(candidates: Sequence[Commit]) -> list[Commit]:
+    """The run of `candidates` that chains from a new commit 1: a log begun again after a wipe.
+    Anything else (a foreign or damaged object) is not re-applied."""
+    run: list[Commit] = []
+    previous = GENESIS_HASH
+    for commit in sorted(candidates, key=lambda commit: commit.seq):
+        if commit.seq != len(run) + 1 or commit.prev != previous:
+            break
+        run.append(commit)
+        previous = commit.hash
+    return run
+
+
+def _newest_first(key: str) -> tuple[int, int]:
+    """Log keys from the newest, then checkpoints: a chain put back from the top down is never extended
+    by a writer that finds a hole in it, and a cold start never meets a checkpoint before its log."""
+    return (0 if key.startswith(LOG_PREFIX) else 1, -(key_seq(key) or 0))

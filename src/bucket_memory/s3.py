@@ -23,7 +23,7 @@ from botocore.exceptions import (
 from botocore.handlers import add_expect_header
 
 from .deadline import check_seconds
-from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError
+from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
 from .urls import check_prefix
 
@@ -119,19 +119,53 @@ class S3ObjectStore:
             raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
-        """Every content version under the prefix (delete markers left out), from ListObjectVersions."""
+        """Every content version under the prefix (delete markers left out), each key's oldest first.
+
+        ListObjectVersions lists each key's versions newest first; an object written before
+        versioning was turned on is the version "null".
+        """
         found: builtins.list[ObjectVersion] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         while True:
             page = await self._call(lambda client: client.list_object_versions(**arguments), prefix)
             found.extend(
-                ObjectVersion(item["Key"][len(self.prefix) :], item["VersionId"], item["LastModified"].timestamp())
+                ObjectVersion(
+                    item["Key"][len(self.prefix) :],
+                    item.get("VersionId") or "null",
+                    item["LastModified"].timestamp(),
+                    item.get("ETag", ""),
+                )
                 for item in page.get("Versions", ())
-                if item.get("VersionId") not in (None, "null")
             )
             if not page.get("IsTruncated"):
-                return found
+                break
             arguments["KeyMarker"], arguments["VersionIdMarker"] = page["NextKeyMarker"], page["NextVersionIdMarker"]
+        by_key: dict[str, builtins.list[ObjectVersion]] = {}
+        for version in found:
+            by_key.setdefault(version.key, []).append(version)
+        return [version for versions in by_key.values() for version in reversed(versions)]
+
+    async def has_past(self, prefix: str) -> bool:
+        page = await self._call(
+            lambda client: client.list_object_versions(Bucket=self.bucket, Prefix=self.prefix + prefix, MaxKeys=1),
+            prefix,
+        )
+        return bool(page.get("Versions") or page.get("DeleteMarkers"))
+
+    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
+        try:
+            await self._call(
+                lambda client: client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, IfMatch=tag),
+                key,
+            )
+        except (_Exists, _Missing):
+            return False  # it no longer holds that version (412), or no longer exists
+        return True
+
+    async def versioning(self) -> Versioning:
+        answer = await self._call(lambda client: client.get_bucket_versioning(Bucket=self.bucket), "")
+        status = answer.get("Status")
+        return "enabled" if status == "Enabled" else "suspended" if status == "Suspended" else "off"
 
     async def get_version(self, key: str, version: str) -> bytes | None:
         return await self._read(

@@ -17,9 +17,11 @@ from typing import Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore
+from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
 
-type Operation = Literal["get", "create", "list", "delete", "list_versions", "get_version"]
+type Operation = Literal[
+    "get", "create", "list", "delete", "list_versions", "get_version", "has_past", "replace", "versioning"
+]
 type Fault = Literal["fail_before", "lose_reply", "refuse", "unmapped", "crash_before", "crash_after"]
 
 
@@ -114,6 +116,28 @@ class FaultyObjectStore:
         fault = await self._before("get_version", key)
         found = await inner.get_version(key, version)
         await self._after("get_version", key, fault)
+        return found
+
+    async def has_past(self, prefix: str) -> bool:
+        inner = self._versioned()
+        fault = await self._before("has_past", prefix)
+        found = await inner.has_past(prefix)
+        await self._after("has_past", prefix, fault)
+        return found
+
+    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
+        inner = self._versioned()
+        fault = await self._before("replace", key)
+        self.bytes_sent += len(data)
+        replaced = await inner.replace(key, data, tag=tag)
+        await self._after("replace", key, fault)
+        return replaced
+
+    async def versioning(self) -> Versioning:
+        inner = self._versioned()
+        fault = await self._before("versioning", "")
+        found = await inner.versioning()
+        await self._after("versioning", "", fault)
         return found
 
     def _versioned(self) -> VersionedObjectStore:
