@@ -70,8 +70,8 @@ async def test_gcs_request_counts(gcs_client: Any) -> None:
 async def test_a_missing_bucket_is_named(scheme: str, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("s3_endpoint" if scheme == "s3" else "gcs_endpoint")
     with pytest.raises(MemoryStoreError) as caught:
-        async with open_store(f"{scheme}://no-such-bucket-here/memory"):
-            pass
+        async with open_store(f"{scheme}://no-such-bucket-here/memory") as store:
+            await store.list()  # opening sends nothing: the first use meets the missing bucket
     assert caught.value.code == "unavailable"
     assert "no-such-bucket-here" in str(caught.value) and "does not exist" in str(caught.value)
 

@@ -257,8 +257,8 @@ async def test_an_unknown_aws_profile_is_a_store_error(monkeypatch: pytest.Monke
     monkeypatch.setenv("AWS_PROFILE", "no-such-profile-here")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     with pytest.raises(MemoryStoreError) as caught:
-        async with open_store("s3://bucket/memory"):
-            pass
+        async with open_store("s3://bucket/memory") as store:
+            await store.list()
     assert caught.value.code == "forbidden" and "no-such-profile-here" in str(caught.value)
 
 

@@ -52,11 +52,13 @@ def _origin(command: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command}", principal_id=user)
 
 
-def _run[T](work: Callable[[MemoryAdmin], Awaitable[T]], url: str) -> T:
-    """Open the memory, run `work` on it, and turn a store error into a message and exit code 3."""
+def _run[T](work: Callable[[MemoryAdmin], Awaitable[T]], url: str, *, read_only: bool = False) -> T:
+    """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
+
+    A command that only reads opens the store `read_only`, so it needs only read permissions."""
 
     async def opened() -> T:
-        async with open_store(url) as store:
+        async with open_store(url, read_only=read_only) as store:
             return await work(MemoryAdmin(store))
 
     with _store_errors():
@@ -106,7 +108,7 @@ def _progress(description: str) -> Iterator[Callable[[int, int], None]]:
 @app.command()
 def ls(url: Url, as_json: Json = False) -> None:
     """List the files with their versions, sizes and descriptions."""
-    entries = _run(lambda admin: admin.store.list(), url)
+    entries = _run(lambda admin: admin.store.list(), url, read_only=True)
     if as_json:
         _print_json([asdict(entry) for entry in entries])
         return
@@ -123,7 +125,9 @@ def cat(
     version: Annotated[str | None, typer.Option(help="Show the file as of this version (commit).")] = None,
 ) -> None:
     """Print a file, now or as of a version."""
-    file = _run(lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url)
+    file = _run(
+        lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
+    )
     sys.stdout.write(file.text)
 
 
@@ -135,7 +139,7 @@ def log(
     as_json: Json = False,
 ) -> None:
     """Show the retained history: who changed what, when."""
-    revisions = _run(lambda admin: admin.revisions(path), url)[:limit]
+    revisions = _run(lambda admin: admin.revisions(path), url, read_only=True)[:limit]
     if as_json:
         _print_json([asdict(revision) for revision in revisions])
         return
@@ -161,7 +165,7 @@ def diff(
         after = await (admin.store.read(path) if end is None else admin.read_at(path, end))
         return before.text, after.text
 
-    before, after = _run(texts, url)
+    before, after = _run(texts, url, read_only=True)
     lines = difflib.unified_diff(
         before.splitlines(keepends=True),
         after.splitlines(keepends=True),
@@ -227,7 +231,7 @@ def export_files(url: Url, directory: Annotated[Path, typer.Argument(help="An em
                 advance(done, len(entries))
         return len(entries)
 
-    out.print(f"exported {_run(work, url)} files to {directory}")
+    out.print(f"exported {_run(work, url, read_only=True)} files to {directory}")
 
 
 @app.command("import")
@@ -262,7 +266,7 @@ def verify(url: Url, as_json: Json = False) -> None:
         with _progress("verifying") as advance:
             return await admin.verify(advance)
 
-    problems = _run(work, url)
+    problems = _run(work, url, read_only=True)
     if as_json:
         _print_json([asdict(problem) for problem in problems])
     elif problems:
@@ -358,7 +362,7 @@ def _versioning_warning(versioning: str, url: str) -> str:
 @app.command()
 def stats(url: Url, as_json: Json = False) -> None:
     """Files, bytes, commits, history floor and checkpoint age."""
-    result = _run(lambda admin: admin.stats(), url)
+    result = _run(lambda admin: admin.stats(), url, read_only=True)
     if as_json:
         _print_json(asdict(result))
         return
@@ -393,15 +397,25 @@ def init(
 
 @app.command()
 def doctor(url: Url) -> None:
-    """Check that the endpoint refuses a second create of one key (the store needs it); exit 1 if not."""
-    from .connect import check_create_only
+    """Check that the endpoint refuses a second create of one key (the store needs it), that the
+    memory loads, and whether the bucket keeps versions; exit 1 on a problem.
 
-    async def work(admin: MemoryAdmin) -> None:
+    The check creates and deletes one object under the prefix's doctor/ folder."""
+    from .connect import check_create_only
+    from .objects import VersionedObjectStore
+
+    async def work(admin: MemoryAdmin) -> str | None:
         await check_create_only(admin.store.log.objects)
         await admin.store.list()
+        if not isinstance(admin.store.log.objects, VersionedObjectStore):
+            return None
+        return await admin.recovery.versioning()
 
     try:
-        _run(work, url)
+        versioning = _run(work, url)
     except typer.Exit as exit:
         raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
     out.print(f"ok: {url} refuses duplicate creates and its memory loads")
+    if versioning not in (None, "enabled"):
+        err.print(_versioning_warning(versioning, url))
+        raise typer.Exit(EXIT_PROBLEMS)

@@ -27,14 +27,18 @@ async def open_store(
     format: FileFormat | None = None,
     options: LogOptions | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    read_only: bool = False,
+    check_endpoint: bool = False,
 ) -> AsyncIterator[LogFileStore]:
     """The memory at `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path.
 
     Cloud clients come from the standard credential chains and honour `AWS_ENDPOINT_URL` and
     `STORAGE_EMULATOR_HOST`; they are closed when the context exits, after the housekeeping that
-    the store's writes started.
+    the store's writes started. Opening sends no request; a `read_only` store refuses changes
+    before any. `check_endpoint` first checks that the endpoint refuses a second create of one key
+    (`check_create_only`, as `bucket-memory init` and `doctor` do).
     """
-    settings: dict[str, Any] = {"format": format, "options": options, "max_bytes": max_bytes}
+    settings: dict[str, Any] = {"format": format, "options": options, "max_bytes": max_bytes, "read_only": read_only}
     where = parse_url(url)
     if where.scheme == "s3":
         try:
@@ -44,7 +48,8 @@ async def open_store(
         objects = S3ObjectStore(bucket=where.bucket, prefix=where.prefix)
         try:
             store = LogFileStore(objects, **settings)
-            await _checked(store, (await objects.client()).meta.endpoint_url, where.bucket)
+            if check_endpoint:
+                await check_create_only(objects)
             yield store
             await store.settle()
         finally:
@@ -53,7 +58,8 @@ async def open_store(
         client = _gcs_client()
         try:
             store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
-            await _checked(store, os.environ.get("STORAGE_EMULATOR_HOST", "gcs"), where.bucket)
+            if check_endpoint:
+                await check_create_only(store.log.objects)
             yield store
             await store.settle()
         finally:
@@ -85,16 +91,6 @@ async def check_create_only(objects: ObjectStore) -> None:
             "Concurrent writers would overwrite each other's commits there, so bucket-memory refuses to use it. "
             "Use an endpoint that honours If-None-Match: * (S3) or ifGenerationMatch=0 (GCS).",
         )
-
-
-_CHECKED_ENDPOINTS: set[tuple[str, str]] = set()
-
-
-async def _checked(store: LogFileStore, endpoint: str, bucket: str) -> None:
-    """Check create-only writes once per endpoint and bucket in this process (a few requests per cold start)."""
-    if (endpoint, bucket) not in _CHECKED_ENDPOINTS:
-        await check_create_only(store.log.objects)
-        _CHECKED_ENDPOINTS.add((endpoint, bucket))
 
 
 def _gcs_client() -> Any:

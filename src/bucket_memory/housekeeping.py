@@ -68,6 +68,7 @@ class Housekeeper:
     async def compact(self) -> Compaction:
         """Delete log and checkpoint objects below the newest checkpoint that is older than the grace
         period and outside the history retention."""
+        self.log.check_writable()
         state = await self.log.proven_state()
         return await self.compact_below(state.head)
 

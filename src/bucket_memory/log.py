@@ -69,11 +69,15 @@ class CommitLog:
     against the state and returns the changes (or none, for a write that changes nothing).
     One lock serializes catch-up and commits within the process; mutations that arrive while a
     commit is under way are made together in the next one. `after_commit` is called, outside
-    the commit path, after every commit (housekeeping hooks in there).
+    the commit path, after every commit (housekeeping hooks in there). A `read_only` log refuses
+    every change before it sends a request.
     """
 
-    def __init__(self, objects: ObjectStore, *, format: FileFormat, options: LogOptions | None = None) -> None:
+    def __init__(
+        self, objects: ObjectStore, *, format: FileFormat, options: LogOptions | None = None, read_only: bool = False
+    ) -> None:
         self.options = options or LogOptions()
+        self.read_only = read_only
         self.reader = LogReader(objects, format=format, attempts=self.options.request_attempts)
         self.head = Head(self.reader, self.options)
         self.after_commit: Callable[[bool], Awaitable[None]] | None = None
@@ -120,6 +124,13 @@ class CommitLog:
         self._lock = asyncio.Lock()
         self._waiting, self._committer, self._housekeeper = [], None, None
 
+    def check_writable(self) -> None:
+        """Refuse, with `forbidden`, a change to a log opened read-only."""
+        if self.read_only:
+            raise MemoryStoreError(
+                "forbidden", f"{self.location} was opened read-only; open it without read_only to change it."
+            )
+
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
         """Hold off this process's catch-ups and commits (while recovery re-creates objects)."""
@@ -164,6 +175,7 @@ class CommitLog:
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
         A batch's requests must all be sent by the earliest deadline among its callers.
         """
+        self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
         request = Request(plan, origin, asyncio.get_running_loop().create_future(), end)

@@ -86,6 +86,7 @@ class Recovery:
         after a wipe as new commits on top. Safe to run again and while writers run: a second run
         finds nothing to do.
         """
+        self.log.check_writable()
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
             stored = await self._stored(objects)

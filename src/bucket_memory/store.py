@@ -39,7 +39,8 @@ class LogFileStore:
     Versions are the seqs of the commits that last wrote each file, as decimal strings, and the
     change cursor names the head seq and the memory. Every mutation validates `dependencies`,
     then `expected`, against the head and commits with one conditional create. Live content is
-    capped at `max_bytes` (`memory_full`). `local`, `s3` and `gcs` build one on each backend.
+    capped at `max_bytes` (`memory_full`). A `read_only` store refuses every change (`forbidden`)
+    before it sends a request. `local`, `s3` and `gcs` build one on each backend.
     """
 
     def __init__(
@@ -49,10 +50,11 @@ class LogFileStore:
         format: FileFormat | None = None,
         options: LogOptions | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        read_only: bool = False,
     ) -> None:
         self.format = format or FileFormat()
         self.max_bytes = max_bytes
-        self.log = CommitLog(objects, format=self.format, options=options)
+        self.log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
         self.housekeeper = Housekeeper(self.log)
         self._listing = _Listing()
 

@@ -119,7 +119,9 @@ class FaultyObjectStore:
         return found
 
     async def has_past(self, prefix: str) -> bool:
-        inner = self._versioned()
+        if not isinstance(self.inner, VersionedObjectStore):
+            return False  # a backend that keeps no versions keeps no past either
+        inner = self.inner
         fault = await self._before("has_past", prefix)
         found = await inner.has_past(prefix)
         await self._after("has_past", prefix, fault)
