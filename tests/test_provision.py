@@ -89,24 +89,80 @@ def test_init_s3(s3_endpoint: str) -> None:
     import botocore.session
 
     s3 = botocore.session.get_session().create_client("s3")
-    assert "created" in run("init", "s3://init-fresh/team")
+    made = run("init", "s3://init-fresh/team")
+    assert "+ bucket" in made and "create in us-east-1" in made and "refuses duplicate creates" in made
     assert s3.get_bucket_versioning(Bucket="init-fresh")["Status"] == "Enabled"
     (rule,) = s3.get_bucket_lifecycle_configuration(Bucket="init-fresh")["Rules"]
     assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == NONCURRENT_VERSION_DAYS
     assert rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == ABORT_MULTIPART_DAYS
     assert all(s3.get_public_access_block(Bucket="init-fresh")["PublicAccessBlockConfiguration"].values())
+    assert "is http://" in made, "the TLS-only statement is skipped against a local endpoint"
+    assert "nothing to change" in run("init", "s3://init-fresh/team")
     s3.create_bucket(Bucket="init-unversioned")
     refusal = run("init", "s3://init-unversioned", expect=3)
     assert "--enable-versioning" in refusal and "init-unversioned" in refusal
     assert "Status" not in s3.get_bucket_versioning(Bucket="init-unversioned")
-    assert "versioning turned on" in run("init", "s3://init-unversioned", "--enable-versioning")
+    assert "+ versioning     turn on" in run("init", "s3://init-unversioned", "--enable-versioning")
     assert s3.get_bucket_versioning(Bucket="init-unversioned")["Status"] == "Enabled"
+
+
+def test_init_keeps_what_an_existing_bucket_has(s3_endpoint: str) -> None:
+    """KMS default encryption, a lifecycle rule and a policy statement of the owner's all stay."""
+    import botocore.session
+
+    s3 = botocore.session.get_session().create_client("s3")
+    bucket = "init-owned"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    kms = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "arn:aws:kms:us-east-1:123456789012:key/owner"}
+    s3.put_bucket_encryption(
+        Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [{"ApplyServerSideEncryptionByDefault": kms}]}
+    )
+    owners_rule = {"ID": "owners-logs", "Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 9}}
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [owners_rule]})
+    owners_statement = {
+        "Sid": "OwnersReader",
+        "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{bucket}/*",
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [owners_statement]}))
+
+    def settings() -> tuple[Any, ...]:
+        return (
+            s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"],
+            sorted(rule["ID"] for rule in s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]),
+            sorted(item["Sid"] for item in json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"]),
+        )
+
+    before = settings()
+    planned = run("init", f"s3://{bucket}", "--tls-only", "--dry-run")
+    assert "keep aws:kms with arn:aws:kms" in planned and "beside 1 existing" in planned
+    assert "dry run: 3 changes planned" in planned and settings() == before
+    # moto enforces the TLS-only statement: over its http endpoint, init's own create-only check is refused.
+    applied = run("init", f"s3://{bucket}", "--tls-only", expect=3)
+    assert "is http://: with DenyInsecureTransport the bucket refuses every request" in applied
+    encryption, rules, statements = settings()
+    assert encryption == before[0]
+    assert rules == ["expire-noncurrent-versions", "owners-logs"]
+    assert statements == ["DenyInsecureTransport", "OwnersReader"]
+    assert "= policy         statement DenyInsecureTransport in place" in run(
+        "init", f"s3://{bucket}", "--tls-only", "--dry-run"
+    )
+
+    # A statement of init's name that says something else is not init's to replace.
+    clash = {**owners_statement, "Sid": "DenyInsecureTransport"}
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [clash]}))
+    refusal = run("init", f"s3://{bucket}", "--tls-only", expect=3)
+    assert "DenyInsecureTransport" in refusal and "nothing was changed" in refusal
+    assert json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"] == [clash]
 
 
 def test_init_gcs(gcs_endpoint: str) -> None:
     from google.cloud import storage
 
-    assert "created" in run("init", "gs://init-fresh")
+    assert "+ bucket" in run("init", "gs://init-fresh", "--project", "test", "--location", "EU")
     client = storage.Client()
     bucket = client.get_bucket("init-fresh")
     assert bucket.versioning_enabled
@@ -115,6 +171,35 @@ def test_init_gcs(gcs_endpoint: str) -> None:
     run("init", "gs://init-unversioned", "--enable-versioning")
     assert client.get_bucket("init-unversioned").versioning_enabled
     client.close()
+
+
+def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
+    """fake-gcs-server keeps neither lifecycle rules, IAM settings nor a KMS key, so the plan is
+    checked on the client's bucket object, which is what init patches."""
+    from google.cloud import storage
+
+    from bucket_memory.provision import InitOptions, Plan, _plan_gcs, gcs_lifecycle
+
+    owners_rule = {"action": {"type": "Delete"}, "condition": {"age": 9, "matchesPrefix": ["logs/"]}}
+    bucket = storage.Bucket(storage.Client.create_anonymous_client(), "owned")
+    bucket.versioning_enabled = True
+    bucket.lifecycle_rules = [owners_rule]
+    plan = Plan("owned")
+    _plan_gcs(plan, bucket, True, InitOptions(kms_key="projects/p/locations/eu/keyRings/r/cryptoKeys/k"))
+    for step in plan.changes:
+        assert step.apply is not None
+        step.apply()
+    assert list(bucket.lifecycle_rules) == [owners_rule, *gcs_lifecycle(NONCURRENT_VERSION_DAYS)]
+    assert bucket.default_kms_key_name == "projects/p/locations/eu/keyRings/r/cryptoKeys/k"
+    assert not bucket.iam_configuration.uniform_bucket_level_access_enabled, "existing ACLs are the owner's"
+    again = Plan("owned")
+    _plan_gcs(again, bucket, True, InitOptions())
+    assert not again.changes
+    with pytest.raises(MemoryStoreError) as caught:
+        _plan_gcs(
+            Plan("owned"), bucket, True, InitOptions(kms_key="projects/p/locations/eu/keyRings/r/cryptoKeys/other")
+        )
+    assert "does not replace a bucket's key" in str(caught.value)
 
 
 @pytest.fixture(scope="module")

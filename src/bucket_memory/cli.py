@@ -379,20 +379,53 @@ def stats(url: Url, as_json: Json = False) -> None:
 
 @app.command()
 def init(
-    url: Annotated[str, typer.Argument(help="s3://bucket or gs://bucket (a prefix is ignored)")],
+    url: Annotated[str, typer.Argument(help="s3://bucket[/prefix] or gs://bucket[/prefix]")],
     enable_versioning: Annotated[
         bool, typer.Option(help="Turn versioning on for an existing bucket that has it off.")
     ] = False,
     noncurrent_days: Annotated[int, typer.Option(min=1, help="Days old object versions are kept.")] = 30,
+    tls_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--tls-only/--no-tls-only",
+            help="Add (or skip) the S3 policy statement that denies requests without TLS; "
+            "by default added except against an http:// endpoint such as a local emulator.",
+        ),
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="GCS: the project a new bucket belongs to.")] = None,
+    location: Annotated[str | None, typer.Option(help="GCS: the location of a new bucket, such as EU.")] = None,
+    kms_key: Annotated[str | None, typer.Option(help="GCS: the Cloud KMS key to encrypt with by default.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Show what init would change, and change nothing.")] = False,
 ) -> None:
-    """Create a memory bucket with the Terraform modules' settings (versioning, lifecycle, private, encrypted)."""
-    from .provision import init_bucket
+    """Create or adopt a memory bucket with the Terraform modules' settings (versioning, lifecycle,
+    private, encrypted), adding them beside the bucket's own: nothing there is removed.
+
+    Prints its plan first. Then checks, under the URL's prefix, that the endpoint refuses a second
+    create of one key (the store needs it). Example: bucket-memory init s3://my-memories --dry-run
+    """
+    from .provision import InitOptions, init_bucket
+
+    options = InitOptions(enable_versioning, noncurrent_days, tls_only, project, location, kms_key)
+    with _store_errors():
+        plan = init_bucket(url, options, dry_run=dry_run)
+    for step in plan.steps:
+        mark = "+" if step.apply is not None else "="
+        out.print(f"{mark} {step.setting:<14} {step.action}")
+    for warning in plan.warnings:
+        err.print(f"warning: {warning}")
+    if dry_run:
+        out.print(f"dry run: {len(plan.changes)} changes planned for {plan.bucket}, nothing changed")
+        return
+    from .connect import check_create_only
+
+    async def checked() -> None:
+        async with open_store(url) as store:
+            await check_create_only(store.log.objects)
 
     with _store_errors():
-        done = init_bucket(url, enable_versioning=enable_versioning, noncurrent_days=noncurrent_days)
-    state = "created" if done.created else "updated"
-    versioning = "versioning turned on" if done.versioning_enabled_now else "versioning was already on"
-    out.print(f"{done.bucket}: {state}; {versioning}; old versions kept {noncurrent_days} days")
+        asyncio.run(checked())
+    changed = f"{len(plan.changes)} changes made" if plan.changes else "nothing to change"
+    out.print(f"{plan.bucket}: {changed}; the endpoint refuses duplicate creates")
 
 
 @app.command()
