@@ -65,7 +65,11 @@ async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
     await seed(url)
     assert "now version 4" in run("restore", url, "notes/tea.md", "--version", "1")
     assert run("cat", url, "notes/tea.md").endswith("---\ngreen\n")
-    assert "as commit 5" in run("rollback", url, "--to", "3")
+    assert "Not on a terminal: pass --yes" in run("rollback", url, "--to", "3", expect=2)
+    assert run("cat", url, "notes/tea.md").endswith("---\ngreen\n"), "nothing changed without --yes"
+    shown = run("rollback", url, "--to", "3", "--yes")
+    assert "would write 1 file and delete 0 files" in shown and "write  notes/tea.md" in shown
+    assert "as commit 5" in shown
     assert run("cat", url, "notes/tea.md").endswith("green\noolong\n")
     assert "already" in run("rollback", url, "--to", "3")
     exported = tmp_path / "exported"
@@ -76,10 +80,14 @@ async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
         ("todo.md", "buy milk"),
     ]
     (exported / "todo.md").write_text("buy tea\n")
-    (exported / ".hidden").write_text("skipped\n")
-    assert "committed as commit 6" in run("import", url, str(exported))
+    (exported / ".hidden").write_text("imported too\n")
+    (exported / ".git").mkdir()
+    (exported / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    imported = run("import", url, str(exported))
+    assert "committed as commit 6" in imported and "1 path skipped: .git" in imported
     assert run("cat", url, "todo.md") == "buy tea\n"
-    assert "not empty" in run("export", url, str(exported), expect=2)
+    assert run("cat", url, ".hidden") == "imported too\n"
+    assert "not an empty directory" in run("export", url, str(exported), expect=2)
 
 
 async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
@@ -96,7 +104,9 @@ async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
     assert "corrupt" in run("ls", url, expect=3)
 
 
-def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+async def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert "unsupported scheme" in run("ls", "http://example.com/x", expect=3)
     assert "Give exactly one" in run("rollback", str(tmp_path), expect=2)
-    assert "invalid_path" in run("cat", str(tmp_path), "../etc/passwd", expect=3)
+    assert "no memory at" in run("cat", str(tmp_path / "mistyped"), "todo.md", expect=4)
+    await seed(str(tmp_path / "memory"))
+    assert "invalid_path" in run("cat", str(tmp_path / "memory"), "../etc/passwd", expect=3)

@@ -195,7 +195,8 @@ def test_cli_recovers_a_deleted_prefix(versioned_url: str, tmp_path: Path) -> No
     moment = json.loads(run("log", versioned_url, "--json"))[0]["time"]
     asyncio.run(purge(versioned_url))
     assert json.loads(run("ls", versioned_url, "--json")) == []
-    assert f"as commit {head + 2}" in run("recover", versioned_url, "--as-of", moment)
+    assert "pass --yes" in run("recover", versioned_url, "--as-of", moment, expect=2)
+    assert f"as commit {head + 2}" in run("recover", versioned_url, "--as-of", moment, "--yes")
     assert run("cat", versioned_url, "plan.md") == "the plan\n"
 
 

@@ -57,6 +57,15 @@ class Stats:
 
 
 @dataclass(frozen=True, slots=True)
+class Changeset:
+    """What a bulk change would do to the memory as of head `seq`: paths written and deleted."""
+
+    seq: int
+    written: tuple[str, ...]
+    deleted: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Recovered:
     """What `recover` did: the restoration, the commit that made the memory what it was at the moment
     asked for (None: none asked, or it already was), and the bucket's versioning now."""
@@ -110,15 +119,22 @@ class MemoryAdmin:
         return before[-1]
 
     async def restore(self, path: str, version: str, *, origin: Origin) -> str | None:
-        """Make `path` what it was at `version` with a new commit; its new version (None: deleted)."""
+        """Make `path` what it was at `version` with a new commit; its new version (None: deleted,
+        as it did not exist then). `not_found` when it existed neither then nor now."""
         path = validate_path(path, self.store.format)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         unchanged: list[str] = []
 
         def plan(state: State) -> Sequence[Change]:
             current = state.files.get(path)
+            if target is None and current is None:
+                raise MemoryStoreError(
+                    "not_found",
+                    f"{path} did not exist at version {version} and does not exist now: nothing to restore. "
+                    f"`bucket-memory log URL {path}` lists its versions.",
+                )
             if target is None:
-                return (Delete(path=path),) if current is not None else ()
+                return (Delete(path=path),)
             if current is not None and current.text == target.text:
                 unchanged.append(str(current.version))
                 return ()
@@ -131,9 +147,14 @@ class MemoryAdmin:
             return None
         return str(seq) if seq is not None else unchanged[-1]
 
-    async def rollback(self, seq: int, *, origin: Origin) -> int | None:
-        """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed)."""
-        return await self._become(await self.history.state_at(seq), origin)
+    async def rollback(self, seq: int, *, origin: Origin, at: int | None = None) -> int | None:
+        """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed);
+        with `at`, only while the head is still that commit (see `put_files`)."""
+        return await self.put_files(_texts(await self.history.state_at(seq)), replace=True, origin=origin, at=at)
+
+    async def preview_rollback(self, seq: int) -> Changeset:
+        """What `rollback(seq)` would change now."""
+        return await self.preview_put_files(_texts(await self.history.state_at(seq)), replace=True)
 
     async def recover(self, moment: datetime | None, *, origin: Origin) -> Recovered:
         """Bring back every acknowledged commit from the bucket's object versions (see `Recovery.restore`),
@@ -142,18 +163,42 @@ class MemoryAdmin:
         Reaches past a deleted prefix, damaged objects, a purge or compaction.
         """
         restoration = await self.recovery.restore()
-        seq = None if moment is None else await self._become(await self.recovery.state_as_of(moment), origin)
+        seq = None if moment is None else await self.make_as_of(moment, origin=origin, at=restoration.head)
         return Recovered(restoration, seq, await self.recovery.versioning())
 
-    async def _become(self, target: State, origin: Origin) -> int | None:
-        return await self.put_files(
-            {path: live.text for path, live in target.files.items()}, replace=True, origin=origin
-        )
+    async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
+        """Make the memory what its objects' versions say it was at `moment`, as one new commit
+        (None: it already was); `at` as for `put_files`."""
+        return await self.put_files(_texts(await self.recovery.state_as_of(moment)), replace=True, origin=origin, at=at)
 
-    async def put_files(self, files: Mapping[str, str], *, replace: bool, origin: Origin) -> int | None:
-        """Write `files` (path to text) as one commit; with `replace`, delete every other file too.
+    async def preview_recover_as_of(self, moment: datetime) -> Changeset:
+        """What making the memory what it was at `moment` would change now (its objects as they stand)."""
+        return await self.preview_put_files(_texts(await self.recovery.state_as_of(moment)), replace=True)
+
+    async def preview_put_files(
+        self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
+    ) -> Changeset:
+        """What `put_files` would change now, as of the head it was computed at."""
+        checked = {validate_path(path, self.store.format): text for path, text in files.items()}
+        state = await self.store.log.fresh_state()
+        written, deleted = _differences(state, checked, replace, keep)
+        return Changeset(state.head, tuple(written), tuple(deleted))
+
+    async def put_files(
+        self,
+        files: Mapping[str, str],
+        *,
+        replace: bool,
+        origin: Origin,
+        keep: Callable[[str], bool] | None = None,
+        at: int | None = None,
+    ) -> int | None:
+        """Write `files` (path to text) as one commit; with `replace`, delete every other file too,
+        except those `keep` names.
 
         Only files whose text differs are written; the new seq, or None when nothing differed.
+        With `at` (the head a preview showed), `version_mismatch` when the memory changed since,
+        so that what was shown is exactly what is done.
         """
         store = self.store
         checked = {validate_path(path, store.format): text for path, text in files.items()}
@@ -164,11 +209,14 @@ class MemoryAdmin:
         sizes = await off_loop(sum(map(len, checked.values())), measured)
 
         def plan(state: State) -> Sequence[Change]:
+            if at is not None and state.head != at:
+                raise MemoryStoreError(
+                    "version_mismatch",
+                    f"{store.location} changed since the preview (commit {at}, now {state.head}); nothing was "
+                    "changed. Run the command again to see what it would change now.",
+                )
             # The log applies the changes to a copy of the state, which checks the path rule.
-            deleted = [path for path in sorted(state.files) if path not in checked] if replace else []
-            written = [
-                path for path in sorted(checked) if path not in state.files or state.files[path].text != checked[path]
-            ]
+            written, deleted = _differences(state, checked, replace, keep)
             replaced = [state.files[path].stored for path in [*deleted, *written] if path in state.files]
             store.check_quota(state, sum(sizes[path] for path in written) - sum(replaced))
             return [
@@ -204,6 +252,21 @@ class MemoryAdmin:
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
         """Every problem with the objects under the prefix; empty when the memory is whole."""
         return await self.history.verify(progress)
+
+
+def _texts(state: State) -> dict[str, str]:
+    return {path: live.text for path, live in state.files.items()}
+
+
+def _differences(
+    state: State, files: Mapping[str, str], replace: bool, keep: Callable[[str], bool] | None
+) -> tuple[list[str], list[str]]:
+    """The paths `files` would write (new or different text) and, with `replace`, delete (but those `keep` names)."""
+    deleted = (
+        [path for path in sorted(state.files) if path not in files and not (keep and keep(path))] if replace else []
+    )
+    written = [path for path in sorted(files) if path not in state.files or state.files[path].text != files[path]]
+    return written, deleted
 
 
 def version_seq(version: str) -> int:

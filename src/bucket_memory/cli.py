@@ -1,7 +1,8 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-Exit codes: 0 done; 1 `verify` or `doctor` found a problem; 2 the command line was wrong; 3 the
-store refused or failed (the message says why and what to do).
+Exit codes: 0 done; 1 `verify` or `doctor` found a problem, or a change was declined; 2 the
+command line was wrong (or a change needs --yes off a terminal); 3 the store refused or failed
+(the message says why and what to do); 4 no memory at the URL (nothing was ever written there).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import difflib
 import getpass
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -19,14 +20,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from .admin import MemoryAdmin
+from .admin import Changeset, MemoryAdmin
 from .connect import open_store
+from .head import deleted
+from .store import LogFileStore
+from .transfer import export_snapshot, read_directory
 
 app = typer.Typer(
     name="bucket-memory",
@@ -41,7 +45,9 @@ err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 Url = Annotated[str, typer.Argument(help="s3://bucket/prefix, gs://bucket/prefix, file:///path or a path")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-EXIT_PROBLEMS, EXIT_STORE = 1, 3
+EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Make the changes without asking (needed off a terminal).")]
+_LISTED = 20
 
 
 def _origin(command: str) -> Origin:
@@ -52,17 +58,67 @@ def _origin(command: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command}", principal_id=user)
 
 
-def _run[T](work: Callable[[MemoryAdmin], Awaitable[T]], url: str, *, read_only: bool = False) -> T:
+def _run[T](
+    work: Callable[[MemoryAdmin], Awaitable[T]], url: str, *, read_only: bool = False, new_ok: bool = False
+) -> T:
     """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
 
-    A command that only reads opens the store `read_only`, so it needs only read permissions."""
+    A command that only reads opens the store `read_only`, so it needs only read permissions.
+    Unless `new_ok`, a URL where nothing was ever written is exit code 4 (a mistyped URL)."""
 
     async def opened() -> T:
         async with open_store(url, read_only=read_only) as store:
+            if not new_ok:
+                await _check_memory_there(store)
             return await work(MemoryAdmin(store))
 
     with _store_errors():
-        return asyncio.run(opened())
+        try:
+            return asyncio.run(opened())
+        except _NoMemory:
+            err.print(Text("error", style="red"), Text(f": no memory at {url}: nothing was ever written there."))
+            err.print("Check the URL (bucket-memory ls lists a memory; its prefix is part of the URL).")
+            raise typer.Exit(EXIT_NO_MEMORY) from None
+
+
+class _NoMemory(Exception):
+    """The URL names a place where no memory was ever written."""
+
+
+async def _check_memory_there(store: LogFileStore) -> None:
+    """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
+    did); without loading the memory, so that `verify` can still report a damaged one."""
+    reader = store.log.reader
+    if await reader.list_log() or await reader.list_checkpoints():
+        return
+    if await reader.log_existed():
+        raise deleted(store.location)
+    raise _NoMemory
+
+
+def _confirm(changes: Changeset, what: str, yes: bool) -> bool:
+    """Show what a bulk change will do; whether to go on (False: nothing to change). Off a terminal
+    it needs --yes; on one the user says."""
+    if not changes.written and not changes.deleted:
+        return False
+    out.print(
+        f"{what} would write {_count(changes.written, 'file')} and delete {_count(changes.deleted, 'file')} "
+        f"(as of commit {changes.seq}):"
+    )
+    for verb, paths in (("write ", changes.written), ("delete", changes.deleted)):
+        for path in paths[:_LISTED]:
+            out.print(f"  {verb} {path}")
+        if len(paths) > _LISTED:
+            out.print(f"  ... and {len(paths) - _LISTED} more to {verb.strip()}")
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        err.print("Not on a terminal: pass --yes to make these changes. Nothing was changed.")
+        raise typer.Exit(EXIT_USAGE)
+    if not typer.confirm("Make these changes?", default=False):
+        err.print("Nothing was changed.")
+        raise typer.Exit(EXIT_PROBLEMS)
+    return True
 
 
 @contextmanager
@@ -183,7 +239,10 @@ def restore(
 ) -> None:
     """Make a file what it was at a version, as a new commit (itself undoable)."""
     result = _run(lambda admin: admin.restore(path, version, origin=_origin("restore")), url)
-    out.print(f"{path}: " + ("deleted (it did not exist then)" if result is None else f"now version {result}"))
+    out.print(
+        f"{path}: "
+        + (f"deleted (it did not exist at version {version})" if result is None else f"now version {result}")
+    )
 
 
 @app.command()
@@ -193,69 +252,82 @@ def rollback(
     time: Annotated[
         str | None, typer.Option(help="Roll back to the last commit at or before this ISO 8601 time.")
     ] = None,
+    yes: Yes = False,
 ) -> None:
-    """Make the whole memory what it was at a commit or time, as one new commit."""
+    """Make the whole memory what it was at a commit or time, as one new commit.
+
+    Shows every file it would write or delete first, and asks (or needs --yes off a terminal).
+    """
     if (to is None) == (time is None):
         err.print("Give exactly one of --to SEQ or --time ISO-8601.")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
 
-    async def work(admin: MemoryAdmin) -> tuple[int, int | None]:
-        if time is not None:
-            target = await admin.seq_at(_moment(time))
-        else:
-            assert to is not None
-            target = to
-        return target, await admin.rollback(target, origin=_origin("rollback"))
+    async def preview(admin: MemoryAdmin) -> tuple[int, Changeset]:
+        target = await admin.seq_at(_moment(time)) if time is not None else to
+        assert target is not None
+        return target, await admin.preview_rollback(target)
 
-    target, seq = _run(work, url)
-    out.print(f"already as at commit {target}" if seq is None else f"rolled back to commit {target} as commit {seq}")
+    target, changes = _run(preview, url)
+    if not _confirm(changes, f"Rolling back to commit {target}", yes):
+        out.print(f"already as at commit {target}")
+        return
+    seq = _run(lambda admin: admin.rollback(target, origin=_origin("rollback"), at=changes.seq), url)
+    out.print(f"rolled back to commit {target} as commit {seq}")
 
 
 @app.command("export")
 def export_files(url: Url, directory: Annotated[Path, typer.Argument(help="An empty or new directory.")]) -> None:
-    """Write the files as plain files, openable by the harness's DirectoryFileStore."""
-    if directory.exists() and any(directory.iterdir()):
-        err.print(f"{directory} is not empty; export into a new or empty directory.")
-        raise typer.Exit(2)
+    """Write the files, as they are at one commit, as plain files openable by the harness's DirectoryFileStore."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        err.print(f"{directory} is not an empty directory; export into a new or empty one.")
+        raise typer.Exit(EXIT_USAGE)
 
-    async def work(admin: MemoryAdmin) -> int:
-        store = admin.store
-        entries = await store.list()
+    async def work(admin: MemoryAdmin) -> tuple[int, int]:
         with _progress("exporting") as advance:
-            for done, entry in enumerate(entries, start=1):
-                target = directory.joinpath(*entry.path.split("/"))
-                if not target.resolve().is_relative_to(directory.resolve()):
-                    raise MemoryStoreError("invalid_path", f"{entry.path} would land outside {directory}.")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text((await store.read(entry.path)).text, encoding="utf-8")
-                advance(done, len(entries))
-        return len(entries)
+            return await export_snapshot(admin.store, directory, advance)
 
-    out.print(f"exported {_run(work, url, read_only=True)} files to {directory}")
+    seq, count = _run(work, url, read_only=True)
+    out.print(f"exported {_count(range(count), 'file')} as at commit {seq} to {directory}")
 
 
 @app.command("import")
 def import_files(
     url: Url,
     directory: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="A directory of text files.")],
-    replace: Annotated[bool, typer.Option(help="Also delete memory files the directory lacks.")] = False,
+    replace: Annotated[
+        bool, typer.Option(help="Also delete memory files the directory lacks (shown first; asks, or needs --yes).")
+    ] = False,
+    yes: Yes = False,
 ) -> None:
-    """Write a directory's files into the memory as one commit (hidden files are skipped)."""
-    files: dict[str, str] = {}
-    candidates = [path for path in sorted(directory.rglob("*")) if path.is_file() and not path.is_symlink()]
-    with _progress("reading") as advance:
-        for done, file in enumerate(candidates, start=1):
-            relative = file.relative_to(directory).as_posix()
-            advance(done, len(candidates))
-            if any(part.startswith(".") for part in relative.split("/")):
-                continue
-            try:
-                files[relative] = file.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                err.print(Text("error", style="red"), Text(f": {file} is not UTF-8 text; nothing was imported."))
-                raise typer.Exit(EXIT_STORE) from None
-    seq = _run(lambda admin: admin.put_files(files, replace=replace, origin=_origin("import")), url)
-    out.print(f"{len(files)} files read; " + ("nothing changed" if seq is None else f"committed as commit {seq}"))
+    """Write a directory's files into the memory as one commit.
+
+    Every regular UTF-8 file is read, dot-files included; version-control folders (.git, .hg, .svn)
+    and links are skipped, and --replace never deletes memory files where something was skipped.
+    Two names that are one path in Unicode NFC are refused. Example: bucket-memory import s3://b/team ./notes
+    """
+    with _store_errors(), _progress("reading") as advance:
+        found = read_directory(directory, FileFormat(), advance)
+    origin = _origin("import")
+    if replace:
+        changes = _run(
+            lambda admin: admin.preview_put_files(found.files, replace=True, keep=found.kept), url, new_ok=True
+        )
+        if not _confirm(changes, f"Importing {directory} with --replace", yes):
+            out.print(f"{_count(found.files, 'file')} read; nothing changed")
+            return
+        at: int | None = changes.seq
+    else:
+        at = None
+    seq = _run(
+        lambda admin: admin.put_files(found.files, replace=replace, origin=origin, keep=found.kept, at=at),
+        url,
+        new_ok=True,
+    )
+    skipped = f" ({_count(found.skipped, 'path')} skipped: {_keys(found.skipped)})" if found.skipped else ""
+    out.print(
+        f"{_count(found.files, 'file')} read{skipped}; "
+        + ("nothing changed" if seq is None else f"committed as commit {seq}")
+    )
 
 
 @app.command()
@@ -297,17 +369,25 @@ def recover(
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Then make the memory what it was at this moment (ISO 8601).")
     ] = None,
+    yes: Yes = False,
     as_json: Json = False,
 ) -> None:
     """Bring back every acknowledged commit from the bucket's object versions.
 
     Re-creates what a deleted prefix lost, repairs damaged objects, and re-applies on top, as new
     commits, what writers committed after a wipe. With --as-of, then makes the memory what it was
-    at that moment, as one new commit (past a purge or compaction). Safe to run again and while
-    agents write. Needs versioning on the bucket.
+    at that moment, as one new commit (past a purge or compaction), showing what it changes first
+    and asking (or needing --yes off a terminal). Safe to run again and while agents write. Needs
+    versioning on the bucket.
     """
     moment = _moment(as_of) if as_of is not None else None
-    done = _run(lambda admin: admin.recover(moment, origin=_origin("recover")), url)
+    origin = _origin("recover")
+    done = _run(lambda admin: admin.recover(None, origin=origin), url, new_ok=True)
+    as_of_commit = None
+    if moment is not None:
+        changes = _run(lambda admin: admin.preview_recover_as_of(moment), url)
+        if _confirm(changes, f"Making the memory as at {moment.isoformat()}", yes):
+            as_of_commit = _run(lambda admin: admin.make_as_of(moment, origin=origin, at=changes.seq), url)
     restoration = done.restoration
     if as_json:
         _print_json(
@@ -316,7 +396,7 @@ def recover(
                 "repaired": list(restoration.repaired),
                 "reapplied": [{"from": old, "to": new} for old, new in restoration.reapplied],
                 "head": restoration.head,
-                "as_of_commit": done.as_of_commit,
+                "as_of_commit": as_of_commit,
                 "versioning": done.versioning,
             }
         )
@@ -335,14 +415,14 @@ def recover(
     if moment is not None:
         out.print(
             f"already as at {moment.isoformat()}"
-            if done.as_of_commit is None
-            else f"made as at {moment.isoformat()} as commit {done.as_of_commit}"
+            if as_of_commit is None
+            else f"made as at {moment.isoformat()} as commit {as_of_commit}"
         )
     if done.versioning != "enabled":
         err.print(_versioning_warning(done.versioning, url))
 
 
-def _count(items: Sequence[object], noun: str) -> str:
+def _count(items: Sized, noun: str) -> str:
     return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
@@ -445,7 +525,7 @@ def doctor(url: Url) -> None:
         return await admin.recovery.versioning()
 
     try:
-        versioning = _run(work, url)
+        versioning = _run(work, url, new_ok=True)
     except typer.Exit as exit:
         raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
     out.print(f"ok: {url} refuses duplicate creates and its memory loads")
