@@ -107,3 +107,35 @@ def _report(results: multiprocessing.Queue[object], work: Callable[[], object]) 
         results.put(asyncio.run(work()))  # type: ignore[arg-type]
     except BaseException as error:
         results.put(f"{type(error).__name__}: {error}")
+
+
+def write_through_a_wipe(
+    barrier: Barrier, results: multiprocessing.Queue[object], url: str, name: str, rounds: int
+) -> None:
+    """Write `name/<n>.md` for n in `rounds`, with a warm store; meet the test at the barrier halfway
+    twice (it wipes the prefix in between), then write on while it recovers. Report what was
+    acknowledged: (path, text) pairs whose write returned a version."""
+    _report(results, lambda: _write_through_a_wipe(barrier, url, name, rounds))
+
+
+async def _write_through_a_wipe(barrier: Barrier, url: str, name: str, rounds: int) -> list[tuple[str, str]]:
+    origin = Origin(run_id=f"wipe-{name}")
+    acknowledged: list[tuple[str, str]] = []
+    async with open_store(url) as store:
+        await store.list()
+        barrier.wait()  # everyone warm
+        for n in range(rounds):
+            if n == rounds // 2:
+                barrier.wait()  # the test wipes the prefix now
+                barrier.wait()  # and recovers from here on, while we write
+            path, text = f"{name}/{n:03d}.md", f"{name} {n}\n"
+            try:
+                await store.write(path, text, expected=None, origin=origin)
+            except MemoryStoreError as error:
+                # A deleted memory, a half-restored one, or a write that may not have landed: all
+                # allowed while recovery runs, as long as an acknowledged write is never lost.
+                if error.code not in ("memory_deleted", "unavailable", "write_unconfirmed", *RETRIABLE):
+                    raise
+                continue
+            acknowledged.append((path, text))
+    return acknowledged

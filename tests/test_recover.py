@@ -15,6 +15,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.codec import log_key
+from bucket_memory.history import Problem
 from bucket_memory.objects import VersionedObjectStore
 
 from .conftest import VERSIONED, unique_prefix
@@ -240,3 +241,53 @@ def _s3() -> Any:
     import botocore.session
 
     return botocore.session.get_session().create_client("s3")
+
+
+@pytest.mark.timeout(300)
+def test_recover_while_writers_write_through_a_wipe_loses_no_acknowledged_write(s3_endpoint: str) -> None:
+    """Three processes keep writing with warm stores while the prefix is wiped and recovered.
+
+    A writer whose cached head is older than another's finds the next key wiped and commits there:
+    a fork off the old chain, acknowledged. Recovery must re-apply every such commit."""
+    import multiprocessing
+
+    from .races import write_through_a_wipe
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+    asyncio.run(written(url, BEFORE))
+    writers, rounds = 3, 16
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(writers + 1)
+    results = context.Queue()
+    processes = [
+        context.Process(target=write_through_a_wipe, args=(barrier, results, url, f"w{index}", rounds))
+        for index in range(writers)
+    ]
+    for process in processes:
+        process.start()
+
+    async def recovered() -> None:
+        async with open_store(url) as store:
+            await MemoryAdmin(store).recover(None, origin=ORIGIN)
+
+    barrier.wait()  # all warm
+    barrier.wait()  # all halfway
+    wipe(url)
+    barrier.wait()  # writers go on
+    asyncio.run(recovered())
+    collected = [results.get(timeout=240) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert not [result for result in collected if isinstance(result, str)], collected
+    asyncio.run(recovered())  # again, for anything that landed while the first run restored
+
+    async def final() -> tuple[dict[str, str], list[Problem]]:
+        async with open_store(url) as store:
+            return await files_of(store), await MemoryAdmin(store).verify()
+
+    files, problems = asyncio.run(final())
+    acknowledged: dict[str, str] = dict(pair for result in collected for pair in result)
+    assert problems == []
+    lost = {path: text for path, text in acknowledged.items() if files.get(path) != text}
+    assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged writes lost: {sorted(lost)}"
+    assert {path: files[path] for path in BEFORE} == BEFORE

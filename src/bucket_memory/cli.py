@@ -407,7 +407,7 @@ def recover(
         out.print(f"repaired {_count(restoration.repaired, 'damaged object')}: {_keys(restoration.repaired)}")
     for old, new in restoration.reapplied:
         landed = f"as commit {new}" if new is not None else "(nothing left to change)"
-        out.print(f"re-applied commit {old} of the log begun after the wipe {landed}")
+        out.print(f"re-applied commit {old}, written after the wipe, {landed}")
     if not restoration.changed:
         out.print(f"nothing to restore: every acknowledged commit is in place, up to commit {restoration.head}")
     else:

@@ -2,9 +2,11 @@
 compaction or a purge removed.
 
 The memory's history is in the first stored version of each key: the log creates every key once,
-so a later version can only be a re-creation (a log begun again after the prefix was wiped) or an
-overwrite (damage). `restore` puts the first versions back and re-applies the commits of a log
-begun after a wipe on top as new commits; `state_as_of` reads the memory at a past moment.
+so a later version can only be a re-creation after the prefix was wiped or an overwrite (damage).
+A re-creation is a commit of a *fork*: a writer whose cached head was older than the wipe found
+the next key gone and committed there, or a writer that could not tell the memory existed began
+it again at commit 1. `restore` puts the first versions back and re-applies the forks' commits on
+top as new commits; `state_as_of` reads the memory at a past moment.
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ from .state import State
 
 logger = logging.getLogger(__name__)
 
+RECOVER_RUN = "bucket-memory recover"
+_REAPPLIED = "reapplies:"
+
 
 @dataclass(frozen=True, slots=True)
 class Restoration:
     """What `Recovery.restore` did.
 
     `restored`: keys re-created from their first version (deleted ones). `repaired`: keys that
-    held damaged bytes, put back. `reapplied`: for each commit of a log begun after a wipe, its
-    seq there and the seq of the new commit that carries its changes (None: nothing left to
-    change). `head`: the memory's head once done.
+    held other bytes, put back. `reapplied`: for each commit of a fork made after a wipe, its seq
+    there and the seq of the new commit that carries its changes (None: nothing left to change).
+    `head`: the memory's head once done.
     """
 
     restored: tuple[str, ...]
@@ -82,35 +87,30 @@ class Recovery:
 
         Puts back, create-only and newest first, the first version of every key of the longest
         chain of first versions (so a writer that resumes meanwhile can only extend that chain),
-        repairs keys whose bytes were damaged, and re-applies the commits of a log begun again
-        after a wipe as new commits on top. Safe to run again and while writers run: a second run
-        finds nothing to do.
+        repairs keys that hold other bytes, and re-applies the commits of forks made after a wipe
+        as new commits on top, each marked with the fork commit's id so that it is re-applied once.
+        Safe to run again and while writers run: a second run finds nothing to do.
         """
         self.log.check_writable()
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
+            # Live keys first: each is then among the versions listed next, so a commit a writer adds
+            # meanwhile is either in the chain found below or not live here, and never removed.
+            live = {info.key: info for _, info in await self.log.reader.list_log()}
+            live |= {info.key: info for _, info in await self.log.reader.list_checkpoints()}
             stored = await self._stored(objects)
             firsts = await self._first_commits(stored)
             base, head = await self._longest_chain(stored, firsts)
-            live = {key: info for _, info in await self.log.reader.list_log() for key in [info.key]}
-            live |= {info.key: info for _, info in await self.log.reader.list_checkpoints()}
             kept = [log_key(seq) for seq in range(max(base, 1), head + 1)]
             kept += [
                 key
                 for seq, key in stored.keys(CHECKPOINT_PREFIX)
                 if base <= seq <= head and (seq == base or await self._fits(stored, firsts, seq))
             ]
-            # The log begun after a wipe: live commits that are not the chain's, read before they are replaced.
-            later = _begun_after_wipe(
-                [
-                    commit
-                    for key in live
-                    if key.startswith(LOG_PREFIX)
-                    and (commit := await self._later_commit(stored, firsts, key, head)) is not None
-                ]
-            )
-            if later:  # its writers' next keys must hold the chain's commits, so that they reload
-                kept += [log_key(seq) for seq in range(1, base) if log_key(seq) in firsts]
+            # Every commit of a fork, from all the versions, read before anything is replaced.
+            forks = await self._forks(stored, firsts, base, head)
+            if forks:  # their writers' next keys must hold the chain's commits, so that they reload
+                kept += [log_key(seq) for seq in range(forks[0].seq, base) if log_key(seq) in firsts]
             restored: list[str] = []
             repaired: list[str] = []
             for key in sorted(set(kept), key=_newest_first):
@@ -119,11 +119,11 @@ class Recovery:
             for key in sorted(live):
                 seq = key_seq(key) or 0
                 if seq > head or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept):
-                    # Past the chain, or a checkpoint of another chain: read (and kept as a version) above.
+                    # Past the chain, or a checkpoint of a fork: read above, and kept as a version.
                     await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                     logger.info("%s: removed %s, which is not of the memory's chain", location, key)
             self.log.forget()
-        reapplied = [(commit.seq, await self._reapply(commit)) for commit in later]
+        reapplied = [(commit.seq, await self._reapply(commit)) for commit in sorted(forks, key=_made)]
         return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
 
     async def state_as_of(self, moment: datetime) -> State:
@@ -181,21 +181,42 @@ class Recovery:
                     return "repaired"
         raise MemoryStoreError("unavailable", f"{self.log.location}/{key} kept changing while it was restored.")
 
-    async def _later_commit(self, stored: _Stored, firsts: dict[str, Commit], key: str, head: int) -> Commit | None:
-        """The live commit at `key` if a log begun after a wipe wrote it (None: the chain's own, or damage)."""
-        seq = key_seq(key) or 0
-        versions = stored.versions.get(key, [])
-        if seq <= head and len(versions) == 1:
-            return None  # only the first version: the chain's
-        data = await self._read(versions[-1]) if versions else await self.log.reader.get(key)
-        if data is None:
-            return None
-        try:
-            commit = await Commit.read(self.log.location, key, data)
-        except CorruptObjectError:
-            return None  # damage, which putting back the first version repairs
-        first = firsts.get(key)
-        return None if first is not None and first.id == commit.id and seq <= head else commit
+    async def _forks(self, stored: _Stored, firsts: dict[str, Commit], base: int, head: int) -> list[Commit]:
+        """The commits of forks off the chain (or off a new commit 1) that no earlier run re-applied,
+        in seq order. Versions that are neither (damage, another memory's objects) are left out."""
+        chain = {seq: firsts[log_key(seq)] for seq in range(max(base, 1), head + 1)}
+        below = max(base, 1) - 1  # the chain's own history below its base, as far as it links
+        while below >= 1 and (older := firsts.get(log_key(below))) is not None and older.hash == chain[below + 1].prev:
+            chain[below] = older
+            below -= 1
+        others = [
+            version
+            for seq, key in stored.keys(LOG_PREFIX)
+            for version in stored.versions[key]
+            if seq not in chain or version is not stored.first(key)
+        ]
+        decoded: list[Commit] = []
+        for version, data in zip(others, await gather_bounded(others, self._read), strict=True):
+            try:
+                decoded.append(await Commit.read(self.log.location, version.key, data))
+            except CorruptObjectError:
+                continue
+        chain_ids = {commit.id for commit in chain.values()}
+        done = {
+            (origin.tool_call_id or "").removeprefix(_REAPPLIED)
+            for commit in firsts.values()
+            for origin in (commit.origin, *(change.origin for change in commit.changes if change.origin))
+            if origin.run_id == RECOVER_RUN and (origin.tool_call_id or "").startswith(_REAPPLIED)
+        }
+        known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}
+        forks: dict[str, Commit] = {}
+        for commit in sorted(decoded, key=lambda commit: commit.seq):
+            if commit.id in chain_ids or commit.id in forks or (commit.seq - 1, commit.prev) not in known:
+                continue
+            known.add((commit.seq, commit.hash))
+            if commit.id not in done:
+                forks[commit.id] = commit
+        return list(forks.values())
 
     async def _reapply(self, commit: Commit) -> int | None:
         """Commit the changes of a commit from a log begun after a wipe on top of the restored memory,
@@ -212,7 +233,7 @@ class Recovery:
                 kept.append(change if change.origin else change.model_copy(update={"origin": commit.origin}))
             return kept
 
-        return await self.log.commit(plan, Origin(run_id="bucket-memory recover"))
+        return await self.log.commit(plan, Origin(run_id=RECOVER_RUN, tool_call_id=f"{_REAPPLIED}{commit.id}"))
 
     async def _longest_chain(self, stored: _Stored, firsts: dict[str, Commit]) -> tuple[int, int]:
         """The base (a checkpoint's seq, or 0) and head of the longest run of first versions that chain,
@@ -289,17 +310,9 @@ class Recovery:
         return self.log.objects
 
 
-def _begun_after_wipe(candidates: Sequence[Commit]) -> list[Commit]:
-    """The run of `candidates` that chains from a new commit 1: a log begun again after a wipe.
-    Anything else (a foreign or damaged object) is not re-applied."""
-    run: list[Commit] = []
-    previous = GENESIS_HASH
-    for commit in sorted(candidates, key=lambda commit: commit.seq):
-        if commit.seq != len(run) + 1 or commit.prev != previous:
-            break
-        run.append(commit)
-        previous = commit.hash
-    return run
+def _made(commit: Commit) -> tuple[datetime, int]:
+    """Forks' commits in the order they were made, as near as the server's clock tells."""
+    return commit.moment, commit.seq
 
 
 def _newest_first(key: str) -> tuple[int, int]:
