@@ -1,5 +1,5 @@
 """Import and export keep everything, bulk changes show what they do first, and a URL that holds no
-memory says so: the CLI in-process, on a local directory and on moto."""
+memory says so: the CLI in-process, on a local directory, moto and fake-gcs-server."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ def cli(*arguments: str, expect: int = 0) -> str:
     return result.output
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "gs"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "local":
         return str(tmp_path / "memory")
-    request.getfixturevalue("s3_endpoint")
-    return f"s3://{BUCKET}/{unique_prefix()}"
+    request.getfixturevalue("s3_endpoint" if request.param == "s3" else "gcs_endpoint")
+    return f"{request.param}://{BUCKET}/{unique_prefix()}"
 
 
 async def seeded(url: str) -> None:
