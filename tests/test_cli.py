@@ -50,7 +50,7 @@ async def test_read_commands(url: str) -> None:
     assert run("cat", url, "notes/tea.md").endswith("green\noolong\n")
     assert run("cat", url, "notes/tea.md", "--version", "1").endswith("green\n")
     history = json.loads(run("log", url, "notes/tea.md", "--json"))
-    assert [(r["version"], r["action"], r["origin"]["principal_id"]) for r in history] == [
+    assert [(r["version"], r["action"], r["principal"]) for r in history] == [
         ("3", "write", "tester"),
         ("1", "write", "tester"),
     ]
@@ -99,8 +99,8 @@ async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
     target.write_bytes(target.read_bytes()[:-10])
     output = run("verify", url, expect=1)
     assert log_key(2) in output
-    problems = json.loads(run("verify", url, "--json", expect=1))
-    assert problems[0]["key"] == log_key(2)
+    verified = json.loads(run("verify", url, "--json", expect=1))
+    assert not verified["ok"] and verified["problems"][0]["key"] == log_key(2)
     assert "corrupt" in run("ls", url, expect=3)
 
 

@@ -83,17 +83,33 @@ class MemoryAdmin:
         self.history = History(store.log)
         self.recovery = Recovery(store.log)
 
-    async def revisions(self, path: str | None = None) -> list[Revision]:
-        """Changes in the retained log, newest first; only those touching `path` when given (purges always)."""
+    async def revisions(
+        self,
+        path: str | None = None,
+        *,
+        limit: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Revision]:
+        """Changes in the retained log, newest first; only those touching `path` when given (purges
+        always), made in [since, until], at most `limit`. Walks back from the head and stops as soon
+        as it has them, so N changes cost about N requests."""
         wanted = validate_path(path, self.store.format) if path is not None else None
-        revisions = [
-            revision
-            for commit in await self.history.commits()
-            for change in commit.changes
-            for revision in _revisions(commit, change)
-            if wanted is None or revision.path in (wanted, "")
-        ]
-        return revisions[::-1]
+        found: list[Revision] = []
+        async for commit in self.history.newest_first():
+            if since is not None and commit.moment < since:
+                break  # times rise along the log
+            if until is not None and commit.moment > until:
+                continue
+            for change in reversed(commit.changes):
+                found.extend(
+                    revision
+                    for revision in reversed(_revisions(commit, change))
+                    if wanted is None or revision.path in (wanted, "")
+                )
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
 
     async def read_at(self, path: str, version: str) -> FileText:
         """The file as it was once commit `version` had landed (`not_found` if it did not exist then)."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
@@ -109,3 +112,36 @@ def _gcs_client() -> Any:
             f"No Google Cloud credentials: {str(error).rstrip('.')}. "
             "Run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS.",
         ) from None
+
+
+async def find_memories(url: str | os.PathLike[str]) -> list[str]:
+    """The URLs of the memories under a bucket, a prefix or a directory: each place that holds a log.
+
+    One listing of every object under it (a bucket of many memories: one request per 1000 objects).
+    """
+    where = parse_url(url)
+    if where.scheme == "file":
+        assert where.path is not None
+        return sorted(str(folder) for folder in await asyncio.to_thread(_local_memories, Path(where.path)))
+    base = f"{where.scheme}://{where.bucket}"
+    async with open_store(url, read_only=True) as store:
+        listed = await retrying(
+            lambda: store.log.objects.list(""),
+            what=f"Listing {store.location}",
+            attempts=store.log.options.request_attempts,
+        )
+    prefixes = {match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))}
+    return sorted(
+        f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
+    )
+
+
+_MEMORY_KEY = re.compile(r"(?:(.*)/)?(?:log|checkpoints)/\d{20}\.json")
+
+
+def _local_memories(root: Path) -> list[Path]:
+    return [
+        Path(folder)
+        for folder, children, files in os.walk(root)
+        if "log" in children and any(_MEMORY_KEY.fullmatch(f"log/{name}") for name in os.listdir(Path(folder, "log")))
+    ]

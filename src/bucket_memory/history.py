@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -19,7 +19,7 @@ from .codec import (
     log_key,
 )
 from .log import CommitLog
-from .retry import gather_bounded
+from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State, same_files
 
 
@@ -56,6 +56,23 @@ class History:
         for problem in chain_problems(commits):
             raise CorruptObjectError(self.log.location, problem.key, problem.message)
         return commits
+
+    async def newest_first(self) -> AsyncIterator[Commit]:
+        """The retained log from the head back, each commit checked to follow the one it yields next.
+
+        One listing, then GETs a window at a time as the caller reads on: a caller that stops after
+        N commits has cost about N requests, however long the log.
+        """
+        listed = await self.log.reader.list_log()
+        newer: Commit | None = None
+        for end in range(len(listed), 0, -FETCH_CONCURRENCY):
+            window = listed[max(0, end - FETCH_CONCURRENCY) : end]
+            for commit in reversed(await self.log.reader.fetch_commits(window)):
+                if newer is not None and (newer.seq != commit.seq + 1 or newer.prev != commit.hash):
+                    (problem,) = chain_problems([commit, newer])
+                    raise CorruptObjectError(self.log.location, problem.key, problem.message)
+                yield commit
+                newer = commit
 
     async def state_at(self, seq: int) -> State:
         """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""

@@ -1,0 +1,304 @@
+"""What every command shares: the app, its consoles and exit codes, the options that reach a store,
+opening one, the time syntax, confirmation of bulk changes, and JSON output."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import getpass
+import inspect
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence, Sized
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version as package_version
+from typing import Annotated, Any
+
+import typer
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+from pydantic import BaseModel, TypeAdapter
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
+
+from ..admin import Changeset, MemoryAdmin
+from ..connect import open_store
+from ..head import deleted
+from ..store import LogFileStore
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 0, 1, 2, 3, 4
+EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
+command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
+message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
+URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
+
+app = typer.Typer(
+    name="bucket-memory",
+    help=f"Look after agent file memories kept in S3, GCS or a local directory.\n\nURLs: {URL_FORMS}.\n\n{EXIT_CODES}",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# Paths, texts and messages come from the memory: printed literally, never read as rich markup.
+out = Console(soft_wrap=True, markup=False, highlight=False)
+err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+
+Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (its schema: docs/cli/schemas/).")]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Make the changes without asking (needed off a terminal).")]
+_LISTED = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Cloud:
+    """The options that reach the cloud, given on the command line; the environment fills the rest."""
+
+    profile: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    project: str | None = None
+    principal: str | None = None
+
+    def environment(self) -> dict[str, str]:
+        given = {
+            "AWS_PROFILE": self.profile,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            # The S3 endpoint only: STS, which names the caller, keeps its own.
+            "AWS_ENDPOINT_URL_S3": self.endpoint_url,
+            "GOOGLE_CLOUD_PROJECT": self.project,
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
+
+_cloud: ContextVar[Cloud | None] = ContextVar("bucket_memory_cli_cloud", default=None)
+
+_CLOUD_PARAMETERS = [
+    inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud")],
+    )
+    for name, text in (
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE)."),
+        ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION)."),
+        ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL)."),
+        ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT)."),
+        ("principal", "Who changes are attributed to (else the cloud identity, else the OS user)."),
+    )
+]
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command of the app that opens a store: it takes the cloud options, which hold while it runs."""
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(function, eval_str=True)
+
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> None:
+            cloud = Cloud(**{parameter.name: kwargs.pop(parameter.name) for parameter in _CLOUD_PARAMETERS})
+            token = _cloud.set(cloud)
+            try:
+                with _environment(cloud.environment()):
+                    function(*args, **kwargs)
+            finally:
+                _cloud.reset(token)
+
+        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), *_CLOUD_PARAMETERS]
+        )
+        app.command(name)(run)
+        return function
+
+    return register
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def origin(command_name: str, url: str) -> Origin:
+    """The origin of an operator's change: the --principal, the cloud identity, or the OS user."""
+    given = _cloud.get()
+    principal = (given.principal if given else None) or _cloud_identity(url) or _os_user()
+    return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
+
+
+def _cloud_identity(url: str) -> str | None:
+    """The caller's ARN (S3, from STS) or the credentials' account (GCS); None where it cannot be told."""
+    try:
+        if url.startswith("s3://"):
+            import botocore.session
+
+            identity = botocore.session.get_session().create_client("sts").get_caller_identity()
+            return str(identity["Arn"])
+        if url.startswith("gs://"):
+            import google.auth
+
+            credentials, _ = google.auth.default()
+            account = getattr(credentials, "service_account_email", None)
+            return str(account) if account else None
+    except Exception:  # no identity to be had (no STS, anonymous credentials): fall back, never fail a command
+        return None
+    return None
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+class _NoMemory(Exception):
+    """The URL names a place where no memory was ever written."""
+
+
+def run[T](
+    work: Callable[[MemoryAdmin], Awaitable[T]], url: str, *, read_only: bool = False, new_ok: bool = False
+) -> T:
+    """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
+
+    A command that only reads opens the store `read_only`, so it needs only read permissions.
+    Unless `new_ok`, a URL where nothing was ever written is exit code 4 (a mistyped URL)."""
+
+    async def opened() -> T:
+        async with open_store(url, read_only=read_only) as store:
+            if not new_ok:
+                await _check_memory_there(store)
+            return await work(MemoryAdmin(store))
+
+    with store_errors():
+        try:
+            return asyncio.run(opened())
+        except _NoMemory:
+            err.print(Text("error", style="red"), Text(f": no memory at {url}: nothing was ever written there."))
+            err.print("Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).")
+            raise typer.Exit(EXIT_NO_MEMORY) from None
+
+
+async def _check_memory_there(store: LogFileStore) -> None:
+    """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
+    did); without loading the memory, so that `verify` can still report a damaged one."""
+    reader = store.log.reader
+    if await reader.list_log() or await reader.list_checkpoints():
+        return
+    if await reader.log_existed():
+        raise deleted(store.location)
+    raise _NoMemory
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """A store error becomes its code and message on stderr, and exit code 3."""
+    try:
+        yield
+    except MemoryStoreError as error:
+        err.print(Text("error", style="red"), Text(f"({error.code}): {error}"))
+        raise typer.Exit(EXIT_STORE) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
+        err.print(Text("error", style="red"), Text(f"(unexpected): {type(error).__name__}: {error}"))
+        raise typer.Exit(EXIT_STORE) from None
+
+
+_RELATIVE = re.compile(r"(\d+)\s*(s|m|h|d|w)")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+TIME_HELP = "ISO 8601 (2026-11-30T17:06:47Z; UTC if no zone) or a time ago such as 90s, 30m, 2h, 7d"
+
+
+def moment(text: str) -> datetime:
+    """A time on the command line: ISO 8601, or an age such as `2h` meaning that long ago."""
+    if relative := _RELATIVE.fullmatch(text.strip()):
+        return datetime.now(UTC) - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a time: give {TIME_HELP}.") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def confirm(changes: Changeset, what: str, yes: bool) -> bool:
+    """Show what a bulk change will do; whether to go on (False: nothing to change). Off a terminal
+    it needs --yes; on one the user says."""
+    if not changes.written and not changes.deleted:
+        return False
+    say = err  # stdout carries the command's result (JSON with --json)
+    say.print(
+        f"{what} would write {count(changes.written, 'file')} and delete {count(changes.deleted, 'file')} "
+        f"(as of commit {changes.seq}):"
+    )
+    for verb, paths in (("write ", changes.written), ("delete", changes.deleted)):
+        for path in paths[:_LISTED]:
+            say.print(f"  {verb} {path}")
+        if len(paths) > _LISTED:
+            say.print(f"  ... and {len(paths) - _LISTED} more to {verb.strip()}")
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        err.print("Not on a terminal: pass --yes to make these changes. Nothing was changed.")
+        raise typer.Exit(EXIT_USAGE)
+    if not typer.confirm("Make these changes?", default=False, err=True):
+        err.print("Nothing was changed.")
+        raise typer.Exit(EXIT_PROBLEMS)
+    return True
+
+
+def emit(value: BaseModel | Sequence[BaseModel], as_json: bool, human: Callable[[], object]) -> None:
+    """The command's result: JSON on stdout (the model's schema is the contract), or `human`."""
+    if not as_json:
+        human()
+        return
+    adapter: TypeAdapter[Any] = TypeAdapter(type(value) if isinstance(value, BaseModel) else list[Any])
+    sys.stdout.write(adapter.dump_json(value, indent=2).decode() + "\n")
+
+
+@contextmanager
+def progress(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, fed (done, total)."""
+    with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+def count(items: Sized, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def keys(names: Sequence[str]) -> str:
+    return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:3])}, ... {', '.join(names[-2:])}"
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        out.print(f"bucket-memory {package_version('bucket-memory')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Look after agent file memories kept in S3, GCS or a local directory."""

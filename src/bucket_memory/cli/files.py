@@ -1,0 +1,197 @@
+"""Commands on a memory's files: ls, cat, put, rm, mv, grep, diff."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from a13n_harness.providers.memory import MemoryStoreError
+from rich.table import Table
+
+from ..admin import MemoryAdmin
+from .base import EXIT_PROBLEMS, Json, Url, command, emit, origin, out, run
+from .output import Diff, Entry, File, Match, Written
+
+Path_ = Annotated[str, typer.Argument(help="A file's path in the memory, such as notes/tea.md.", show_default=False)]
+Expected = Annotated[
+    str | None,
+    typer.Option(help="Change the file only while it is at this version (default: the version it has now)."),
+]
+
+
+@command()
+def ls(
+    url: Url,
+    prefix: Annotated[str, typer.Argument(help="Only files under this folder.")] = "",
+    as_json: Json = False,
+) -> None:
+    """List the files with their versions, sizes and descriptions.
+
+    Example: bucket-memory ls s3://my-memories/team notes/
+    """
+    folder = prefix.strip("/")
+    entries = [
+        Entry(path=entry.path, version=entry.version, size=entry.size, description=entry.description)
+        for entry in run(lambda admin: admin.store.list(), url, read_only=True)
+        if not folder or entry.path.startswith(f"{folder}/")
+    ]
+
+    def table() -> None:
+        rows = Table("path", "version", "bytes", "description", box=None)
+        for entry in entries:
+            rows.add_row(entry.path, entry.version, str(entry.size), entry.description or "")
+        out.print(rows)
+
+    emit(entries, as_json, table)
+
+
+@command()
+def cat(
+    url: Url,
+    path: Path_,
+    version: Annotated[str | None, typer.Option(help="The file as of this version (a commit number).")] = None,
+    as_json: Json = False,
+) -> None:
+    """Print a file, now or as of a version.
+
+    Example: bucket-memory cat s3://my-memories/team notes/tea.md --version 3
+    """
+    found = run(
+        lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
+    )
+    emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: sys.stdout.write(found.text))
+
+
+@command()
+def put(
+    url: Url,
+    path: Path_,
+    source: Annotated[str, typer.Argument(help="A local file to read the text from, or - for standard input.")] = "-",
+    expected: Expected = None,
+    create: Annotated[bool, typer.Option(help="Only if the file does not exist yet.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Write a file's text, as one commit: a compare-and-swap on the version it has now.
+
+    Example: echo "green tea" | bucket-memory put s3://my-memories/team notes/tea.md
+    """
+    text = sys.stdin.read() if source == "-" else Path(source).read_bytes().decode("utf-8")
+
+    async def write(admin: MemoryAdmin) -> str:
+        store = admin.store
+        current = None if create else expected if expected is not None else await _version(admin, path)
+        return await store.write(path, text, expected=current, origin=origin("put", url))
+
+    version = run(write, url, new_ok=True)
+    emit(Written(path=path, version=version), as_json, lambda: out.print(f"{path}: now version {version}"))
+
+
+@command()
+def rm(url: Url, path: Path_, expected: Expected = None, as_json: Json = False) -> None:
+    """Delete a file, as one commit (undo it with restore).
+
+    Example: bucket-memory rm s3://my-memories/team notes/old.md
+    """
+
+    async def delete(admin: MemoryAdmin) -> None:
+        current = expected if expected is not None else await _version(admin, path)
+        if current is None:
+            raise MemoryStoreError("not_found", f"{path} does not exist.")
+        await admin.store.delete(path, expected=current, origin=origin("rm", url))
+
+    run(delete, url)
+    emit(Written(path=path, version=None), as_json, lambda: out.print(f"{path}: deleted"))
+
+
+@command()
+def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, as_json: Json = False) -> None:
+    """Move a file to a free path, as one commit; it keeps its text and history.
+
+    Example: bucket-memory mv s3://my-memories/team notes/tea.md notes/drinks/tea.md
+    """
+
+    async def move(admin: MemoryAdmin) -> str:
+        current = expected if expected is not None else await _version(admin, source)
+        if current is None:
+            raise MemoryStoreError("not_found", f"{source} does not exist.")
+        return await admin.store.move(source, destination, expected=current, origin=origin("mv", url))
+
+    version = run(move, url)
+    emit(
+        Written(path=destination, version=version),
+        as_json,
+        lambda: out.print(f"{source} -> {destination}: version {version}"),
+    )
+
+
+@command()
+def grep(
+    url: Url,
+    pattern: Annotated[str, typer.Argument(help="What to look for: text, or a regular expression with --regex.")],
+    path: Annotated[str, typer.Option("--path", help="Only files under this folder.")] = "",
+    regex: Annotated[bool, typer.Option("--regex", "-E", help="Read PATTERN as a regular expression.")] = False,
+    ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match regardless of case.")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many matching lines.")] = 100,
+    as_json: Json = False,
+) -> None:
+    """Print the lines that match, with their files and line numbers; exit 1 when none do.
+
+    Example: bucket-memory grep s3://my-memories/team -i "green tea"
+    """
+    found, _ = run(
+        lambda admin: admin.store.search(pattern, regex=regex, case_sensitive=not ignore_case, path=path, limit=limit),
+        url,
+        read_only=True,
+    )
+    matches = [Match(path=match.path, line=match.line, text=match.text, version=match.version) for match in found]
+
+    def lines() -> None:
+        for match in matches:
+            out.print(f"{match.path}:{match.line}:{match.text}")
+
+    emit(matches, as_json, lines)
+    if not matches:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@command()
+def diff(
+    url: Url,
+    path: Path_,
+    start: Annotated[str, typer.Option("--from", help="The older version.")],
+    end: Annotated[str | None, typer.Option("--to", help="The newer version (default: now).")] = None,
+    as_json: Json = False,
+) -> None:
+    """Show how a file changed between two versions, as a unified diff.
+
+    Example: bucket-memory diff s3://my-memories/team notes/tea.md --from 3
+    """
+
+    async def texts(admin: MemoryAdmin) -> tuple[str, str]:
+        before = await admin.read_at(path, start)
+        after = await (admin.store.read(path) if end is None else admin.read_at(path, end))
+        return before.text, after.text
+
+    before, after = run(texts, url, read_only=True)
+    lines = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"{path}@{start}",
+            f"{path}@{end or 'now'}",
+        )
+    )
+    emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
+
+
+async def _version(admin: MemoryAdmin, path: str) -> str | None:
+    """The file's version now, or None when it does not exist."""
+    try:
+        return (await admin.store.read(path)).version
+    except MemoryStoreError as error:
+        if error.code != "not_found":
+            raise
+        return None

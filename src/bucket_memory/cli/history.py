@@ -1,0 +1,106 @@
+"""Commands on a memory's history: log, restore, rollback."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..admin import Changeset, MemoryAdmin
+from .base import EXIT_USAGE, TIME_HELP, Json, Url, Yes, command, confirm, emit, err, moment, origin, out, run
+from .output import Bulk, Revision, Written
+
+
+@command()
+def log(
+    url: Url,
+    path: Annotated[str | None, typer.Argument(help="Only changes to this file.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many entries, newest first.")] = 50,
+    since: Annotated[str | None, typer.Option(help=f"Only changes made since: {TIME_HELP}.")] = None,
+    until: Annotated[str | None, typer.Option(help=f"Only changes made until: {TIME_HELP}.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Show the retained history, newest first: who changed what, when.
+
+    Reads back from the head only as far as it needs: --limit 3 costs a few requests however long
+    the log. Example: bucket-memory log s3://my-memories/team notes/tea.md --since 2h
+    """
+    start, end = (moment(since) if since else None), (moment(until) if until else None)
+    found = run(lambda admin: admin.revisions(path, limit=limit, since=start, until=end), url, read_only=True)
+    revisions = [
+        Revision(
+            version=revision.version,
+            time=revision.time,
+            action=revision.action,
+            path=revision.path,
+            other=revision.other,
+            size=revision.size,
+            principal=revision.origin.principal_id,
+            run=revision.origin.run_id,
+            tool_call=revision.origin.tool_call_id,
+        )
+        for revision in found
+    ]
+
+    def table() -> None:
+        rows = Table("version", "time", "action", "path", "by", box=None)
+        for revision in revisions:
+            action = f"{revision.action} {revision.other}" if revision.other else revision.action
+            who = " ".join(part for part in (revision.principal, revision.run) if part)
+            rows.add_row(revision.version, revision.time, action, revision.path or "*", who)
+        out.print(rows)
+
+    emit(revisions, as_json, table)
+
+
+@command()
+def restore(
+    url: Url,
+    path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False)],
+    version: Annotated[str, typer.Option(help="The version to bring back (see `log URL PATH`).")],
+    as_json: Json = False,
+) -> None:
+    """Make a file what it was at a version, as a new commit (itself undoable).
+
+    Example: bucket-memory restore s3://my-memories/team notes/tea.md --version 3
+    """
+    result = run(lambda admin: admin.restore(path, version, origin=origin("restore", url)), url)
+    said = f"deleted (it did not exist at version {version})" if result is None else f"now version {result}"
+    emit(Written(path=path, version=result), as_json, lambda: out.print(f"{path}: {said}"))
+
+
+@command()
+def rollback(
+    url: Url,
+    to: Annotated[int | None, typer.Option(min=1, help="The commit to roll the whole memory back to.")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", help=f"The last commit made by then: {TIME_HELP}.")] = None,
+    yes: Yes = False,
+    as_json: Json = False,
+) -> None:
+    """Make the whole memory what it was at a commit or time, as one new commit.
+
+    Shows every file it would write or delete first, and asks (or needs --yes off a terminal).
+    Example: bucket-memory rollback s3://my-memories/team --as-of 2h --yes
+    """
+    if (to is None) == (as_of is None):
+        err.print("Give exactly one of --to SEQ or --as-of TIME.")
+        raise typer.Exit(EXIT_USAGE)
+    when = moment(as_of) if as_of is not None else None
+
+    async def preview(admin: MemoryAdmin) -> tuple[int, Changeset]:
+        target = await admin.seq_at(when) if when is not None else to
+        assert target is not None
+        return target, await admin.preview_rollback(target)
+
+    target, changes = run(preview, url)
+    if not confirm(changes, f"Rolling back to commit {target}", yes):
+        emit(Bulk(commit=None, written=[], deleted=[]), as_json, lambda: out.print(f"already as at commit {target}"))
+        return
+    who = origin("rollback", url)
+    seq = run(lambda admin: admin.rollback(target, origin=who, at=changes.seq), url)
+    emit(
+        Bulk(commit=seq, written=list(changes.written), deleted=list(changes.deleted)),
+        as_json,
+        lambda: out.print(f"rolled back to commit {target} as commit {seq}"),
+    )

@@ -1,0 +1,193 @@
+"""What each command prints with --json, as pydantic models: their JSON Schemas, kept in
+docs/cli/schemas/ (`python -m tools.cli_schemas` writes them), are the contract for scripts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Entry(_Output):
+    """A file: `ls`."""
+
+    path: str
+    version: str
+    size: int
+    description: str | None
+
+
+class File(_Output):
+    """A file's text at a version: `cat`."""
+
+    path: str
+    version: str
+    text: str
+
+
+class Revision(_Output):
+    """One change in the history: `log`. `path` is "" for a purge; `other` names the other end of a move."""
+
+    version: str
+    time: str
+    action: Literal["write", "delete", "moved-in", "moved-out", "purge"]
+    path: str
+    other: str | None
+    size: int | None
+    principal: str | None
+    run: str | None
+    tool_call: str | None
+
+
+class Diff(_Output):
+    """A unified diff between two versions of a file: `diff`."""
+
+    path: str
+    start: str
+    end: str
+    diff: str
+
+
+class Written(_Output):
+    """A file a command changed (`put`, `mv`, `restore`): its version now, None when it is gone (`rm`)."""
+
+    path: str
+    version: str | None
+
+
+class Match(_Output):
+    """A matching line: `grep`."""
+
+    path: str
+    line: int
+    text: str
+    version: str
+
+
+class Bulk(_Output):
+    """A change of many files (`rollback`, `import`): the commit it made (None: nothing differed)."""
+
+    commit: int | None
+    written: list[str]
+    deleted: list[str]
+    skipped: list[str] = []
+
+
+class Exported(_Output):
+    """`export`: the commit exported and how many files."""
+
+    commit: int
+    files: int
+    directory: str
+
+
+class Problem(_Output):
+    key: str
+    message: str
+
+
+class Verified(_Output):
+    """`verify`: whether the memory is whole, and every problem found."""
+
+    ok: bool
+    problems: list[Problem]
+
+
+class Compacted(_Output):
+    """`compact`: where the history now starts (0: nothing compacted) and what was removed."""
+
+    floor: int
+    log_deleted: int
+    checkpoints_deleted: int
+
+
+class Reapplied(_Output):
+    start: int
+    to: int | None
+
+
+class Recovered(_Output):
+    """`recover`: keys restored and repaired, fork commits re-applied, the head, and the --as-of commit."""
+
+    restored: list[str]
+    repaired: list[str]
+    reapplied: list[Reapplied]
+    head: int
+    as_of_commit: int | None
+    versioning: str
+
+
+class Stats(_Output):
+    """`stats`."""
+
+    files: int
+    bytes: int
+    max_bytes: int
+    head: int
+    commits: int
+    history_floor: int | None
+    checkpoints: int
+    checkpoint: int | None
+    checkpoint_age: float | None
+
+
+class Step(_Output):
+    setting: str
+    action: str
+    change: bool
+
+
+class Initialized(_Output):
+    """`init`: its plan, whether it was carried out, and its warnings."""
+
+    bucket: str
+    steps: list[Step]
+    applied: bool
+    warnings: list[str]
+
+
+class Checked(_Output):
+    """`doctor`: the endpoint refuses duplicate creates, the memory loads, and the bucket's versioning."""
+
+    create_only: bool
+    versioning: str | None
+
+
+class Memory(_Output):
+    """A memory found under a bucket or prefix: `memories`."""
+
+    url: str
+
+
+# Each command's --json output; a test keeps docs/cli/schemas/ equal to these.
+OUTPUTS: dict[str, Any] = {
+    "ls": list[Entry],
+    "cat": File,
+    "put": Written,
+    "rm": Written,
+    "mv": Written,
+    "grep": list[Match],
+    "log": list[Revision],
+    "diff": Diff,
+    "restore": Written,
+    "rollback": Bulk,
+    "export": Exported,
+    "import": Bulk,
+    "verify": Verified,
+    "compact": Compacted,
+    "recover": Recovered,
+    "stats": Stats,
+    "init": Initialized,
+    "doctor": Checked,
+    "memories": list[Memory],
+}
+
+
+def schema(command: str) -> dict[str, Any]:
+    found: dict[str, Any] = TypeAdapter(OUTPUTS[command]).json_schema()
+    found["title"] = f"bucket-memory {command} --json"
+    return found
