@@ -297,6 +297,29 @@ async def local_baselines(runs: int) -> dict[str, dict[str, float]]:
     return results
 
 
+async def history_walk(latency: float, commits: int = 600) -> dict[str, dict[str, float]]:
+    """`log --limit 3` on a memory of `commits` commits, from a fresh store: walking back from the
+    head, against reading the whole retained log (what `log` did before)."""
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects)
+    for n in range(commits):
+        await writer.write(
+            f"notes/{n % 50:02}.md", f"{TEXT}{n}\n", expected=None if n < 50 else str(n - 49), origin=ORIGIN
+        )
+    await writer.settle()
+    found: dict[str, dict[str, float]] = {}
+    ways: dict[str, Callable[[MemoryAdmin], Awaitable[object]]] = {
+        "log --limit 3 (walk back from the head)": lambda admin: admin.revisions(limit=3),
+        "the whole retained log (before)": lambda admin: admin.history.commits(),
+    }
+    for name, work in ways.items():
+        counted = FaultyObjectStore(objects, Faults(latency=latency))
+        started = time.perf_counter()
+        await work(MemoryAdmin(LogFileStore(counted)))
+        found[name] = {"seconds": time.perf_counter() - started, "requests": counted.requests}
+    return found
+
+
 async def http_single_agent(runs: int) -> dict[str, dict[str, float]]:
     """The single-agent operations over real HTTP against a moto server (on this machine)."""
     import os
@@ -374,7 +397,16 @@ def plot(results: dict[str, Any], directory: Path) -> None:
 
 
 def tables(results: dict[str, Any]) -> str:
-    lines = ["### Single agent (20 ms per request; warm store)", ""]
+    lines = [
+        "### History at 600 commits (20 ms per request; a fresh store)",
+        "",
+        "| what | seconds | requests |",
+        "| --- | ---: | ---: |",
+        *(f"| {name} | {row['seconds']:.2f} | {row['requests']:.0f} |" for name, row in results["history"].items()),
+        "",
+        "### Single agent (20 ms per request; warm store)",
+        "",
+    ]
     for files, rows in results["single"].items():
         lines += [
             f"**{int(files):,} files**",
@@ -490,6 +522,7 @@ async def run(quick: bool) -> dict[str, Any]:
         await contention(w, False, latency, seconds, one_process=True) for w in writer_counts
     ]
     results["scale"] = [await scale(m, latency, seconds) for m in (1, 4, 16, 64)]
+    results["history"] = await history_walk(latency)
     results["local"] = await local_baselines(runs)
     results["http"] = await http_single_agent(runs)
     results["naive"] = {"requests": await naive_request_counts(), "write_skew": await demonstrate_write_skew()}

@@ -21,3 +21,14 @@ async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[S
         state.apply(commit, objects.location)
         commits.append(commit)
     return state, commits
+
+
+def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
+    """Run the `bucket-memory` command in this process; what it printed, stdout and stderr together."""
+    from typer.testing import CliRunner
+
+    from bucket_memory.cli import app
+
+    result = CliRunner().invoke(app, list(arguments), input=given)
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    return result.output

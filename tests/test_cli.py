@@ -1,7 +1,8 @@
-"""The `bucket-memory` command run as a user runs it: a subprocess, against moto and a local directory."""
+"""The `bucket-memory` command against moto and a local directory, in-process, and once as the installed command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -13,14 +14,21 @@ from a13n_harness.providers.memory import DirectoryFileStore, Origin
 from bucket_memory import open_store
 from bucket_memory.codec import log_key
 
+from .helpers import cli
+
 COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
 ORIGIN = Origin(run_id="cli-test", principal_id="tester")
 
 
-def run(*arguments: str, expect: int = 0) -> str:
-    done = subprocess.run([COMMAND, *arguments], capture_output=True, text=True, timeout=120)
-    assert done.returncode == expect, f"exit {done.returncode}: {done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+run = cli
+
+
+def test_the_installed_command_runs(tmp_path: Path) -> None:
+    """A smoke test of the entry point as a user starts it; everything else runs in-process."""
+    done = subprocess.run([COMMAND, "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("bucket-memory 0.")
+    done = subprocess.run([COMMAND, "ls", str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4 and "no memory at" in done.stderr
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -40,8 +48,8 @@ async def seed(url: str) -> None:
         await store.write("notes/tea.md", "---\ndescription: Teas\n---\ngreen\noolong\n", expected=v1, origin=ORIGIN)
 
 
-async def test_read_commands(url: str) -> None:
-    await seed(url)
+def test_read_commands(url: str) -> None:
+    asyncio.run(seed(url))
     listed = json.loads(run("ls", url, "--json"))
     assert [(e["path"], e["version"], e["description"]) for e in listed] == [
         ("notes/tea.md", "3", "Teas"),
@@ -61,8 +69,8 @@ async def test_read_commands(url: str) -> None:
     assert "does not exist" in run("cat", url, "nope.md", expect=3)
 
 
-async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
-    await seed(url)
+def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
+    asyncio.run(seed(url))
     assert "now version 4" in run("restore", url, "notes/tea.md", "--version", "1")
     assert run("cat", url, "notes/tea.md").endswith("---\ngreen\n")
     assert "Not on a terminal: pass --yes" in run("rollback", url, "--to", "3", expect=2)
@@ -75,7 +83,7 @@ async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
     exported = tmp_path / "exported"
     run("export", url, str(exported))
     plain = DirectoryFileStore(exported)
-    assert [(entry.path, entry.description) for entry in await plain.list()] == [
+    assert [(entry.path, entry.description) for entry in asyncio.run(plain.list())] == [
         ("notes/tea.md", "Teas"),
         ("todo.md", "buy milk"),
     ]
@@ -90,9 +98,9 @@ async def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
     assert "not an empty directory" in run("export", url, str(exported), expect=2)
 
 
-async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
+def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
     url = str(tmp_path / "memory")
-    await seed(url)
+    asyncio.run(seed(url))
     assert "ok" in run("verify", url)
     target = tmp_path / "memory" / log_key(2)
     target.chmod(0o644)
@@ -104,9 +112,9 @@ async def test_verify_fails_on_a_corrupted_object(tmp_path: Path) -> None:
     assert "corrupt" in run("ls", url, expect=3)
 
 
-async def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert "unsupported scheme" in run("ls", "http://example.com/x", expect=3)
     assert "Give exactly one" in run("rollback", str(tmp_path), expect=2)
     assert "no memory at" in run("cat", str(tmp_path / "mistyped"), "todo.md", expect=4)
-    await seed(str(tmp_path / "memory"))
+    asyncio.run(seed(str(tmp_path / "memory")))
     assert "invalid_path" in run("cat", str(tmp_path / "memory"), "../etc/passwd", expect=3)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import string
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,8 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from bucket_memory import open_store
 from bucket_memory.provision import ABORT_MULTIPART_DAYS, NONCURRENT_VERSION_DAYS
 from bucket_memory.testing.emulators import moto_server
+
+from .helpers import cli
 
 TERRAFORM = Path(__file__).parent.parent / "terraform"
 MODULES = TERRAFORM / "modules"
@@ -79,10 +80,7 @@ def test_the_modules_keep_what_init_keeps() -> None:
     assert bucket["public_access_prevention"] == "enforced" and bucket["uniform_bucket_level_access"] is True
 
 
-def run(*arguments: str, expect: int = 0) -> str:
-    done = subprocess.run([COMMAND, *arguments], capture_output=True, text=True, timeout=120)
-    assert done.returncode == expect, done.stdout + done.stderr
-    return done.stdout + done.stderr
+run = cli
 
 
 def test_init_s3(s3_endpoint: str) -> None:

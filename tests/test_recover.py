@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from bucket_memory.history import Problem
 from bucket_memory.objects import VersionedObjectStore
 
 from .conftest import VERSIONED, unique_prefix
+from .helpers import cli
 
 ORIGIN = Origin(principal_id="recover-test")
 COMPACT_AT_ONCE = LogOptions(grace_period=0, retain_commits=0, retain_seconds=0, checkpoint_min_commits=2)
@@ -167,17 +166,13 @@ def test_versioning_turned_on_late_keeps_the_first_objects(s3_endpoint: str) -> 
 
 
 def test_cli_recovers_a_deleted_prefix(versioned_url: str, tmp_path: Path) -> None:
-    command = str(Path(sys.executable).with_name("bucket-memory"))
     seed = tmp_path / "seed"
     seed.mkdir()
     (seed / "plan.md").write_text("the plan\n")
     (seed / "notes").mkdir()
     (seed / "notes" / "a.md").write_text("a note\n")
 
-    def run(*arguments: str, expect: int = 0) -> str:
-        done = subprocess.run([command, *arguments], capture_output=True, text=True, timeout=120)
-        assert done.returncode == expect, done.stdout + done.stderr
-        return done.stdout + done.stderr
+    run = cli
 
     run("import", versioned_url, str(seed))
     head = json.loads(run("stats", versioned_url, "--json"))["head"]

@@ -18,6 +18,7 @@ from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin, o
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery, Restoration
+from .retry import FETCH_CONCURRENCY
 from .state import State
 from .store import LogFileStore, checked_size, file_text
 
@@ -96,7 +97,7 @@ class MemoryAdmin:
         as it has them, so N changes cost about N requests."""
         wanted = validate_path(path, self.store.format) if path is not None else None
         found: list[Revision] = []
-        async for commit in self.history.newest_first():
+        async for commit in self.history.newest_first(first=min(limit or 4, FETCH_CONCURRENCY)):
             if since is not None and commit.moment < since:
                 break  # times rise along the log
             if until is not None and commit.moment > until:

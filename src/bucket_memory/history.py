@@ -57,16 +57,19 @@ class History:
             raise CorruptObjectError(self.log.location, problem.key, problem.message)
         return commits
 
-    async def newest_first(self) -> AsyncIterator[Commit]:
+    async def newest_first(self, first: int = 4) -> AsyncIterator[Commit]:
         """The retained log from the head back, each commit checked to follow the one it yields next.
 
-        One listing, then GETs a window at a time as the caller reads on: a caller that stops after
-        N commits has cost about N requests, however long the log.
+        One listing, then GETs a window at a time as the caller reads on (`first` commits, then twice
+        as many each time, up to the fetch concurrency): a caller that stops after N commits has
+        cost about N requests, however long the log.
         """
         listed = await self.log.reader.list_log()
         newer: Commit | None = None
-        for end in range(len(listed), 0, -FETCH_CONCURRENCY):
-            window = listed[max(0, end - FETCH_CONCURRENCY) : end]
+        end, size = len(listed), max(first, 1)
+        while end > 0:
+            window, end = listed[max(0, end - size) : end], max(0, end - size)
+            size = min(size * 2, FETCH_CONCURRENCY)
             for commit in reversed(await self.log.reader.fetch_commits(window)):
                 if newer is not None and (newer.seq != commit.seq + 1 or newer.prev != commit.hash):
                     (problem,) = chain_problems([commit, newer])

@@ -1,0 +1,158 @@
+"""Every command, in-process, on a local directory and on moto: what it does, its exit codes, and
+its --json output validated against the JSON Schema kept in docs/cli/schemas/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
+
+from .conftest import BUCKET, VERSIONED, unique_prefix
+
+SCHEMAS = Path(__file__).parent.parent / "docs" / "cli" / "schemas"
+
+
+def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
+    result = CliRunner().invoke(app, list(arguments), input=given)
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    return result.output
+
+
+def cli_json(command: str, *arguments: str, expect: int = 0, given: str | None = None) -> Any:
+    """A command's --json output, checked against its schema."""
+    result = CliRunner().invoke(app, [command, *arguments, "--json"], input=given)
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    value = json.loads(result.stdout)
+    jsonschema.validate(value, json.loads((SCHEMAS / f"{command}.json").read_text()))
+    return value
+
+
+@pytest.fixture(params=["local", "s3"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "memory")
+    request.getfixturevalue("s3_endpoint")
+    return f"s3://{VERSIONED}/{unique_prefix()}"
+
+
+@pytest.fixture
+def seeded(url: str) -> str:
+    cli_json("put", url, "notes/tea.md", given="---\ndescription: Teas\n---\ngreen\n")
+    cli_json("put", url, "todo.md", given="buy milk\n")
+    cli_json("put", url, "notes/tea.md", given="---\ndescription: Teas\n---\ngreen\noolong\n")
+    return url
+
+
+def test_version() -> None:
+    assert cli("--version").startswith("bucket-memory 0.")
+
+
+def test_put_cat_ls(url: str) -> None:
+    assert cli_json("put", url, "a.md", given="one\n") == {"path": "a.md", "version": "1"}
+    assert cli_json("put", url, "a.md", given="two\n")["version"] == "2"  # a compare-and-swap on version 1
+    assert "version_mismatch" in cli("put", url, "a.md", "--create", given="three\n", expect=EXIT_STORE)
+    assert "version_mismatch" in cli("put", url, "a.md", "--expected", "1", given="three\n", expect=EXIT_STORE)
+    assert cli_json("cat", url, "a.md") == {"path": "a.md", "version": "2", "text": "two\n"}
+    assert cli("cat", url, "a.md", "--version", "1") == "one\n"
+    cli_json("put", url, "notes/b.md", given="b\n")
+    assert [entry["path"] for entry in cli_json("ls", url)] == ["a.md", "notes/b.md"]
+    assert [entry["path"] for entry in cli_json("ls", url, "notes")] == ["notes/b.md"]
+
+
+def test_rm_and_mv(seeded: str) -> None:
+    assert cli_json("mv", seeded, "todo.md", "done/todo.md") == {"path": "done/todo.md", "version": "4"}
+    assert cli_json("rm", seeded, "done/todo.md") == {"path": "done/todo.md", "version": None}
+    assert "not_found" in cli("rm", seeded, "done/todo.md", expect=EXIT_STORE)
+    assert [entry["path"] for entry in cli_json("ls", seeded)] == ["notes/tea.md"]
+
+
+def test_grep(seeded: str) -> None:
+    matches = cli_json("grep", seeded, "OOLONG", "-i")
+    assert [(match["path"], match["line"], match["text"]) for match in matches] == [("notes/tea.md", 5, "oolong")]
+    assert cli_json("grep", seeded, r"^b\w+", "--regex")[0]["path"] == "todo.md"
+    assert cli_json("grep", seeded, "nowhere", expect=EXIT_PROBLEMS) == []
+
+
+def test_log_walks_back_and_filters_by_time(seeded: str) -> None:
+    history = cli_json("log", seeded)
+    assert [(entry["version"], entry["path"]) for entry in history] == [
+        ("3", "notes/tea.md"),
+        ("2", "todo.md"),
+        ("1", "notes/tea.md"),
+    ]
+    assert [entry["version"] for entry in cli_json("log", seeded, "notes/tea.md", "--limit", "1")] == ["3"]
+    assert len(cli_json("log", seeded, "--since", "1h")) == 3
+    assert cli_json("log", seeded, "--until", "2000-01-01T00:00:00Z") == []
+    assert "is not a time" in cli("log", seeded, "--since", "yesterday", expect=EXIT_USAGE)
+
+
+def test_diff_restore_rollback(seeded: str) -> None:
+    assert "+oolong" in cli_json("diff", seeded, "notes/tea.md", "--from", "1")["diff"]
+    assert cli_json("restore", seeded, "notes/tea.md", "--version", "1") == {"path": "notes/tea.md", "version": "4"}
+    rolled = cli_json("rollback", seeded, "--to", "3", "--yes")
+    assert rolled["commit"] == 5 and rolled["written"] == ["notes/tea.md"] and rolled["deleted"] == []
+    assert cli_json("rollback", seeded, "--to", "3", "--yes")["commit"] is None  # already as at 3
+    assert "exactly one of" in cli("rollback", seeded, expect=EXIT_USAGE)
+
+
+def test_export_import_stats_verify_compact(seeded: str, tmp_path: Path) -> None:
+    exported = cli_json("export", seeded, str(tmp_path / "copy"))
+    assert (exported["commit"], exported["files"]) == (3, 2)
+    (tmp_path / "copy" / "todo.md").write_text("buy tea\n")
+    imported = cli_json("import", seeded, str(tmp_path / "copy"))
+    assert (imported["commit"], imported["written"]) == (4, ["todo.md"])
+    stats = cli_json("stats", seeded)
+    assert (stats["files"], stats["head"]) == (2, 4)
+    assert cli_json("verify", seeded) == {"ok": True, "problems": []}
+    assert cli_json("compact", seeded)["floor"] == 0  # nothing older than the grace period yet
+
+
+def test_recover_and_doctor(url: str) -> None:
+    cli_json("put", url, "a.md", given="a\n")
+    if url.startswith("s3://"):
+        recovered = cli_json("recover", url)
+        assert (recovered["head"], recovered["restored"], recovered["versioning"]) == (1, [], "enabled")
+        assert cli_json("doctor", url) == {"create_only": True, "versioning": "enabled"}
+    else:
+        assert "keeps no object versions" in cli("recover", url, expect=EXIT_STORE)
+        assert cli_json("doctor", url) == {"create_only": True, "versioning": None}
+
+
+def test_memories_lists_every_memory_under_a_bucket_or_folder(url: str, tmp_path: Path) -> None:
+    root = url.rsplit("/", 1)[0]
+    others = [f"{root}/{name}" for name in ("one", "two/nested")]
+    for memory in others:
+        cli_json("put", memory, "a.md", given="a\n")
+    found = [memory["url"] for memory in cli_json("memories", root)]
+    assert set(others) <= set(found) and all(memory.startswith(root) for memory in found)
+
+
+def test_a_url_with_no_memory_is_exit_4_and_init_and_import_may_start_one(url: str, tmp_path: Path) -> None:
+    assert "no memory at" in cli("ls", url, expect=EXIT_NO_MEMORY)
+    (tmp_path / "seed").mkdir()
+    (tmp_path / "seed" / "a.md").write_text("a\n")
+    assert cli_json("import", url, str(tmp_path / "seed"))["commit"] == 1
+
+
+def test_init_json(s3_endpoint: str) -> None:
+    bucket = f"cli-{unique_prefix().rsplit('/', 1)[1]}"
+    planned = cli_json("init", f"s3://{bucket}", "--dry-run")
+    assert not planned["applied"] and any(step["change"] for step in planned["steps"])
+    assert cli_json("init", f"s3://{bucket}")["applied"]
+
+
+def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    cli_json("put", url, "a.md", given="a\n")
+    cli("put", url, "a.md", "--principal", "alice", given="b\n")
+    by = [entry["principal"] for entry in cli_json("log", url)]
+    assert by[0] == "alice" and by[1].startswith("arn:aws:"), "the cloud identity, from STS"
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
+    assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)

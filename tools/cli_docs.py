@@ -1,0 +1,74 @@
+"""Write the CLI reference (docs/cli.md) and the JSON Schemas of --json output (docs/cli/schemas/)
+from the app itself: `python -m tools.cli_docs`. A test fails when either is out of date."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import typer.main
+
+from bucket_memory.cli import app
+from bucket_memory.cli.base import EXIT_CODES, URL_FORMS
+from bucket_memory.cli.output import OUTPUTS, schema
+
+DOCS = Path(__file__).parent.parent / "docs"
+REFERENCE = DOCS / "cli.md"
+SCHEMAS = DOCS / "cli" / "schemas"
+
+
+def reference() -> str:
+    """The reference page: every command, its usage, arguments and options, from the app."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    context = click.Context(group, info_name="bucket-memory")
+    lines = [
+        "# Command-line reference",
+        "",
+        "Generated from the app by `python -m tools.cli_docs`; `tests/test_cli_reference.py` keeps it in sync.",
+        "",
+        f"URLs: {URL_FORMS}. Every command that opens a store also takes `--profile`, `--region`,",
+        "`--endpoint-url` (S3), `--project` (GCS) and `--principal` (who changes are attributed to);",
+        "the standard environment (`AWS_PROFILE`, `AWS_ENDPOINT_URL`, `STORAGE_EMULATOR_HOST`, ...) works as well.",
+        "`bucket-memory --version` prints the version; `--install-completion` installs shell completion.",
+        "",
+        " ".join(EXIT_CODES.split()),
+        "",
+    ]
+    for name, command in group.commands.items():
+        sub = click.Context(command, info_name=name, parent=context)
+        lines += [f"## `{name}`", "", (command.help or "").strip(), "", "```", command.get_usage(sub), "```", ""]
+        rows = [
+            (
+                " / ".join(f"`{option}`" for option in [*parameter.opts, *parameter.secondary_opts])
+                if isinstance(parameter, click.Option)
+                else f"`{parameter.human_readable_name}`",
+                " ".join((getattr(parameter, "help", None) or "").split()),
+            )
+            for parameter in command.params
+            if getattr(parameter, "rich_help_panel", None) != "Cloud" and parameter.name != "help"
+        ]
+        lines += ["| argument or option | meaning |", "| --- | --- |"]
+        lines += [f"| {name_} | {meaning.replace('|', '\\|')} |" for name_, meaning in rows]
+        if name in OUTPUTS:
+            lines += ["", f"`--json` prints what [cli/schemas/{name}.json](cli/schemas/{name}.json) describes."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def schemas() -> dict[str, str]:
+    return {f"{command}.json": json.dumps(schema(command), indent=2) + "\n" for command in OUTPUTS}
+
+
+def main() -> None:
+    SCHEMAS.mkdir(parents=True, exist_ok=True)
+    for name, text in schemas().items():
+        (SCHEMAS / name).write_text(text)
+    REFERENCE.write_text(reference())
+    sys.stdout.write(f"wrote {REFERENCE} and {len(OUTPUTS)} schemas in {SCHEMAS}\n")
+
+
+if __name__ == "__main__":
+    main()
