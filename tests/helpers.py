@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
 from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory.codec import LOG_PREFIX, Commit, key_seq
@@ -32,3 +35,38 @@ def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
     result = CliRunner().invoke(app, list(arguments), input=given)
     assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
     return result.output
+
+
+@contextmanager
+def iam_enforced_moto(bucket: str, policies: Mapping[str, str]) -> Iterator[Callable[[str], None]]:
+    """A moto server that enforces IAM once `bucket` and a user per policy (name to policy document)
+    exist, with the environment pointing at it; yields `act_as(user)`, which puts that user's keys
+    in the environment."""
+    import botocore.session
+    import pytest
+
+    from bucket_memory.testing.emulators import moto_server
+
+    setup_actions = 1 + 3 * len(policies)  # the bucket, then a user, its policy and its access key each
+    with moto_server(enforce_iam_after=setup_actions) as endpoint, pytest.MonkeyPatch.context() as environment:
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "setup",
+            "AWS_SECRET_ACCESS_KEY": "setup",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            environment.setenv(name, value)
+        session = botocore.session.get_session()
+        session.create_client("s3").create_bucket(Bucket=bucket)
+        iam = session.create_client("iam")
+        keys = {}
+        for user, document in policies.items():
+            iam.create_user(UserName=user)
+            iam.put_user_policy(UserName=user, PolicyName="memory", PolicyDocument=document)
+            keys[user] = iam.create_access_key(UserName=user)["AccessKey"]
+
+        def act_as(user: str) -> None:
+            environment.setenv("AWS_ACCESS_KEY_ID", keys[user]["AccessKeyId"])
+            environment.setenv("AWS_SECRET_ACCESS_KEY", keys[user]["SecretAccessKey"])
+
+        yield act_as

@@ -16,9 +16,8 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import open_store
 from bucket_memory.provision import ABORT_MULTIPART_DAYS, NONCURRENT_VERSION_DAYS
-from bucket_memory.testing.emulators import moto_server
 
-from .helpers import cli
+from .helpers import cli, iam_enforced_moto
 
 TERRAFORM = Path(__file__).parent.parent / "terraform"
 MODULES = TERRAFORM / "modules"
@@ -203,27 +202,8 @@ def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
 @pytest.fixture(scope="module")
 def guarded_s3() -> Iterator[dict[str, str]]:
     """A moto server that enforces IAM after setup: a bucket, and a user holding only the module's policy."""
-    setup_actions = 4  # create the bucket, the user, its policy, its access key
-    with moto_server(enforce_iam_after=setup_actions) as endpoint, pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "admin",
-            "AWS_SECRET_ACCESS_KEY": "admin",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            environment.setenv(name, value)
-        import botocore.session
-
-        session = botocore.session.get_session()
-        session.create_client("s3").create_bucket(Bucket="guarded")
-        iam = session.create_client("iam")
-        iam.create_user(UserName="agent")
-        iam.put_user_policy(
-            UserName="agent", PolicyName="bucket-memory", PolicyDocument=module_policy("guarded", "teams/blue")
-        )
-        key = iam.create_access_key(UserName="agent")["AccessKey"]
-        environment.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
-        environment.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    with iam_enforced_moto("guarded", {"agent": module_policy("guarded", "teams/blue")}) as act_as:
+        act_as("agent")
         yield {"MEMORY_URL": "s3://guarded/teams/blue"}
 
 

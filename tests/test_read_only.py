@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from bucket_memory import MemoryAdmin, open_store
 from bucket_memory.cli import app
-from bucket_memory.testing.emulators import moto_server
 from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
+from .helpers import iam_enforced_moto
 
 ORIGIN = Origin(run_id="read-only-test")
 URL = "s3://readable/team"
@@ -31,36 +31,19 @@ def policy(*statements: dict[str, object]) -> str:
 def reader_only() -> Iterator[dict[str, str]]:
     """A moto server enforcing IAM, a memory written by an admin, and the keys of a user who may only
     s3:GetObject on the prefix and s3:ListBucket on the bucket."""
-    setup_actions = 7  # the bucket, then two users with a policy and an access key each
-    with moto_server(enforce_iam_after=setup_actions) as endpoint, pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "admin",
-            "AWS_SECRET_ACCESS_KEY": "admin",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            environment.setenv(name, value)
-        import botocore.session
-
-        session = botocore.session.get_session()
-        session.create_client("s3").create_bucket(Bucket="readable")
-        iam = session.create_client("iam")
-        keys = {}
-        for user, document in {
+    with iam_enforced_moto(
+        "readable",
+        {
             "admin": policy({"Effect": "Allow", "Action": "s3:*", "Resource": "*"}),
             "reader": policy(
                 {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::readable/team/*"},
                 {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::readable"},
             ),
-        }.items():
-            iam.create_user(UserName=user)
-            iam.put_user_policy(UserName=user, PolicyName="memory", PolicyDocument=document)
-            keys[user] = iam.create_access_key(UserName=user)["AccessKey"]
-        environment.setenv("AWS_ACCESS_KEY_ID", keys["admin"]["AccessKeyId"])
-        environment.setenv("AWS_SECRET_ACCESS_KEY", keys["admin"]["SecretAccessKey"])
+        },
+    ) as act_as:
+        act_as("admin")
         asyncio.run(seed())
-        environment.setenv("AWS_ACCESS_KEY_ID", keys["reader"]["AccessKeyId"])
-        environment.setenv("AWS_SECRET_ACCESS_KEY", keys["reader"]["SecretAccessKey"])
+        act_as("reader")
         yield {}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -179,17 +180,7 @@ def stats(url: Url, as_json: Json = False) -> None:
     result = run(lambda admin: admin.stats(), url, read_only=True)
     age = f"{result.checkpoint_age:.0f} s ago" if result.checkpoint_age is not None else "none yet"
     emit(
-        Stats(
-            files=result.files,
-            bytes=result.bytes,
-            max_bytes=result.max_bytes,
-            head=result.head,
-            commits=result.commits,
-            history_floor=result.history_floor,
-            checkpoints=result.checkpoints,
-            checkpoint=result.checkpoint,
-            checkpoint_age=result.checkpoint_age,
-        ),
+        Stats.model_validate(asdict(result)),
         as_json,
         lambda: out.print(
             f"files          {result.files}\n"
