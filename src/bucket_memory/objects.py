@@ -146,10 +146,11 @@ class LocalObjectStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         check_directory(self.root)
+        self._location = self.root.absolute().as_uri()
 
     @property
     def location(self) -> str:
-        return self.root.absolute().as_uri()
+        return self._location
 
     async def get(self, key: str) -> bytes | None:
         # A missing key, which every fresh read's probe meets, is answered by one stat on the loop:
