@@ -291,7 +291,10 @@ async def off_loop[T](size: int, work: Callable[[], T]) -> T:
 class Checkpoint(_Signed):
     """The whole state as of commit `seq`: live files with their versions, and the tombstones the
     change feed needs. `genesis` (the hash of commit 1) names the memory; checkpoints of the first
-    release lack it."""
+    release lack it. `descriptions` are the files' descriptions, in the order of `files`, as the
+    harness's `describe` made them under the `FileFormat` limits `described_with` names
+    (max_file_bytes, frontmatter_bytes, description_chars), so that a cold start need not parse
+    every file's frontmatter again; older checkpoints lack both."""
 
     kind: Literal["checkpoint"] = "checkpoint"
     format: Literal[1] = 1
@@ -300,8 +303,10 @@ class Checkpoint(_Signed):
     time: Time
     files: tuple[tuple[WirePath, str, Seq], ...]
     deleted: tuple[tuple[WirePath, Seq], ...]
-    _written_when_set = frozenset({"genesis"})
+    _written_when_set = frozenset({"genesis", "descriptions", "described_with"})
     genesis: Hash | None = None
+    descriptions: tuple[str | None, ...] | None = None
+    described_with: tuple[int, int, int] | None = None
 
 
 def time_text(seconds: float) -> str:

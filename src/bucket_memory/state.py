@@ -97,9 +97,9 @@ class State:
                 if destination in self.files:
                     raise MemoryStoreError("already_exists", f"it moves {source} onto {destination}, which exists")
                 self.check_room(destination, leaving=source)
-                text = self.files[source].text
+                moved = self.files[source]
                 self._remove(source, seq)
-                self._add(destination, text, seq)
+                self._add(destination, moved.text, seq, moved.description, described=True)
             case Purge():
                 self.files.clear()
                 self.changed.clear()
@@ -176,6 +176,8 @@ class State:
             files=[(path, live.text, live.version) for path, live in sorted(self.files.items())],
             deleted=deleted,
             genesis=self.genesis,
+            descriptions=[live.description for _, live in sorted(self.files.items())],
+            described_with=_describing(self.format),
         )
 
     @classmethod
@@ -197,12 +199,24 @@ class State:
             genesis=checkpoint.genesis,
         )
         changes: list[tuple[int, str]] = []
+        # Descriptions made under other limits than this store's are made again.
+        described = (
+            checkpoint.descriptions
+            if checkpoint.described_with == _describing(fmt)
+            and checkpoint.descriptions is not None
+            and len(checkpoint.descriptions) == len(checkpoint.files)
+            and all(len(text or "") <= fmt.description_chars for text in checkpoint.descriptions)
+            else None
+        )
         try:
-            for path, text, version in checkpoint.files:
+            for index, (path, text, version) in enumerate(checkpoint.files):
                 if version > checkpoint.seq or path in state.files:
                     raise MemoryStoreError("invalid_path", f"{path} is listed twice or with a future version")
                 state.check_room(path)
-                state._add(path, text, version)
+                if described is None:
+                    state._add(path, text, version)
+                else:
+                    state._add(path, text, version, described[index], described=True)
                 changes.append((version, path))
         except MemoryStoreError as error:
             raise CorruptObjectError(location, f"checkpoints/{checkpoint.seq:020d}.json", str(error)) from None
@@ -211,10 +225,13 @@ class State:
         state.checkpoint_seq = state.head
         return state
 
-    def _add(self, path: str, text: str, seq: int) -> None:
+    def _add(self, path: str, text: str, seq: int, description: str | None = None, *, described: bool = False) -> None:
+        """Make `path` live with `text`; its description is made from the text unless `described`."""
         size = len(text.encode())
         stored = stored_size(text)
-        self.files[path] = LiveFile(text, seq, size, stored, _description(text, self.format))
+        self.files[path] = LiveFile(
+            text, seq, size, stored, description if described else _description(text, self.format)
+        )
         self.live_bytes += size
         self.stored_bytes += stored
         self.changed.pop(path, None)
@@ -239,8 +256,9 @@ class State:
 
 
 def same_files(one: State, other: State) -> bool:
-    return {path: (live.text, live.version) for path, live in one.files.items()} == {
-        path: (live.text, live.version) for path, live in other.files.items()
+    """The same files with the same versions and descriptions (a checkpoint's are taken on trust)."""
+    return {path: (live.text, live.version, live.description) for path, live in one.files.items()} == {
+        path: (live.text, live.version, live.description) for path, live in other.files.items()
     }
 
 
@@ -248,6 +266,11 @@ def parent_directories(path: str) -> Iterable[str]:
     """The directories above a path, outermost first, each ending in "/"."""
     parts = path.split("/")[:-1]
     return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
+
+
+def _describing(fmt: FileFormat) -> tuple[int, int, int]:
+    """The limits of a format that `describe` depends on."""
+    return (fmt.max_file_bytes, fmt.frontmatter_bytes, fmt.description_chars)
 
 
 def _description(text: str, fmt: FileFormat) -> str | None:
