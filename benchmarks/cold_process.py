@@ -1,0 +1,40 @@
+"""A fresh process on Lambda terms: `python -m benchmarks.cold_process URL` imports bucket_memory,
+opens the memory at URL, reads one file, writes one, and prints the times and peak RSS as JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+
+started = time.perf_counter()
+from a13n_harness.providers.memory import Origin  # noqa: E402 - what is timed is the import
+
+import bucket_memory  # noqa: E402
+
+imported = time.perf_counter()
+sdk_loaded_by_import = "aiobotocore" in sys.modules or "google.cloud.storage" in sys.modules
+
+
+async def main(url: str) -> dict[str, float]:
+    async with bucket_memory.open_store(url) as store:
+        opened = time.perf_counter()
+        entries = await store.list()
+        await store.read(entries[0].path)
+        first_read = time.perf_counter()
+        await store.write("cold/probe.md", str(time.time()), expected=None, origin=Origin(run_id="cold"))
+        first_write = time.perf_counter()
+    return {
+        "import_s": imported - started,
+        "first_read_s": first_read - opened,
+        "first_write_s": first_write - first_read,
+        "files": len(entries),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "sdk_loaded_by_import": float(sdk_loaded_by_import),
+    }
+
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(asyncio.run(main(sys.argv[1]))) + "\n")
