@@ -32,7 +32,7 @@ def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
 
     from bucket_memory.cli import app
 
-    result = CliRunner().invoke(app, list(arguments), input=given)
+    result = CliRunner().invoke(app, list(arguments), input=given, env={"COLUMNS": "400"})
     assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
     return result.output
 

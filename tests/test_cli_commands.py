@@ -9,19 +9,16 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
+from .helpers import cli
 
 SCHEMAS = Path(__file__).parent.parent / "docs" / "cli" / "schemas"
-
-
-def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
-    result = CliRunner().invoke(app, list(arguments), input=given)
-    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
-    return result.output
 
 
 def cli_json(command: str, *arguments: str, expect: int = 0, given: str | None = None) -> Any:
@@ -156,3 +153,24 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
     assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
+
+
+@given(st.text(max_size=40) | st.from_regex(r"\d{1,30}\s*[smhdw]", fullmatch=True))
+def test_any_time_text_is_a_time_or_a_usage_error(text: str) -> None:
+    import typer
+
+    from bucket_memory.cli.base import moment
+
+    try:
+        parsed = moment(text)
+    except typer.BadParameter as error:
+        message = str(error)
+        assert "is not a time" in message
+        return
+    assert parsed.tzinfo is not None
+
+
+def test_put_of_an_unreadable_source_is_a_usage_error(url: str, tmp_path: Path) -> None:
+    (tmp_path / "binary").write_bytes(b"\xff\xfe")
+    assert "not UTF-8" in cli("put", url, "a.md", str(tmp_path / "binary"), expect=EXIT_USAGE)
+    assert "cannot read" in cli("put", url, "a.md", str(tmp_path / "missing"), expect=EXIT_USAGE)

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
-from typer.testing import CliRunner
 
 from bucket_memory import MemoryAdmin, open_store
-from bucket_memory.cli import app
 from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
-from .helpers import iam_enforced_moto
+from .helpers import cli, iam_enforced_moto
 
 ORIGIN = Origin(run_id="read-only-test")
 URL = "s3://readable/team"
@@ -52,12 +50,6 @@ async def seed() -> None:
         first = await store.write("plan.md", "ship\n", expected=None, origin=ORIGIN)
         await store.write("plan.md", "ship on friday\n", expected=first, origin=ORIGIN)
         await store.write(".hidden/notes.md", "kept\n", expected=None, origin=ORIGIN)
-
-
-def cli(*arguments: str, expect: int = 0) -> str:
-    result = CliRunner().invoke(app, list(arguments))
-    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
-    return result.output
 
 
 def test_a_read_only_role_can_look_at_everything(reader_only: dict[str, str], tmp_path: Path) -> None:

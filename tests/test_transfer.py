@@ -9,22 +9,16 @@ from pathlib import Path
 
 import pytest
 from a13n_harness.providers.memory import Origin
-from typer.testing import CliRunner
 
 from bucket_memory import MemoryAdmin, open_store
-from bucket_memory.cli import EXIT_NO_MEMORY, app
+from bucket_memory.cli import EXIT_NO_MEMORY
 from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
+from .helpers import cli
 
 ORIGIN = Origin(run_id="transfer-test")
 FILES = {"a.md": "a\r\nwith CRLF kept\r\n", ".hidden/notes.md": "dot-files are memory too\n", "b/c.md": "c\n"}
-
-
-def cli(*arguments: str, expect: int = 0) -> str:
-    result = CliRunner().invoke(app, list(arguments))
-    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
-    return result.output
 
 
 @pytest.fixture(params=["local", "s3", "gs"])

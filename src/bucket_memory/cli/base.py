@@ -30,7 +30,7 @@ from ..connect import open_store
 from ..head import deleted
 from ..store import LogFileStore
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 0, 1, 2, 3, 4
+EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
 EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
 command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
 message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
@@ -225,12 +225,12 @@ TIME_HELP = "ISO 8601 (2026-11-30T17:06:47Z; UTC if no zone) or a time ago such 
 
 def moment(text: str) -> datetime:
     """A time on the command line: ISO 8601, or an age such as `2h` meaning that long ago."""
-    if relative := _RELATIVE.fullmatch(text.strip()):
-        return datetime.now(UTC) - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
     try:
+        if relative := _RELATIVE.fullmatch(text.strip()):
+            return datetime.now(UTC) - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
         parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a time: give {TIME_HELP}.") from None
+    except (ValueError, OverflowError):
+        raise typer.BadParameter(f"{text[:40]!r} is not a time: give {TIME_HELP}.") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

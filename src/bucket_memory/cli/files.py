@@ -78,7 +78,7 @@ def put(
 
     Example: echo "green tea" | bucket-memory put s3://my-memories/team notes/tea.md
     """
-    text = sys.stdin.read() if source == "-" else Path(source).read_bytes().decode("utf-8")
+    text = _source_text(source)
 
     async def write(admin: MemoryAdmin) -> str:
         store = admin.store
@@ -185,6 +185,18 @@ def diff(
         )
     )
     emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
+
+
+def _source_text(source: str) -> str:
+    """The text `put` writes: standard input, or a local UTF-8 file, read as stored."""
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source).read_bytes().decode("utf-8")
+    except OSError as error:
+        raise typer.BadParameter(f"cannot read {source}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise typer.BadParameter(f"{source} is not UTF-8 text") from None
 
 
 async def _version(admin: MemoryAdmin, path: str) -> str | None:
