@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import platform
+import random
 import statistics
 import tempfile
 import time
@@ -220,6 +221,51 @@ async def contention(
         "retries_per_write": (attempts - committed) / committed,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+async def open_loop(writers: int, load: float, latency: float, seconds: float) -> dict[str, float]:
+    """`writers` agents, each with its own store, whose writes arrive as a Poisson process at `load`
+    times the one-log bound in all (one commit per two request latencies), on disjoint files.
+
+    Arrivals do not wait for earlier writes (open loop), as agents in a fleet write when they
+    must; latency runs from arrival to acknowledgement.
+    """
+    objects = MemoryObjectStore()
+    rate = load / (2 * latency) / writers  # arrivals per second per writer
+    chance = random.Random(writers * 1000 + int(load * 100))
+    counted = [FaultyObjectStore(objects, Faults(latency=latency)) for _ in range(writers)]
+    latencies: list[float] = []
+    end = time.perf_counter() + seconds
+
+    async def agent(index: int) -> None:
+        store = LogFileStore(counted[index])
+        await store.list()
+        pending: list[asyncio.Task[None]] = []
+        versions: dict[str, str | None] = {}
+        serial = 0
+
+        async def write(path: str, arrived: float) -> None:
+            versions[path] = await store.write(path, str(arrived), expected=versions.get(path), origin=ORIGIN)
+            latencies.append(time.perf_counter() - arrived)
+
+        while time.perf_counter() < end:
+            await asyncio.sleep(chance.expovariate(rate))
+            serial += 1
+            pending.append(asyncio.create_task(write(f"own/{index}/{serial}.md", time.perf_counter())))
+        await asyncio.gather(*pending)
+
+    await asyncio.gather(*(agent(index) for index in range(writers)))
+    creates = sum(store.calls["create"] for store in counted)
+    p99 = percentile(latencies, 0.99)
+    return {
+        "writers": writers,
+        "load": load,
+        "writes": len(latencies),
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": p99 * 1000,
+        "p99_round_trips": p99 / latency,
+        "puts_per_write": creates / len(latencies),
     }
 
 
@@ -580,6 +626,18 @@ def tables(results: dict[str, Any]) -> str:
             **results["lambda_cold"], sdk="yes" if results["lambda_cold"]["sdk_loaded_by_import"] else "no"
         ),
         "",
+        "### Open-loop contention (Poisson arrivals, disjoint files, 20 ms per request)",
+        "",
+        "Load is the share of the one-log bound (one commit per two request latencies, 25/s).",
+        "",
+        "| writers | load | writes | p50 ms | p99 ms | p99 in request latencies | PUTs per write |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {r['writers']} | {r['load']:.0%} | {r['writes']} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} "
+            f"| {r['p99_round_trips']:.0f} | {r['puts_per_write']:.2f} |"
+            for r in results["open_loop"]
+        ),
+        "",
         "### Storage of an append-heavy file (60 KiB, 1,000 appends of 4 bytes)",
         "",
         "| bytes sent per commit (commits and checkpoints) | bytes appended per commit | total MiB |",
@@ -635,6 +693,9 @@ async def run(quick: bool) -> dict[str, Any]:
         await contention(w, False, latency, seconds, one_process=True) for w in writer_counts
     ]
     results["scale"] = [await scale(m, latency, seconds) for m in (1, 4, 16, 64)]
+    results["open_loop"] = [
+        await open_loop(w, load, latency, seconds * 2) for w in (4, 16, 64) for load in (0.25, 0.5, 0.75)
+    ]
     results["history"] = await history_walk(latency)
     results["local"] = await local_baselines(runs)
     results["cold_cpu"] = await cold_start_cpu(10_000)
