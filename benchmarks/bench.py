@@ -224,7 +224,9 @@ async def contention(
     }
 
 
-async def open_loop(writers: int, load: float, latency: float, seconds: float) -> dict[str, float]:
+async def open_loop(
+    writers: int, load: float, latency: float, seconds: float, *, probe_after: float | None = None
+) -> dict[str, float]:
     """`writers` agents, each with its own store, whose writes arrive as a Poisson process at `load`
     times the one-log bound in all (one commit per two request latencies), on disjoint files.
 
@@ -239,7 +241,7 @@ async def open_loop(writers: int, load: float, latency: float, seconds: float) -
     end = time.perf_counter() + seconds
 
     async def agent(index: int) -> None:
-        store = LogFileStore(counted[index])
+        store = LogFileStore(counted[index], options=LogOptions(probe_before_write_after=probe_after))
         await store.list()
         pending: list[asyncio.Task[None]] = []
         versions: dict[str, str | None] = {}
@@ -261,6 +263,7 @@ async def open_loop(writers: int, load: float, latency: float, seconds: float) -
     return {
         "writers": writers,
         "load": load,
+        "probe_after": -1.0 if probe_after is None else probe_after,
         "writes": len(latencies),
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": p99 * 1000,
@@ -630,10 +633,11 @@ def tables(results: dict[str, Any]) -> str:
         "",
         "Load is the share of the one-log bound (one commit per two request latencies, 25/s).",
         "",
-        "| writers | load | writes | p50 ms | p99 ms | p99 in request latencies | PUTs per write |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| probe before write | writers | load | writes | p50 ms | p99 ms | p99 in latencies | PUTs per write |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *(
-            f"| {r['writers']} | {r['load']:.0%} | {r['writes']} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} "
+            f"| {'after ' + str(r['probe_after']) + ' s' if r['probe_after'] >= 0 else 'no'} | {r['writers']} "
+            f"| {r['load']:.0%} | {r['writes']} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} "
             f"| {r['p99_round_trips']:.0f} | {r['puts_per_write']:.2f} |"
             for r in results["open_loop"]
         ),
@@ -694,7 +698,10 @@ async def run(quick: bool) -> dict[str, Any]:
     ]
     results["scale"] = [await scale(m, latency, seconds) for m in (1, 4, 16, 64)]
     results["open_loop"] = [
-        await open_loop(w, load, latency, seconds * 2) for w in (4, 16, 64) for load in (0.25, 0.5, 0.75)
+        await open_loop(w, load, latency, seconds * 2, probe_after=probe)
+        for probe in (None, 0.1)
+        for w in (4, 16, 64)
+        for load in (0.25, 0.5, 0.75)
     ]
     results["history"] = await history_walk(latency)
     results["local"] = await local_baselines(runs)

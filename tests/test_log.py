@@ -302,3 +302,18 @@ async def test_an_unordered_store_catches_up_by_probing_the_next_seqs() -> None:
     assert len(await LogFileStore(cold).list()) == 25
     assert cold.calls["list"] == 1, "only the checkpoints are listed"
     assert cold.calls["get"] == 1 + 16, "the checkpoint at 20, then one window: commits 21 to 25 and 404s"
+
+
+async def test_a_write_on_an_old_head_can_prove_it_first_instead_of_losing_a_put() -> None:
+    """With `probe_before_write_after`, a writer among many (whose head is usually stale) catches
+    up with one GET and a listing instead of a failed PUT, the read of the winner and a listing."""
+    objects = MemoryObjectStore()
+    other = LogFileStore(objects)
+    for probe, failed_creates in ((None, 1), (0.0, 0)):
+        counted = FaultyObjectStore(objects)
+        mine = LogFileStore(counted, options=LogOptions(probe_before_write_after=probe))
+        await mine.list()
+        await other.write(f"theirs-{probe}.md", "x", expected=None, origin=Origin(run_id="other"))
+        before = counted.calls["create"]
+        await mine.write(f"mine-{probe}.md", "y", expected=None, origin=Origin(run_id="mine"))
+        assert counted.calls["create"] - before == 1 + failed_creates

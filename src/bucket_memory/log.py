@@ -245,6 +245,10 @@ class CommitLog:
     async def _commit_batch(self, batch: Sequence[Request]) -> Commit | None:
         """Plan every request of the batch and commit their changes as one commit (invariants 1, 5)."""
         proven = False
+        probe_after = self.options.probe_before_write_after
+        if probe_after is not None and self._clock() - self.head.confirmed_at > probe_after:
+            await self.head.loaded()
+            await self.head.probe()  # a head this old is likely stale: one GET, not a failed PUT and a catch-up
         for attempt in range(self.options.commit_attempts):
             state = await self.head.loaded()  # invariant 2: plan on a head recent enough to trust
             seq = state.head + 1

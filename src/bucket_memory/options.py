@@ -21,7 +21,10 @@ class LogOptions:
     `retain_seconds` as history; with `auto_compact` the writer of a checkpoint compacts too.
     Every read and commit is given `operation_timeout` seconds in all, across its requests and
     retries; then it answers `unavailable` (`write_unconfirmed` when a create's outcome is unknown).
-    `clock` is the local monotonic clock heads are aged by (tests replace it).
+    With `probe_before_write_after`, a write whose head was confirmed longer ago than that first
+    proves it with one GET (a writer among many, whose head is then usually stale, saves a failed
+    PUT and a catch-up; a lone writer pays a GET per write). `clock` is the local monotonic clock
+    heads are aged by (tests replace it).
     """
 
     max_staleness: float = 0.0
@@ -35,10 +38,14 @@ class LogOptions:
     commit_attempts: int = 1000
     request_attempts: int = 6
     operation_timeout: float = 60.0
+    probe_before_write_after: float | None = None
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         check_seconds("LogOptions.operation_timeout", self.operation_timeout)
+        probe = self.probe_before_write_after
+        if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):
+            raise ValueError(f"LogOptions.probe_before_write_after must be None or seconds >= 0, not {probe!r}")
         for name in ("commit_attempts", "request_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
