@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 from a13n_harness.providers.memory import MemoryStoreError, Origin
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
@@ -260,12 +260,13 @@ def confirm(changes: Changeset, what: str, yes: bool) -> bool:
     return True
 
 
-def emit(value: BaseModel | Sequence[BaseModel], as_json: bool, human: Callable[[], object]) -> None:
-    """The command's result: JSON on stdout (the model's schema is the contract), or `human`."""
+def emit(value: object, as_json: bool, human: Callable[[], object]) -> None:
+    """The command's result (a model, a dataclass, or a list of them): JSON on stdout, whose schema
+    is the contract, or `human`."""
     if not as_json:
         human()
         return
-    adapter: TypeAdapter[Any] = TypeAdapter(type(value) if isinstance(value, BaseModel) else list[Any])
+    adapter: TypeAdapter[Any] = TypeAdapter(list[Any] if isinstance(value, list) else type(value))
     sys.stdout.write(adapter.dump_json(value, indent=2).decode() + "\n")
 
 

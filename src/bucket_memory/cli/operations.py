@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -47,7 +46,6 @@ from .output import (
     Problem,
     Reapplied,
     Recovered,
-    Stats,
     Step,
     Verified,
 )
@@ -180,7 +178,7 @@ def stats(url: Url, as_json: Json = False) -> None:
     result = run(lambda admin: admin.stats(), url, read_only=True)
     age = f"{result.checkpoint_age:.0f} s ago" if result.checkpoint_age is not None else "none yet"
     emit(
-        Stats.model_validate(asdict(result)),
+        result,
         as_json,
         lambda: out.print(
             f"files          {result.files}\n"

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from ..admin import Stats
+
 
 class _Output(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -121,20 +123,6 @@ class Recovered(_Output):
     versioning: str
 
 
-class Stats(_Output):
-    """`stats`."""
-
-    files: int
-    bytes: int
-    max_bytes: int
-    head: int
-    commits: int
-    history_floor: int | None
-    checkpoints: int
-    checkpoint: int | None
-    checkpoint_age: float | None
-
-
 class Step(_Output):
     setting: str
     action: str
@@ -180,7 +168,7 @@ OUTPUTS: dict[str, Any] = {
     "verify": Verified,
     "compact": Compacted,
     "recover": Recovered,
-    "stats": Stats,
+    "stats": Stats,  # the admin API's own dataclass
     "init": Initialized,
     "doctor": Checked,
     "memories": list[Memory],
