@@ -115,7 +115,10 @@ class Recovery:
             repaired: list[str] = []
             for key in sorted(set(kept), key=_newest_first):
                 outcome = await self._put_back(objects, stored, key, live.get(key) is not None)
-                (restored if outcome == "restored" else repaired if outcome == "repaired" else []).append(key)
+                if outcome == "restored":
+                    restored.append(key)
+                elif outcome == "repaired":
+                    repaired.append(key)
             for key in sorted(live):
                 seq = key_seq(key) or 0
                 if seq > head or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept):
