@@ -285,10 +285,22 @@ async def _held_client() -> AsyncIterator[Any]:
         retries={"total_max_attempts": 1},
         response_checksum_validation="when_required",
     )
-    async with get_session().create_client("s3", config=config) as client:
+    session = get_session()
+    # botocore parses its JSON service models on first use, 50 ms or more of CPU: in a thread, not on the loop.
+    await asyncio.to_thread(_load_models, session)
+    async with session.create_client("s3", config=config) as client:
         # An upload that waits for "100 Continue" waits on a reply no timeout bounds; send at once.
         client.meta.events.unregister("before-call.s3", add_expect_header)
         yield client
+
+
+def _load_models(session: Any) -> None:
+    """Load (and so cache in the session's loader) what making an S3 client reads from botocore's data files."""
+    loader = session.get_component("data_loader")
+    for type_name in ("service-2", "endpoint-rule-set-1", "paginators-1", "waiters-2"):
+        loader.load_service_model("s3", type_name=type_name)
+    for name in ("_retry", "sdk-default-configuration", "partitions", "endpoints"):
+        loader.load_data(name)
 
 
 def _client_error(error: Exception, location: str) -> MemoryStoreError:
