@@ -111,11 +111,11 @@ async def test_one_deadline_covers_the_whole_search(monkeypatch: pytest.MonkeyPa
     assert caught.value.code == "invalid_pattern"
 
 
-def crafted(seq: int, prev: str, changes: list[dict[str, object]]) -> bytes:
+def crafted(seq: int, prev: str, changes: list[dict[str, object]], fmt: int = 1) -> bytes:
     """A commit with a valid hash, written by hand as an attacker with bucket access would."""
     body = {
         "kind": "commit",
-        "format": 1,
+        "format": fmt,
         "seq": seq,
         "id": "ab" * 16,
         "time": "2026-01-01T00:00:00.000Z",
@@ -124,6 +124,10 @@ def crafted(seq: int, prev: str, changes: list[dict[str, object]]) -> bytes:
         "changes": changes,
     }
     return canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()})
+
+
+def edit(path: str = "a.md", **fields: object) -> dict[str, object]:
+    return {"op": "edit", "path": path, **fields}
 
 
 def nested(depth: int) -> bytes:
@@ -139,6 +143,13 @@ def nested(depth: int) -> bytes:
         ("huge seq", b'{"kind":"commit","seq":' + b"9" * 5000 + b"}"),
         ("deep nesting", nested(300_000)),
         ("unknown field", crafted(2, "", [{"op": "write", "path": "x.md", "text": "x", "mode": "0777"}])),
+        ("edit in format 1", crafted(2, "", [edit(at=1, removed="", inserted="b", size=2)])),
+        ("write in format 2", crafted(2, "", [{"op": "write", "path": "a.md", "text": "x"}], fmt=2)),
+        ("edit past the end", crafted(2, "", [edit(at=2, removed="", inserted="b", size=3)], fmt=2)),
+        ("edit removing other text", crafted(2, "", [edit(at=0, removed="b", inserted="c", size=1)], fmt=2)),
+        ("edit of another size", crafted(2, "", [edit(at=1, removed="", inserted="b", size=3)], fmt=2)),
+        ("edit of a missing file", crafted(2, "", [edit(path="b.md", at=0, removed="", inserted="b", size=1)], fmt=2)),
+        ("edit at a huge offset", crafted(2, "", [edit(at=10**30, removed="", inserted="b", size=1)], fmt=2)),
     ],
 )
 async def test_crafted_objects_are_corruption_never_served(case: str, payload: bytes) -> None:

@@ -28,8 +28,18 @@ LOCAL_MEMORIES: list[Path] = []
 
 segments = st.one_of(st.sampled_from(["a", "b", "notes", "..", ".", "", "é", "e\u0301", "log"]), st.text(max_size=6))
 paths = st.lists(segments, min_size=1, max_size=4).map("/".join) | st.text(max_size=30)
+LONG = "".join(f'{n}: ünïcode 🍵 "escaped" \\ \t\n' for n in range(40))
+# Rewrites of one long text, which the store keeps as edits of each other.
+rewrites = st.builds(
+    lambda at, cut, inserted: LONG[:at] + inserted + LONG[at + cut :],
+    st.integers(0, len(LONG)),
+    st.integers(0, 8),
+    st.text(max_size=10),
+)
 texts = st.one_of(
-    st.text(max_size=200), st.sampled_from(["---\ndescription: d\n---\nbody", "---\nbroken", "x" * 70_000])
+    st.text(max_size=200),
+    st.sampled_from(["---\ndescription: d\n---\nbody", "---\nbroken", "x" * 70_000]),
+    rewrites,
 )
 field_values = st.one_of(st.none(), st.text(max_size=20), st.integers(), st.just(uuid.UUID(int=1)), st.just("\ud800"))
 origins = st.builds(Origin, run_id=field_values, principal_id=field_values, tool_call_id=field_values)

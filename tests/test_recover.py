@@ -81,6 +81,29 @@ async def test_a_warm_writer_after_a_wipe_extends_the_chain_recover_restores(ver
         assert await MemoryAdmin(cold).verify() == []
 
 
+async def test_a_forked_edit_is_reapplied_as_the_text_its_writer_made(versioned_url: str) -> None:
+    """A stale writer's append after a wipe is stored as an edit of the text it knew, which is not
+    the text the chain ends with: recover re-applies the whole text the writer made."""
+    long = "".join(f"line {n} of a long note\n" for n in range(50))
+    async with open_store(versioned_url) as stale:
+        await stale.write("long.md", long, expected=None, origin=ORIGIN)
+        version = (await stale.read("long.md")).version
+        async with open_store(versioned_url) as other:
+            await other.write("long.md", "a new first line\n" + long, expected=version, origin=ORIGIN)
+        wipe(versioned_url)
+        # Its head is a commit behind: its append lands on the wiped key after it, a fork.
+        await stale.write("long.md", long + "appended\n", expected=version, origin=Origin(principal_id="stale"))
+        forked = await stale.log.objects.get(log_key(2))
+        assert forked is not None and json.loads(forked)["changes"][0]["op"] == "edit"
+    async with open_store(versioned_url) as store:
+        admin = MemoryAdmin(store)
+        done = await admin.recover(None, origin=ORIGIN)
+        assert done.restoration.reapplied == ((2, 3),)
+        assert await files_of(store) == {"long.md": long + "appended\n"}
+        assert (await admin.revisions("long.md"))[0].origin.principal_id == "stale"
+        assert await admin.verify() == []
+
+
 async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(
     versioned_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

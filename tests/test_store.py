@@ -15,9 +15,10 @@ from a13n_harness.providers.memory import (
     SearchableFileStore,
 )
 
-from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 
 from .conftest import StoreFactory
+from .helpers import replay
 
 ORIGIN = Origin(run_id="run-1", principal_id="tester", tool_call_id="call-1")
 
@@ -323,3 +324,38 @@ async def test_the_listing_follows_every_kind_of_change(store: LogFileStore) -> 
         state = await store.log.fresh_state()
         rebuilt = sorted((path, str(live.version), live.size) for path, live in state.files.items())
         assert [(e.path, e.version, e.size) for e in await store.list()] == rebuilt
+
+
+async def test_an_append_is_stored_as_an_edit_and_read_back_whole(open_memory: StoreFactory) -> None:
+    """A write of a file that exists stores the span it changes; any other store rebuilds the text."""
+    store = open_memory()
+    text = "".join(f'line {n}: naïve 🍵 "quoted"\n' for n in range(2000))
+    version = await create(store, "log.md", text)
+    for n in range(5):
+        text += f"appended {n}\n"
+        version = await store.write("log.md", text, expected=version, origin=ORIGIN)
+    text = "first\n" + text.replace("line 1000:", "line one thousand:")  # two spans: one edit over both
+    version = await store.write("log.md", text, expected=version, origin=ORIGIN)
+    state, commits = await replay(store.log.objects)
+    assert [commit.format for commit in commits] == [1, 2, 2, 2, 2, 2, 2]
+    assert all(len(commit.encode()) < 1000 for commit in commits[1:6])
+    assert state.files["log.md"].text == text
+    other = open_memory()
+    assert (await other.read("log.md")).text == text and (await other.read("log.md")).version == version
+    revisions = await MemoryAdmin(other).revisions("log.md")
+    assert revisions[0].size == len(text.encode())
+
+
+async def test_edits_can_be_turned_off_for_older_readers(open_memory: StoreFactory) -> None:
+    store = open_memory(options=LogOptions(store_edits=False))
+    version = await create(store, "a.md", "x" * 5000)
+    await store.write("a.md", "x" * 5000 + "y", expected=version, origin=ORIGIN)
+    _, commits = await replay(store.log.objects)
+    assert [commit.format for commit in commits] == [1, 1]
+
+
+async def test_a_small_rewrite_is_stored_whole(store: LogFileStore) -> None:
+    version = await create(store, "a.md", "short")
+    await store.write("a.md", "other", expected=version, origin=ORIGIN)
+    _, commits = await replay(store.log.objects)
+    assert [type(change).__name__ for commit in commits for change in commit.changes] == ["Write", "Write"]

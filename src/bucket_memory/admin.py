@@ -14,7 +14,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, validate_path
 
-from .codec import Change, Commit, Delete, Move, Purge, Write, checked_origin, off_loop, stored_size
+from .codec import Change, Commit, Delete, Edit, Move, Purge, Write, checked_origin, off_loop, stored_size
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery, Restoration
@@ -302,6 +302,8 @@ def _revisions(commit: Commit, change: Change) -> list[Revision]:
     match change:
         case Write(path, text):
             return [made(path, "write", size=len(text.encode()))]
+        case Edit(path):
+            return [made(path, "write", size=change.size)]
         case Delete(path):
             return [made(path, "delete")]
         case Move(source, destination):

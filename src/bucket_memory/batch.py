@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from .codec import Change
+from .codec import Change, Write
+from .delta import stored_form
 from .state import State
 
 type Plan = Callable[[State], Sequence[Change]]
@@ -25,9 +26,10 @@ class Request:
     deadline: float
 
 
-def plan_batch(state: State, batch: Sequence[Request], seq: int) -> tuple[State, list[Planned]]:
+def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool) -> tuple[State, list[Planned]]:
     """Run the batch's plans in order on a copy of `state`: the state after every accepted
-    change, and each request's changes or its error.
+    change, and each request's changes or its error. With `edits`, a write of an existing file
+    is planned as an edit where that is smaller.
 
     Every change is applied as it is planned, so a change that breaks a rule is its caller's
     error, and the commit holds only changes every reader can apply.
@@ -36,14 +38,16 @@ def plan_batch(state: State, batch: Sequence[Request], seq: int) -> tuple[State,
     planned: list[Planned] = []
     for request in batch:
         try:
-            changes = tuple(request.plan(scratch))
-            for change in changes:
-                scratch.apply_change(change, seq)
+            changes: list[Change] = []
+            for change in request.plan(scratch):
+                old = scratch.files.get(change.path) if edits and isinstance(change, Write) else None
+                changes.append(stored_form(change, old.text if old is not None else None))
+                scratch.apply_change(changes[-1], seq)
         except MemoryStoreError as error:
             planned.append(error)
             scratch = _applied(state, planned, seq)  # without what the refused request half applied
             continue
-        planned.append(changes)
+        planned.append(tuple(changes))
     return scratch, planned
 
 

@@ -252,7 +252,7 @@ class CommitLog:
         for attempt in range(self.options.commit_attempts):
             state = await self.head.loaded()  # invariant 2: plan on a head recent enough to trust
             seq = state.head + 1
-            scratch, planned = plan_batch(state, batch, seq)
+            scratch, planned = plan_batch(state, batch, seq, edits=self.options.store_edits)
             accepted = [
                 (request, changes)
                 for request, changes in zip(batch, planned, strict=True)

@@ -23,8 +23,11 @@ class LogOptions:
     retries; then it answers `unavailable` (`write_unconfirmed` when a create's outcome is unknown).
     With `probe_before_write_after`, a write whose head was confirmed longer ago than that first
     proves it with one GET (a writer among many, whose head is then usually stale, saves a failed
-    PUT and a catch-up; a lone writer pays a GET per write). `clock` is the local monotonic clock
-    heads are aged by (tests replace it).
+    PUT and a catch-up; a lone writer pays a GET per write). With `store_edits`, a write of a file
+    that exists is stored as the span it changes when that is smaller (an append costs its new
+    text, not the whole file); such commits are of format 2, which bucket-memory 0.1 cannot
+    read, so a fleet still running older readers turns it off until they are upgraded. `clock` is
+    the local monotonic clock heads are aged by (tests replace it).
     """
 
     max_staleness: float = 0.0
@@ -39,6 +42,7 @@ class LogOptions:
     request_attempts: int = 6
     operation_timeout: float = 60.0
     probe_before_write_after: float | None = None
+    store_edits: bool = True
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:

@@ -27,6 +27,8 @@ from .codec import (
     Change,
     Commit,
     CorruptObjectError,
+    Edit,
+    Write,
     checkpoint_key,
     key_seq,
     log_key,
@@ -110,7 +112,7 @@ class Recovery:
             # Every commit of a fork, from all the versions, read before anything is replaced.
             forks = await self._forks(stored, firsts, base, head)
             if forks:  # their writers' next keys must hold the chain's commits, so that they reload
-                kept += [log_key(seq) for seq in range(forks[0].seq, base) if log_key(seq) in firsts]
+                kept += [log_key(seq) for seq in range(forks[0][0].seq, base) if log_key(seq) in firsts]
             restored: list[str] = []
             repaired: list[str] = []
             for key in sorted(set(kept), key=_newest_first):
@@ -126,7 +128,7 @@ class Recovery:
                     await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                     logger.info("%s: removed %s, which is not of the memory's chain", location, key)
             self.log.forget()
-        reapplied = [(commit.seq, await self._reapply(commit)) for commit in sorted(forks, key=_made)]
+        reapplied = [(commit.seq, await self._reapply(commit, changes)) for commit, changes in sorted(forks, key=_made)]
         return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
 
     async def state_as_of(self, moment: datetime) -> State:
@@ -139,20 +141,31 @@ class Recovery:
         commits = {commit.seq: commit for commit in itertools.takewhile(lambda c: c.moment <= moment, decoded)}
         if not commits:
             raise MemoryStoreError("not_found", f"No stored version of {location} holds a commit made by {moment}.")
-        target = max(commits)
+        state = await self._replayed(stored, commits, max(commits))
+        if state is None:
+            raise MemoryStoreError(
+                "not_found", f"The stored versions of {location} have gaps before commit {max(commits)}."
+            )
+        return state
+
+    async def _replayed(self, stored: _Stored, commits: dict[int, Commit], target: int) -> State | None:
+        """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
+        below it from which they run without a gap, and those commits; None when there is none."""
         bases = sorted((seq for seq, _ in stored.keys(CHECKPOINT_PREFIX) if seq <= target), reverse=True)
         for base in [*bases, 0]:
-            if all(seq in commits for seq in range(base + 1, target + 1)):
-                break
-        else:
-            raise MemoryStoreError("not_found", f"The stored versions of {location} have gaps before commit {target}.")
-        state = State(format=self.log.format)
-        if base:
-            data = await self._read(stored.first(checkpoint_key(base)))
-            state = await State.read_checkpoint(location, checkpoint_key(base), data, self.log.format)
-        for seq in range(base + 1, target + 1):
-            state.apply(commits[seq], location)
-        return state
+            if not all(seq in commits for seq in range(base + 1, target + 1)):
+                continue
+            state = State(format=self.log.format)
+            if base:
+                key = checkpoint_key(base)
+                data = await self._read(stored.first(key))
+                state = await State.read_checkpoint(self.log.location, key, data, state.format)
+                if base in commits and state.head_hash != commits[base].hash:
+                    continue  # a checkpoint of another log at that seq
+            for seq in range(base + 1, target + 1):
+                state.apply(commits[seq], self.log.location)
+            return state
+        return None
 
     async def versioning(self) -> str:
         """Whether the bucket keeps versions: "enabled", "suspended", "off"; "unknown" where it may not say."""
@@ -184,7 +197,9 @@ class Recovery:
                     return "repaired"
         raise MemoryStoreError("unavailable", f"{self.log.location}/{key} kept changing while it was restored.")
 
-    async def _forks(self, stored: _Stored, firsts: dict[str, Commit], base: int, head: int) -> list[Commit]:
+    async def _forks(
+        self, stored: _Stored, firsts: dict[str, Commit], base: int, head: int
+    ) -> list[tuple[Commit, tuple[Change, ...]]]:
         """The commits of forks off the chain (or off a new commit 1) that no earlier run re-applied,
         in seq order. Versions that are neither (damage, another memory's objects) are left out."""
         chain = {seq: firsts[log_key(seq)] for seq in range(max(base, 1), head + 1)}
@@ -212,22 +227,61 @@ class Recovery:
             if origin.run_id == RECOVER_RUN and (origin.tool_call_id or "").startswith(_REAPPLIED)
         }
         known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}
-        forks: dict[str, Commit] = {}
+        linked: dict[str, Commit] = {}
         for commit in sorted(decoded, key=lambda commit: commit.seq):
-            if commit.id in chain_ids or commit.id in forks or (commit.seq - 1, commit.prev) not in known:
+            if commit.id in chain_ids or commit.id in linked or (commit.seq - 1, commit.prev) not in known:
                 continue
             known.add((commit.seq, commit.hash))
-            if commit.id not in done:
-                forks[commit.id] = commit
-        return list(forks.values())
+            linked[commit.id] = commit
+        return await self._as_written(stored, chain, list(linked.values()), set(linked) - done)
 
-    async def _reapply(self, commit: Commit) -> int | None:
-        """Commit the changes of a commit from a log begun after a wipe on top of the restored memory,
-        each as its writer meant it, leaving out what no longer applies (a delete of a file now gone)."""
+    async def _as_written(
+        self, stored: _Stored, chain: dict[int, Commit], linked: list[Commit], wanted: set[str]
+    ) -> list[tuple[Commit, tuple[Change, ...]]]:
+        """The `wanted` fork commits, each with its changes as its writer meant them: an edit, made
+        against the fork's own text, becomes a write of the whole text it made. `linked` holds every
+        fork commit in seq order (those re-applied before too, whose texts later ones may edit)."""
+        if not any(isinstance(change, Edit) for commit in linked for change in commit.changes):
+            return [(commit, commit.changes) for commit in linked if commit.id in wanted]
+        after: dict[str, State] = {}  # by commit hash: the state each fork commit made
+        written: list[tuple[Commit, tuple[Change, ...]]] = []
+        for commit in linked:
+            base = after.get(commit.prev)
+            if base is None:
+                base = (
+                    State(format=self.log.format)
+                    if commit.seq == 1
+                    else await self._replayed(stored, chain, commit.seq - 1)
+                )
+            changes = commit.changes
+            if base is not None:
+                state, whole = base.copy(), []
+                try:
+                    for change in commit.changes:
+                        if isinstance(change, Edit):
+                            change = Write(path=change.path, text=state.edited(change), origin=change.origin)
+                        state.apply_change(change, commit.seq)
+                        whole.append(change)
+                    after[commit.hash], changes = state, tuple(whole)
+                except MemoryStoreError as error:
+                    logger.warning("%s: fork commit %s does not apply: %s", self.log.location, commit.seq, error)
+            elif any(isinstance(change, Edit) for change in commit.changes):
+                logger.warning(
+                    "%s: no stored state is the base of fork commit %s; its edits apply only where the text fits",
+                    self.log.location,
+                    commit.seq,
+                )
+            if commit.id in wanted:
+                written.append((commit, changes))
+        return written
+
+    async def _reapply(self, commit: Commit, changes: tuple[Change, ...]) -> int | None:
+        """Commit the `changes` of a fork's commit on top of the restored memory, leaving out what
+        no longer applies (a delete of a file now gone)."""
 
         def plan(state: State) -> Sequence[Change]:
             scratch, kept = state.copy(), []
-            for change in commit.changes:
+            for change in changes:
                 try:
                     scratch.apply_change(change, state.head + 1)
                 except MemoryStoreError as refused:
@@ -313,9 +367,9 @@ class Recovery:
         return self.log.objects
 
 
-def _made(commit: Commit) -> tuple[datetime, int]:
+def _made(fork: tuple[Commit, tuple[Change, ...]]) -> tuple[datetime, int]:
     """Forks' commits in the order they were made, as near as the server's clock tells."""
-    return commit.moment, commit.seq
+    return fork[0].moment, fork[0].seq
 
 
 def _newest_first(key: str) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from .codec import (
     Commit,
     CorruptObjectError,
     Delete,
+    Edit,
     Move,
     Purge,
     Write,
@@ -22,6 +23,7 @@ from .codec import (
     stored_size,
     time_text,
 )
+from .delta import spliced
 
 CURSOR_SEPARATOR = "~"
 
@@ -89,6 +91,10 @@ class State:
                 self.check_room(path)
                 self._remove(path, None)
                 self._add(path, text, seq)
+            case Edit(path):
+                text = self.edited(change)
+                self._remove(path, None)
+                self._add(path, text, seq)
             case Delete(path):
                 self._remove(path, seq)
             case Move(source, destination):
@@ -106,6 +112,15 @@ class State:
                 self.directories.clear()
                 self.live_bytes = self.stored_bytes = 0
                 self.floor = seq
+
+    def edited(self, edit: Edit) -> str:
+        """The text of the edited file once `edit` is applied, or `invalid_text` when the edit was
+        not made against that file's text."""
+        current = self.files.get(edit.path)
+        text = spliced(current.text, edit.at, edit.removed, edit.inserted) if current is not None else None
+        if text is None or len(text.encode()) != edit.size:
+            raise MemoryStoreError("invalid_text", f"its edit of {edit.path} does not fit the text it applies to")
+        return text
 
     def check_room(self, path: str, *, leaving: str | None = None) -> None:
         """A file cannot share its path with a directory, as on a file system (and in an export).
