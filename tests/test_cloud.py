@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -12,8 +13,11 @@ from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, open_store
+from bucket_memory.codec import OFF_LOOP_BYTES
 
 from .conftest import BUCKET, unique_prefix
 
@@ -204,3 +208,16 @@ async def test_an_s3_listing_never_makes_an_object_older_than_it_is(s3_client: A
     assert await objects.create("log/00000000000000000001.json", b"{}")
     [listed] = await objects.list("log/")
     assert listed.modified >= before
+
+
+@settings(max_examples=50)
+@given(st.binary(max_size=4096) | st.sampled_from([b"", b"x" * (OFF_LOOP_BYTES + 1)]))
+def test_the_upload_checksum_is_the_one_the_sdk_would_send(data: bytes) -> None:
+    """moto accepts any CRC32 header, so the one we compute off the loop is checked against botocore's."""
+    from botocore.httpchecksum import Crc32Checksum
+
+    from bucket_memory.s3 import _checksum
+
+    expected = Crc32Checksum()
+    expected.update(data)
+    assert asyncio.run(_checksum(data)) == {"ChecksumCRC32": expected.b64digest()}
