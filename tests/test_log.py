@@ -58,8 +58,8 @@ async def test_a_lost_race_catches_up_and_commits_next() -> None:
     await one.write("a.md", "a", expected=None, origin=ORIGIN)
     await one.write("b.md", "b", expected=None, origin=ORIGIN)
     assert await two.write("c.md", "c", expected=None, origin=ORIGIN) == "3"
-    # lose at 1, read the winner, list after it and fetch 2, create at 3
-    assert dict(counted.calls) == {"create": 2, "get": 2, "list": 1}
+    # lose at 1, read it and the three keys after it (2 is there, 3 is not), create at 3
+    assert dict(counted.calls) == {"create": 2, "get": 4}
 
 
 @pytest.mark.parametrize("fault", ["fail_before", "lose_reply"])
@@ -317,3 +317,22 @@ async def test_a_write_on_an_old_head_can_prove_it_first_instead_of_losing_a_put
         before = counted.calls["create"]
         await mine.write(f"mine-{probe}.md", "y", expected=None, origin=Origin(run_id="mine"))
         assert counted.calls["create"] - before == 1 + failed_creates
+
+
+@pytest.mark.parametrize("behind", [1, 3, 6])
+async def test_a_writer_that_lost_reads_the_winner_and_the_keys_after_it_in_one_round(behind: int) -> None:
+    """A loser a few commits behind learns the new head from the GETs of the winner's key and the
+    three after it (one 404 among them proves it); further behind, a listing finds the rest."""
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects)
+    mine, other = LogFileStore(counted), LogFileStore(objects)
+    await mine.list()
+    for n in range(behind):
+        await other.write(f"theirs/{n}.md", "x", expected=None, origin=Origin(run_id="other"))
+    before = dict(counted.calls)
+    assert await mine.write("mine.md", "y", expected=None, origin=Origin(run_id="mine")) == str(behind + 1)
+    sent = {operation: counted.calls[operation] - before.get(operation, 0) for operation in ("create", "get", "list")}
+    listed = 0 if behind < 4 else 1
+    assert sent == {"create": 2, "get": 4 + (behind - 4 if listed else 0), "list": listed}
+    state, _ = await replay(objects)
+    assert sorted(state.files) == sorted(["mine.md", *(f"theirs/{n}.md" for n in range(behind))])

@@ -109,7 +109,7 @@ class Head:
         state = self.current()
         sent = self._clock()
         if not self.reader.objects.ordered_listing and not self.is_old(sent):
-            if await self._probe_forward(state, sent, since=self.confirmed_at):
+            if await self._probe_forward(state, since=self.confirmed_at):
                 return
             sent = self._clock()
         listed = await self.reader.list_log(after=state.head)
@@ -123,26 +123,38 @@ class Head:
             self.apply(commit)
         self.confirmed_at = sent
 
-    async def _probe_forward(self, state: State, sent: float, *, since: float) -> bool:
-        """Catch up by GETs of the next seqs, a window at a time, until one is absent; whether that
-        proved the head (False: list instead).
+    async def run_from(self, seq: int, window: int, *, since: float | None = None) -> tuple[list[Commit], float | None]:
+        """The commits at `seq` and after it, read by GETs of `window` seqs at once, up to the first
+        absent one; and the moment that absence proves nothing follows them (None: every key of the
+        window was there, or the answer came too late to prove anything).
 
-        For stores whose listing is unordered and has no start-after (S3 Express directory
-        buckets). A 404 proves a key absent only when answered within half the grace period of
-        `since`, the moment from which no key after `state.head` can have been compacted
-        (invariant 2): a probe slowed by retries proves nothing.
+        A 404 proves a key absent only when answered within half the grace period of `since` (the
+        head's confirmation by default), the moment from which no key after it can have been
+        compacted (invariant 2): a probe slowed by retries proves nothing.
         """
+        sent = self._clock()
+        seqs = range(seq, seq + window)
+        found = await gather_bounded(seqs, lambda number: self.reader.get(log_key(number)))
+        run: list[Commit] = []
+        for number, data in zip(seqs, found, strict=True):
+            if data is None:
+                return run, None if self.is_old(since=since) else sent
+            run.append(await Commit.read(self.reader.location, log_key(number), data))
+        return run, None
+
+    async def _probe_forward(self, state: State, *, since: float) -> bool:
+        """Catch up by GETs of the next seqs, a window at a time, until one is absent; whether that
+        proved the head (False: list instead). For stores whose listing is unordered and has no
+        start-after (S3 Express directory buckets)."""
         while True:
-            window = range(state.head + 1, state.head + 1 + FETCH_CONCURRENCY)
-            found = await gather_bounded(window, lambda seq: self.reader.get(log_key(seq)))
-            for seq, data in zip(window, found, strict=True):
-                if data is None:
-                    if self.is_old(since=since):
-                        return False
-                    self.confirmed_at = sent
-                    return True
-                self.apply(await Commit.read(self.reader.location, log_key(seq), data), state)
-            sent = self._clock()
+            run, proven = await self.run_from(state.head + 1, FETCH_CONCURRENCY, since=since)
+            for commit in run:
+                self.apply(commit, state)
+            if proven is not None:
+                self.confirmed_at = proven
+                return True
+            if len(run) < FETCH_CONCURRENCY:
+                return False
 
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
@@ -158,7 +170,7 @@ class Head:
                     continue  # compacted between the listing and the read
                 state = loaded
             # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
-            if not reader.objects.ordered_listing and await self._probe_forward(state, sent, since=sent):
+            if not reader.objects.ordered_listing and await self._probe_forward(state, since=sent):
                 self._state = state
                 return
             listed = await reader.list_log(after=state.head)
