@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import sys
 import time
@@ -24,7 +25,7 @@ async def main(url: str) -> dict[str, float]:
         entries = await store.list()
         await store.read(entries[0].path)
         first_read = time.perf_counter()
-        await store.write("cold/probe.md", str(time.time()), expected=None, origin=Origin(run_id="cold"))
+        await store.write(f"cold/probe-{os.getpid()}.md", str(time.time()), expected=None, origin=Origin(run_id="cold"))
         first_write = time.perf_counter()
     return {
         "import_s": imported - started,

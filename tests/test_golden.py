@@ -7,14 +7,17 @@ decode, re-encode to the same bytes (so hashes stay valid), and serve the same f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.codec import Checkpoint, Commit
+from bucket_memory.codec import Checkpoint, Commit, canonical
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
 
@@ -61,3 +64,20 @@ async def test_a_golden_memory_takes_new_writes(golden: Path) -> None:
     version = await store.write("after.md", "and more\n", expected="9", origin=Origin(run_id="new"))
     assert version == "10"
     assert await MemoryAdmin(LogFileStore.local(golden)).verify() == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_the_piecewise_encoding_off_the_loop_is_the_same_bytes(value: object) -> None:
+    """Objects are encoded piecewise in worker threads and at once on the loop: hashes must not differ."""
+
+    async def on_the_loop() -> bytes:
+        return canonical(value)
+
+    assert asyncio.run(on_the_loop()) == canonical(value)

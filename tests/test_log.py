@@ -126,6 +126,21 @@ async def test_a_young_memory_does_not_checkpoint_every_commit() -> None:
     assert await objects.list(CHECKPOINT_PREFIX) == []
 
 
+async def test_an_import_is_checkpointed_at_once() -> None:
+    """A commit of more than 1 MiB would otherwise be replayed, every file described again, by
+    every cold start until 31 more commits came."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("small.md", "x", expected=None, origin=ORIGIN)
+    files = {f"notes/{n:04d}.md": f"---\ndescription: note {n}\n---\n" + "y" * 2000 for n in range(600)}
+    await MemoryAdmin(store).put_files(files, replace=False, origin=ORIGIN)
+    await store.settle()
+    assert [info.key for info in await objects.list(CHECKPOINT_PREFIX)] == [checkpoint_key(2)]
+    counted = FaultyObjectStore(objects)
+    assert len(await LogFileStore(counted).list()) == 601
+    assert counted.calls == {"list": 2, "get": 1}
+
+
 async def test_purge_writes_a_checkpoint_and_cold_start_uses_it() -> None:
     objects = MemoryObjectStore()
     store = LogFileStore(objects)

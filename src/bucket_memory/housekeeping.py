@@ -24,11 +24,18 @@ class Compaction:
     checkpoints_deleted: int
 
 
+# Commits this large since the last checkpoint are checkpointed without waiting for more commits:
+# a cold start would otherwise replay them, describing every file again (YAML for each one's
+# frontmatter: 1.4 s of CPU for an import of 10,000 files, against 0.24 s), until 32 commits later.
+LARGE_COMMITS_BYTES = 1024 * 1024
+
+
 class Housekeeper:
     """Writes a checkpoint when enough has been committed since the last, and compacts after it.
 
     A checkpoint is due after `checkpoint_min_commits` commits once the bytes committed since the
-    last one reach the live size, after `checkpoint_max_commits` always, and after a purge.
+    last one reach the live size, at once when they reach it and `LARGE_COMMITS_BYTES` too (an
+    import), after `checkpoint_max_commits` always, and after a purge.
     Duplicate checkpoints from racing writers are harmless: they are created create-only.
     """
 
@@ -42,8 +49,11 @@ class Housekeeper:
             return
         options = self.log.options
         commits = state.head - state.checkpoint_seq
-        due = commits >= options.checkpoint_max_commits or (
-            commits >= options.checkpoint_min_commits and state.bytes_since_checkpoint >= state.live_bytes
+        written = state.bytes_since_checkpoint
+        due = (
+            commits >= options.checkpoint_max_commits
+            or (commits >= options.checkpoint_min_commits and written >= state.live_bytes)
+            or written >= max(state.live_bytes, LARGE_COMMITS_BYTES)
         )
         if not (purged or due):
             return

@@ -16,8 +16,8 @@ class LogOptions:
     `max_staleness` lets reads skip the freshness probe for that many seconds (0: every read is
     fresh). A head confirmed longer ago than half of `grace_period` is re-confirmed by listing
     (invariant 2 of `log`). A checkpoint is written after `checkpoint_min_commits` commits once the
-    bytes committed since the last one reach the live size, and after `checkpoint_max_commits`
-    always. Compaction keeps at least `retain_commits` commits and those younger than
+    bytes committed since the last one reach the live size (at once when they also reach 1 MiB),
+    and after `checkpoint_max_commits` always. Compaction keeps at least `retain_commits` commits and those younger than
     `retain_seconds` as history; with `auto_compact` the writer of a checkpoint compacts too.
     Every read and commit is given `operation_timeout` seconds in all, across its requests and
     retries; then it answers `unavailable` (`write_unconfirmed` when a create's outcome is unknown).
