@@ -34,8 +34,9 @@ class Housekeeper:
     """Writes a checkpoint when enough has been committed since the last, and compacts after it.
 
     A checkpoint is due after `checkpoint_min_commits` commits once the bytes committed since the
-    last one reach the live size, at once when they reach it and `LARGE_COMMITS_BYTES` too (an
-    import), after `checkpoint_max_commits` always, and after a purge.
+    last one reach the live size (edited files counted whole), at once when the text the commits
+    carried reaches it and `LARGE_COMMITS_BYTES` too (an import), after `checkpoint_max_commits`
+    always, and after a purge.
     Duplicate checkpoints from racing writers are harmless: they are created create-only.
     """
 
@@ -49,11 +50,10 @@ class Housekeeper:
             return
         options = self.log.options
         commits = state.head - state.checkpoint_seq
-        written = state.bytes_since_checkpoint
         due = (
             commits >= options.checkpoint_max_commits
-            or (commits >= options.checkpoint_min_commits and written >= state.live_bytes)
-            or written >= max(state.live_bytes, LARGE_COMMITS_BYTES)
+            or (commits >= options.checkpoint_min_commits and state.bytes_since_checkpoint >= state.live_bytes)
+            or state.carried_since_checkpoint >= max(state.live_bytes, LARGE_COMMITS_BYTES)
         )
         if not (purged or due):
             return
@@ -64,7 +64,7 @@ class Housekeeper:
         checkpoint = await off_loop(
             snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones, at=at)
         )
-        counted = snapshot.bytes_since_checkpoint
+        counted, carried = snapshot.bytes_since_checkpoint, snapshot.carried_since_checkpoint
         # A failure propagates to the log, which logs it; the counters stay, so the next commit retries.
         await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
         # Commits meanwhile made a new cached state: count from the checkpoint there.
@@ -72,6 +72,7 @@ class Housekeeper:
         if current is not None and current.checkpoint_seq < checkpoint.seq:
             current.checkpoint_seq = checkpoint.seq
             current.bytes_since_checkpoint = max(current.bytes_since_checkpoint - counted, 0)
+            current.carried_since_checkpoint = max(current.carried_since_checkpoint - carried, 0)
         if options.auto_compact:
             await self.compact_below(checkpoint.seq)
 

@@ -21,6 +21,7 @@ from .codec import (
     log_key,
     off_loop,
     stored_size,
+    text_bytes,
     time_text,
 )
 from .delta import spliced
@@ -59,7 +60,8 @@ class State:
     live_bytes: int = 0
     stored_bytes: int = 0
     checkpoint_seq: int = 0
-    bytes_since_checkpoint: int = 0
+    bytes_since_checkpoint: int = 0  # of the texts written, edited ones counted whole
+    carried_since_checkpoint: int = 0  # of text the commits carry, edits as their inserted text
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
 
     def apply(self, commit: Commit, location: str) -> None:
@@ -83,6 +85,7 @@ class State:
         if commit.seq == 1:
             self.genesis = commit.hash
         self.bytes_since_checkpoint += commit.size
+        self.carried_since_checkpoint += text_bytes(commit.changes)
 
     def apply_change(self, change: Change, seq: int) -> None:
         """One change as commit `seq` makes it, refused (`invalid_path`, `not_found`) where it breaks a rule."""
