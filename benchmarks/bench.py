@@ -49,9 +49,9 @@ async def timed(operation: Callable[[], Awaitable[Any]], runs: int) -> list[floa
 
 async def seeded(files: int, latency: float) -> tuple[MemoryObjectStore, FaultyObjectStore, LogFileStore]:
     objects = MemoryObjectStore()
-    await MemoryAdmin(LogFileStore(objects)).put_files(
-        {f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN
-    )
+    seeder = LogFileStore(objects)
+    await MemoryAdmin(seeder).put_files({f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN)
+    await seeder.settle()  # its checkpoint written before the measured store opens
     counted = FaultyObjectStore(objects, Faults(latency=latency))
     store = LogFileStore(counted)
     await store.list()  # warm: the cold start is measured on its own
