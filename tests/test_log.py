@@ -351,3 +351,39 @@ async def test_a_writer_that_lost_reads_the_winner_and_the_keys_after_it_in_one_
     assert sent == {"create": 2, "get": 4 + (behind - 4 if listed else 0), "list": listed}
     state, _ = await replay(objects)
     assert sorted(state.files) == sorted(["mine.md", *(f"theirs/{n}.md" for n in range(behind))])
+
+
+async def test_a_checkpoint_written_while_commits_land_counts_for_them() -> None:
+    """A commit planned before a checkpoint landed and made after must count from that checkpoint:
+    it used to count from the numbers of the copy it was planned on, and so wrote it again."""
+    checkpoint_may_land, checkpoint_landed = asyncio.Event(), asyncio.Event()
+    commit_may_land, commit_held = asyncio.Event(), asyncio.Event()
+    commit_may_land.set()
+
+    class Gated(MemoryObjectStore):
+        async def create(self, key: str, data: bytes) -> bool:
+            if key.startswith(CHECKPOINT_PREFIX):
+                await checkpoint_may_land.wait()
+                created = await super().create(key, data)
+                checkpoint_landed.set()
+                return created
+            if not commit_may_land.is_set():
+                commit_held.set()
+                await commit_may_land.wait()
+            return await super().create(key, data)
+
+    objects = Gated()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=4, auto_compact=False))
+    version = await store.write("a.md", "x" * 100, expected=None, origin=ORIGIN)
+    for n in range(3):
+        version = await store.write("a.md", f"{n}" * 100, expected=version, origin=ORIGIN)
+    commit_may_land.clear()
+    fifth = asyncio.create_task(store.write("a.md", "5" * 100, expected=version, origin=ORIGIN))
+    await commit_held.wait()  # planned on the state at 4, its create held back
+    checkpoint_may_land.set()
+    await checkpoint_landed.wait()
+    commit_may_land.set()
+    version = await fifth
+    await store.write("a.md", "6" * 100, expected=version, origin=ORIGIN)
+    await store.settle()
+    assert [info.key for info in await objects.list(CHECKPOINT_PREFIX)] == [checkpoint_key(4)]

@@ -49,30 +49,30 @@ class Housekeeper:
         if state is None:
             return
         options = self.log.options
-        commits = state.head - state.checkpoint_seq
+        counts = state.since_checkpoint
+        commits = state.head - counts.seq
         due = (
             commits >= options.checkpoint_max_commits
-            or (commits >= options.checkpoint_min_commits and state.bytes_since_checkpoint >= state.live_bytes)
-            or state.carried_since_checkpoint >= max(state.live_bytes, LARGE_COMMITS_BYTES)
+            or (commits >= options.checkpoint_min_commits and counts.written >= state.live_bytes)
+            or counts.carried >= max(state.live_bytes, LARGE_COMMITS_BYTES)
         )
         if not (purged or due):
             return
         # Copied in one step on the event loop, so it is the state at exactly one head, then encoded
         # apart from the loop: commits meanwhile change the cached state in place.
         snapshot = state.copy()
+        written, carried = counts.written, counts.carried  # what the checkpoint covers
         at = await self.log.objects.now()
         checkpoint = await off_loop(
             snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones, at=at)
         )
-        counted, carried = snapshot.bytes_since_checkpoint, snapshot.carried_since_checkpoint
-        # A failure propagates to the log, which logs it; the counters stay, so the next commit retries.
+        # A failure propagates to the log, which logs it; the counts stay, so the next commit retries.
         await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
-        # Commits meanwhile made a new cached state: count from the checkpoint there.
-        current = self.log.cached_state
-        if current is not None and current.checkpoint_seq < checkpoint.seq:
-            current.checkpoint_seq = checkpoint.seq
-            current.bytes_since_checkpoint = max(current.bytes_since_checkpoint - counted, 0)
-            current.carried_since_checkpoint = max(current.carried_since_checkpoint - carried, 0)
+        # Commits meanwhile were counted on the same object: count on from the checkpoint.
+        if counts.seq < checkpoint.seq:
+            counts.seq = checkpoint.seq
+            counts.written = max(counts.written - written, 0)
+            counts.carried = max(counts.carried - carried, 0)
         if options.auto_compact:
             await self.compact_below(checkpoint.seq)
 

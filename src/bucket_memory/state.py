@@ -39,6 +39,19 @@ class LiveFile:
 
 
 @dataclass(slots=True)
+class CheckpointCounts:
+    """What was committed since the newest checkpoint a process knows of (`seq`): bytes of the
+    texts written, edited files counted whole (`written`), and of the text the commits carried
+    (`carried`, edits as their inserted text). One object is shared by a state and its copies, so
+    that a checkpoint written while a copy was planned on counts for the state that copy becomes
+    (each copy counting from its own numbers rewrote the checkpoint every few commits)."""
+
+    seq: int = 0
+    written: int = 0
+    carried: int = 0
+
+
+@dataclass(slots=True)
 class State:
     """A memory as of commit `head`: its files, and what the change feed and policies need.
 
@@ -59,9 +72,7 @@ class State:
     directories: dict[str, int] = field(default_factory=dict)
     live_bytes: int = 0
     stored_bytes: int = 0
-    checkpoint_seq: int = 0
-    bytes_since_checkpoint: int = 0  # of the texts written, edited ones counted whole
-    carried_since_checkpoint: int = 0  # of text the commits carry, edits as their inserted text
+    since_checkpoint: CheckpointCounts = field(default_factory=lambda: CheckpointCounts())
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
 
     def apply(self, commit: Commit, location: str) -> None:
@@ -84,8 +95,8 @@ class State:
         self.head_time = max(self.head_time, commit.moment.timestamp())
         if commit.seq == 1:
             self.genesis = commit.hash
-        self.bytes_since_checkpoint += commit.size
-        self.carried_since_checkpoint += text_bytes(commit.changes)
+        self.since_checkpoint.written += commit.size
+        self.since_checkpoint.carried += text_bytes(commit.changes)
 
     def apply_change(self, change: Change, seq: int) -> None:
         """One change as commit `seq` makes it, refused (`invalid_path`, `not_found`) where it breaks a rule."""
@@ -240,7 +251,7 @@ class State:
             raise CorruptObjectError(location, f"checkpoints/{checkpoint.seq:020d}.json", str(error)) from None
         changes.extend((seq, path) for path, seq in checkpoint.deleted if path not in state.files)
         state.changed = {path: seq for seq, path in sorted(changes)}
-        state.checkpoint_seq = state.head
+        state.since_checkpoint = CheckpointCounts(seq=state.head)
         return state
 
     def _add(self, path: str, text: str, seq: int, description: str | None = None, *, described: bool = False) -> None:
