@@ -147,6 +147,7 @@ class LocalObjectStore:
         self.root = Path(root)
         check_directory(self.root)
         self._location = self.root.absolute().as_uri()
+        self._root_text = os.path.join(self.root, "")  # keys joined as text: pathlib costs more than the stat
 
     @property
     def location(self) -> str:
@@ -155,7 +156,7 @@ class LocalObjectStore:
     async def get(self, key: str) -> bytes | None:
         # A missing key, which every fresh read's probe meets, is answered by one stat on the loop:
         # the round trip to a worker thread costs far more than the syscall on a local disk.
-        if not os.path.lexists(self.root / key):  # noqa: ASYNC240 - a stat, cheaper than a thread hop
+        if not os.path.lexists(self._root_text + key):  # noqa: ASYNC240 - a stat, cheaper than a thread hop
             return None
         return await asyncio.to_thread(self._get, key)
 
@@ -203,20 +204,21 @@ class LocalObjectStore:
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.
         directory, _, name_prefix = prefix.rpartition("/")
-        folder = self.root / directory if directory else self.root
+        folder = self._root_text + directory
+        found: builtins.list[ObjectInfo] = []
         try:
-            names = os.listdir(folder)
+            with os.scandir(folder) as entries:
+                listed = sorted((entry.name, entry) for entry in entries if entry.name.startswith(name_prefix))
         except FileNotFoundError:
             return []
         except OSError as error:
-            raise _os_error(error, folder) from error
-        found: builtins.list[ObjectInfo] = []
-        for name in sorted(names):
+            raise _os_error(error, Path(folder)) from error
+        for name, entry in listed:
             key = f"{directory}/{name}" if directory else name
-            if not name.startswith(name_prefix) or (start_after is not None and key <= start_after):
+            if start_after is not None and key <= start_after:
                 continue
             try:
-                found.append(ObjectInfo(key, (folder / name).stat().st_mtime))
+                found.append(ObjectInfo(key, entry.stat().st_mtime))
             except FileNotFoundError:
                 continue  # deleted by a concurrent compaction
         return found
