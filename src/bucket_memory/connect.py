@@ -10,15 +10,19 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .objects import ObjectStore
 from .options import LogOptions
+from .records import RECORD_CHARS, LogRecordStore
 from .retry import retrying
 from .store import DEFAULT_MAX_BYTES, LogFileStore
 from .urls import parse_url
+
+if TYPE_CHECKING:
+    from pydantic_ai import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +76,23 @@ async def open_store(
         store = LogFileStore.local(where.path, **settings)
         yield store
         await store.settle()
+
+
+@asynccontextmanager
+async def open_record_store(
+    url: str | os.PathLike[str],
+    *,
+    embedder: Embedder | None = None,
+    record_chars: int = RECORD_CHARS,
+    origin: Origin | None = None,
+    options: LogOptions | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    read_only: bool = False,
+) -> AsyncIterator[LogRecordStore]:
+    """The record memory at a URL of the forms `open_store` takes, its records' vectors made by
+    `embedder` when given (ranked by BM25 without one), its changes attributed to `origin`."""
+    async with open_store(url, options=options, max_bytes=max_bytes, read_only=read_only) as files:
+        yield LogRecordStore(files, embedder=embedder, record_chars=record_chars, origin=origin)
 
 
 async def check_create_only(objects: ObjectStore) -> None:
