@@ -174,3 +174,31 @@ def test_put_of_an_unreadable_source_is_a_usage_error(url: str, tmp_path: Path) 
     (tmp_path / "binary").write_bytes(b"\xff\xfe")
     assert "not UTF-8" in cli("put", url, "a.md", str(tmp_path / "binary"), expect=EXIT_USAGE)
     assert "cannot read" in cli("put", url, "a.md", str(tmp_path / "missing"), expect=EXIT_USAGE)
+
+
+def records_json(command: str, *arguments: str, expect: int = 0) -> Any:
+    """A `records` command's --json output, checked against its schema."""
+    result = CliRunner().invoke(app, ["records", command, *arguments, "--json"])
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    value = json.loads(result.stdout)
+    jsonschema.validate(value, json.loads((SCHEMAS / f"records-{command}.json").read_text()))
+    return value
+
+
+def test_records_add_ls_search_rm(url: str) -> None:
+    tea = records_json("add", url, "The team drinks green tea at standup.")
+    records_json("add", url, "Deploys happen on Tuesdays.")
+    assert len(tea["id"]) == 32 and tea["text"] == "The team drinks green tea at standup."
+    assert sorted(record["text"] for record in records_json("ls", url)) == [
+        "Deploys happen on Tuesdays.",
+        "The team drinks green tea at standup.",
+    ]
+    assert len(records_json("ls", url, "--limit", "1")) == 1
+    found = records_json("search", url, "which tea at standup")
+    assert [record["id"] for record in found] == [tea["id"]] and found[0]["score"] > 0
+    assert records_json("rm", url, tea["id"]) == {"id": tea["id"]}
+    assert "record_not_found" in cli("records", "rm", url, tea["id"], expect=EXIT_STORE)
+    assert "invalid_text" in cli("records", "add", url, "   ", expect=EXIT_STORE)
+    # Records are files of the memory: their history is the memory's.
+    assert [entry["action"] for entry in cli_json("log", url, "--limit", "10")][:1] == ["delete"]
+    assert "Deploys" in cli("records", "ls", url)

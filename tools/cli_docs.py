@@ -37,8 +37,8 @@ def reference() -> str:
         " ".join(EXIT_CODES.split()),
         "",
     ]
-    for name, command in group.commands.items():
-        sub = click.Context(command, info_name=name, parent=context)
+    for name, command, parent in _commands(group, context):
+        sub = click.Context(command, info_name=name.rpartition(" ")[2], parent=parent)
         lines += [f"## `{name}`", "", (command.help or "").strip(), "", "```", command.get_usage(sub), "```", ""]
         rows = [
             (
@@ -52,10 +52,23 @@ def reference() -> str:
         ]
         lines += ["| argument or option | meaning |", "| --- | --- |"]
         lines += [f"| {name_} | {meaning.replace('|', '\\|')} |" for name_, meaning in rows]
-        if name in OUTPUTS:
-            lines += ["", f"`--json` prints what [cli/schemas/{name}.json](cli/schemas/{name}.json) describes."]
+        key = name.replace(" ", "-")
+        if key in OUTPUTS:
+            lines += ["", f"`--json` prints what [cli/schemas/{key}.json](cli/schemas/{key}.json) describes."]
         lines.append("")
     return "\n".join(lines)
+
+
+def _commands(group: click.Group, context: click.Context) -> list[tuple[str, click.Command, click.Context]]:
+    """Every command with its full name (`records ls` for one of a group) and its parent's context."""
+    found: list[tuple[str, click.Command, click.Context]] = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            inner = click.Context(command, info_name=name, parent=context)
+            found += [(f"{name} {sub}", each, inner) for sub, each in command.commands.items()]
+        else:
+            found.append((name, command, context))
+    return found
 
 
 def schemas() -> dict[str, str]:

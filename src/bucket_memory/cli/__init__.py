@@ -1,10 +1,20 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `files`, `history` and `operations` hold the commands;
-`output` the models of their --json output. Importing this package registers every command.
+`base` holds what every command shares; `files`, `history`, `operations` and `records` hold the
+commands; `output` the models of their --json output. Importing this package registers every command.
 """
 
-from . import files, history, operations
+from . import files, history, operations, records
 from .base import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 
-__all__ = ["EXIT_NO_MEMORY", "EXIT_PROBLEMS", "EXIT_STORE", "EXIT_USAGE", "app", "files", "history", "operations"]
+__all__ = [
+    "EXIT_NO_MEMORY",
+    "EXIT_PROBLEMS",
+    "EXIT_STORE",
+    "EXIT_USAGE",
+    "app",
+    "files",
+    "history",
+    "operations",
+    "records",
+]

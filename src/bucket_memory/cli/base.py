@@ -93,8 +93,11 @@ _CLOUD_PARAMETERS = [
 ]
 
 
-def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """A command of the app that opens a store: it takes the cloud options, which hold while it runs."""
+def command(
+    name: str | None = None, *, group: typer.Typer = app
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command of the app (or of a `group` of it) that opens a store: it takes the cloud options,
+    which hold while it runs."""
 
     def register(function: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(function, eval_str=True)
@@ -112,7 +115,7 @@ def command(name: str | None = None) -> Callable[[Callable[..., None]], Callable
         run.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*signature.parameters.values(), *_CLOUD_PARAMETERS]
         )
-        app.command(name)(run)
+        group.command(name)(run)
         return function
 
     return register

@@ -151,6 +151,21 @@ class Memory(_Output):
     url: str
 
 
+class Record(_Output):
+    """A record of a record memory: `records ls`, `records search` (with its score), `records add`."""
+
+    id: str
+    text: str
+    updated_at: str | None
+    score: float | None
+
+
+class Removed(_Output):
+    """`records rm`: the record deleted."""
+
+    id: str
+
+
 # Each command's --json output; a test keeps docs/cli/schemas/ equal to these.
 OUTPUTS: dict[str, Any] = {
     "ls": list[Entry],
@@ -172,10 +187,14 @@ OUTPUTS: dict[str, Any] = {
     "init": Initialized,
     "doctor": Checked,
     "memories": list[Memory],
+    "records-ls": list[Record],
+    "records-search": list[Record],
+    "records-add": Record,
+    "records-rm": Removed,
 }
 
 
 def schema(command: str) -> dict[str, Any]:
     found: dict[str, Any] = TypeAdapter(OUTPUTS[command]).json_schema()
-    found["title"] = f"bucket-memory {command} --json"
+    found["title"] = f"bucket-memory {command.replace('-', ' ')} --json"
     return found
