@@ -1,4 +1,5 @@
-"""`make demo`: several agents in separate processes share one memory in an S3 bucket, with no lock server.
+"""`make demo`: several agents in separate processes share one memory in an S3 bucket, with no lock server,
+and a record one agent remembers is recalled in another's run.
 
 With no arguments it starts a local S3 (a moto server) and drives each agent with a scripted
 offline model, or with openai:gpt-5-mini when OPENAI_API_KEY is set (`--model` picks any model,
@@ -42,6 +43,7 @@ from rich.text import Text
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.testing.emulators import moto_server
 from examples.agents import MEMORY, Step, Transcript, call, memory_agent, persevering, scripted_model
+from examples.record_agents import recall, remember
 
 AGENTS = ("ada", "grace", "linus", "barbara")
 console = Console()
@@ -283,6 +285,22 @@ def main() -> None:
             )
         asyncio.run(show(url, reports))
         show_cli(url)
+        show_records(f"{url.rstrip('/')}-facts", context)
+
+
+def show_records(url: str, context: Any) -> None:
+    """Record memory beside the files: one agent's run adds a fact, another process's next run recalls it."""
+    console.rule(f"[bold]record memory[/bold] at {url}")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        pool.submit(remember, url, "The team drinks green tea at standup.", "ada").result(timeout=300)
+    console.print("[green]ada[/green]'s run called memory_record_add: The team drinks green tea at standup.")
+    question = "Which tea should I bring to standup tomorrow?"
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        blocks = pool.submit(recall, url, question).result(timeout=300)
+    if not blocks:
+        raise SystemExit("grace's run recalled nothing: the record memory lost the fact")
+    console.print(f"[green]grace[/green], in another process, asks only: {question}")
+    console.print(Panel(Text(blocks[0]), title="recalled into grace's run before the model's first turn"))
 
 
 def _local_s3(stack: ExitStack) -> str:
