@@ -5,6 +5,7 @@ files that are not records."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin, RecordStore
@@ -14,6 +15,8 @@ from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.faults import FaultyObjectStore
+
+from .conftest import BUCKET, unique_prefix
 
 ORIGIN = Origin(principal_id="records-test")
 FACTS = ["prefers green tea in the morning", "lives in Lisbon", "allergic to peanuts", "plays the cello"]
@@ -166,3 +169,23 @@ async def test_record_changes_have_history_like_files() -> None:
     assert revisions[0].origin.principal_id == "records-test"
     old = await MemoryAdmin(store.files).read_at(f"{record.id}.json", revisions[1].version)
     assert json.loads(old.text)["text"] == "first text"
+
+
+@pytest.mark.parametrize("backend", ["local", "s3", "gcs"])
+async def test_a_record_memory_on_each_backend_by_name(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`LogRecordStore.local`, `.s3` and `.gcs`, as `LogFileStore` has them."""
+    match backend:
+        case "local":
+            store = LogRecordStore.local(tmp_path / "facts")
+        case "s3":
+            request.getfixturevalue("s3_endpoint")
+            store = LogRecordStore.s3(bucket=BUCKET, prefix=unique_prefix())
+        case _:
+            store = LogRecordStore.gcs(request.getfixturevalue("gcs_client"), bucket=BUCKET, prefix=unique_prefix())
+    added = await store.add("kept in a bucket")
+    assert [record.id for record in await store.search("bucket", limit=1)] == [added.id]
+    await store.files.settle()
+    if backend == "s3":
+        await store.files.log.objects.aclose()  # type: ignore[attr-defined]

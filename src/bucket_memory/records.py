@@ -8,12 +8,12 @@ recover, verify and export work on records as they do on files.
 
 from __future__ import annotations
 
-import logging
+import os
 import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from a13n_harness.providers.memory import (
     MemoryRecord,
@@ -31,8 +31,6 @@ from .store import LogFileStore, checked_size
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
-
-logger = logging.getLogger(__name__)
 
 RECORD_CHARS = 8000  # the harness's default `RecordMemoryLimits.record_chars`
 _ID = re.compile(r"[0-9a-f]{32}")
@@ -95,6 +93,27 @@ class LogRecordStore:
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
         self._ranking = Ranking()
         self._bodies: dict[str, tuple[int, RecordBody | None]] = {}  # path -> (version, record) as last decoded
+
+    @classmethod
+    def local(
+        cls, root: str | os.PathLike[str], *, embedder: Embedder | None = None, **settings: Any
+    ) -> LogRecordStore:
+        """A record memory in a local directory; `settings` as for `LogFileStore`."""
+        return cls(LogFileStore.local(root, **settings), embedder=embedder)
+
+    @classmethod
+    def s3(
+        cls, client: Any = None, *, bucket: str, prefix: str = "", embedder: Embedder | None = None, **settings: Any
+    ) -> LogRecordStore:
+        """A record memory under `s3://bucket/prefix`, through the caller's aiobotocore client or its own."""
+        return cls(LogFileStore.s3(client, bucket=bucket, prefix=prefix, **settings), embedder=embedder)
+
+    @classmethod
+    def gcs(
+        cls, client: Any, *, bucket: str, prefix: str = "", embedder: Embedder | None = None, **settings: Any
+    ) -> LogRecordStore:
+        """A record memory under `gs://bucket/prefix`, through the caller's google-cloud-storage client."""
+        return cls(LogFileStore.gcs(client, bucket=bucket, prefix=prefix, **settings), embedder=embedder)
 
     async def add(self, text: str) -> MemoryRecord:
         body = await self._body(text)
