@@ -11,12 +11,13 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin, RecordStore
 from pydantic_ai import Embedder
 
-from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
+from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin, open_record_store
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.faults import FaultyObjectStore
 
-from .conftest import BUCKET, unique_prefix
+from .conftest import BUCKET, VERSIONED, unique_prefix
+from .test_recover import wipe
 
 ORIGIN = Origin(principal_id="records-test")
 FACTS = ["prefers green tea in the morning", "lives in Lisbon", "allergic to peanuts", "plays the cello"]
@@ -189,3 +190,24 @@ async def test_a_record_memory_on_each_backend_by_name(
     await store.files.settle()
     if backend == "s3":
         await store.files.log.objects.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_deleted_record_is_restored_and_a_wiped_record_memory_recovered(s3_endpoint: str) -> None:
+    """Records are files of the log: `restore` and `recover` work on them unchanged."""
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+    async with open_record_store(url) as store:
+        kept = await store.add("prefers green tea")
+        gone = await store.add("lives in Lisbon")
+        await store.delete(gone.id)
+        admin = MemoryAdmin(store.files)
+        written = (await admin.revisions(f"{gone.id}.json"))[-1].version
+        await admin.restore(f"{gone.id}.json", written, origin=ORIGIN)
+        assert {record.id for record in (await store.list(limit=10)).records} == {kept.id, gone.id}
+    wipe(url)
+    async with open_record_store(url) as store:
+        await refused("memory_deleted", store.list(limit=10))
+        await MemoryAdmin(store.files).recover(None, origin=ORIGIN)
+        assert {record.text for record in (await store.list(limit=10)).records} == {
+            "prefers green tea",
+            "lives in Lisbon",
+        }
