@@ -22,11 +22,12 @@ SCHEMAS = Path(__file__).parent.parent / "docs" / "cli" / "schemas"
 
 
 def cli_json(command: str, *arguments: str, expect: int = 0, given: str | None = None) -> Any:
-    """A command's --json output, checked against its schema."""
-    result = CliRunner().invoke(app, [command, *arguments, "--json"], input=given)
+    """A command's --json output (`command` may be of a group: "records ls"), checked against its schema."""
+    words = command.split()
+    result = CliRunner().invoke(app, [*words, *arguments, "--json"], input=given)
     assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
     value = json.loads(result.stdout)
-    jsonschema.validate(value, json.loads((SCHEMAS / f"{command}.json").read_text()))
+    jsonschema.validate(value, json.loads((SCHEMAS / f"{'-'.join(words)}.json").read_text()))
     return value
 
 
@@ -176,27 +177,18 @@ def test_put_of_an_unreadable_source_is_a_usage_error(url: str, tmp_path: Path) 
     assert "cannot read" in cli("put", url, "a.md", str(tmp_path / "missing"), expect=EXIT_USAGE)
 
 
-def records_json(command: str, *arguments: str, expect: int = 0) -> Any:
-    """A `records` command's --json output, checked against its schema."""
-    result = CliRunner().invoke(app, ["records", command, *arguments, "--json"])
-    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
-    value = json.loads(result.stdout)
-    jsonschema.validate(value, json.loads((SCHEMAS / f"records-{command}.json").read_text()))
-    return value
-
-
 def test_records_add_ls_search_rm(url: str) -> None:
-    tea = records_json("add", url, "The team drinks green tea at standup.")
-    records_json("add", url, "Deploys happen on Tuesdays.")
+    tea = cli_json("records add", url, "The team drinks green tea at standup.")
+    cli_json("records add", url, "Deploys happen on Tuesdays.")
     assert len(tea["id"]) == 32 and tea["text"] == "The team drinks green tea at standup."
-    assert sorted(record["text"] for record in records_json("ls", url)) == [
+    assert sorted(record["text"] for record in cli_json("records ls", url)) == [
         "Deploys happen on Tuesdays.",
         "The team drinks green tea at standup.",
     ]
-    assert len(records_json("ls", url, "--limit", "1")) == 1
-    found = records_json("search", url, "which tea at standup")
+    assert len(cli_json("records ls", url, "--limit", "1")) == 1
+    found = cli_json("records search", url, "which tea at standup")
     assert [record["id"] for record in found] == [tea["id"]] and found[0]["score"] > 0
-    assert records_json("rm", url, tea["id"]) == {"id": tea["id"]}
+    assert cli_json("records rm", url, tea["id"]) == {"id": tea["id"]}
     assert "record_not_found" in cli("records", "rm", url, tea["id"], expect=EXIT_STORE)
     assert "invalid_text" in cli("records", "add", url, "   ", expect=EXIT_STORE)
     # Records are files of the memory: their history is the memory's.
