@@ -290,7 +290,7 @@ class Commit(_Signed):
     def moment(self) -> datetime:
         """When the commit was made: by the server's clock as the writer knew it, never before the
         commit it follows (writers of the first release used their own clocks)."""
-        return datetime.fromisoformat(self.time.replace("Z", "+00:00"))
+        return moment_of(self.time)
 
     @property
     def size(self) -> int:
@@ -356,6 +356,11 @@ class Checkpoint(_Signed):
 def time_text(seconds: float) -> str:
     """A moment as commits and checkpoints record it (milliseconds, UTC)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def moment_of(time: str) -> datetime:
+    """The moment a time recorded by `time_text` names."""
+    return datetime.fromisoformat(time)
 
 
 def canonical(value: object) -> bytes:

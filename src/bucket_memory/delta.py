@@ -37,7 +37,7 @@ def splice(old: str, new: str) -> tuple[int, str, str]:
     with the shortest span."""
     at = _common_prefix(old, new)
     # The suffix may not reach into the prefix of either text.
-    tail = _common_suffix(old[at:], new[at:])
+    tail = _common_prefix(old[at:][::-1], new[at:][::-1])
     return at, old[at : len(old) - tail], new[at : len(new) - tail]
 
 
@@ -63,17 +63,6 @@ def _common_prefix(one: str, other: str) -> int:
     while low < high:
         middle = (low + high + 1) // 2
         if one[:middle] == other[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _common_suffix(one: str, other: str) -> int:
-    low, high = 0, min(len(one), len(other))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if one[len(one) - middle :] == other[len(other) - middle :]:
             low = middle
         else:
             high = middle - 1

@@ -133,7 +133,6 @@ def _unit(vector: numpy.ndarray) -> numpy.ndarray:
 
 
 def _packed(vector: numpy.ndarray) -> str:
-
     return base64.b64encode(vector.astype("<f2").tobytes()).decode()
 
 

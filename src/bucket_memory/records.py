@@ -12,7 +12,6 @@ import os
 import re
 import secrets
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from a13n_harness.providers.memory import (
@@ -24,7 +23,7 @@ from a13n_harness.providers.memory import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .codec import Change, Delete, Time, Write, canonical, checked_origin, stored_size, time_text
+from .codec import Change, Delete, Time, Write, canonical, checked_origin, moment_of, stored_size, time_text
 from .recall import Ranking
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
@@ -116,10 +115,9 @@ class LogRecordStore:
         return cls(LogFileStore.gcs(client, bucket=bucket, prefix=prefix, **settings), embedder=embedder)
 
     async def add(self, text: str) -> MemoryRecord:
-        body = await self._body(text)
+        body, encoded = await self._body(text)
         record_id = secrets.token_hex(16)
         path = record_id + _SUFFIX
-        encoded = body.encode()
 
         def plan(state: State) -> Sequence[Change]:
             self.files.check_quota(state, stored_size(encoded))
@@ -130,8 +128,7 @@ class LogRecordStore:
 
     async def update(self, record_id: str, text: str) -> MemoryRecord:
         path = _path(record_id)
-        body = await self._body(text)
-        encoded = body.encode()
+        body, encoded = await self._body(text)
 
         def plan(state: State) -> Sequence[Change]:
             current = _held(state, path, record_id)
@@ -158,9 +155,9 @@ class LogRecordStore:
         after = self._after(cursor, state)
         bodies = self._records(state)
         records = [_record(record_id, bodies[record_id]) for record_id in sorted(bodies) if record_id > after]
-        if len(records) > max(limit, 1):
-            records = records[: max(limit, 1)]
-            return RecordPage(tuple(records), f"after:{records[-1].id}~{_memory_name(state)}")
+        page = max(limit, 1)
+        if len(records) > page:
+            return RecordPage(tuple(records[:page]), f"after:{records[page - 1].id}~{_memory_name(state)}")
         return RecordPage(tuple(records))
 
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
@@ -175,25 +172,22 @@ class LogRecordStore:
             if _record_id(path) is None:
                 continue
             known = self._bodies.get(path)
-            decoded[path] = (
-                known
-                if known is not None and known[0] == live.version
-                else (
-                    live.version,
-                    RecordBody.decode(live.text),
-                )
-            )
+            if known is None or known[0] != live.version:
+                known = (live.version, RecordBody.decode(live.text))
+            decoded[path] = known
         self._bodies = decoded
         return {path.removesuffix(_SUFFIX): body for path, (_, body) in decoded.items() if body is not None}
 
-    async def _body(self, text: str) -> RecordBody:
+    async def _body(self, text: str) -> tuple[RecordBody, str]:
+        """The record a write makes of `text`, and its file's text, checked as readers will."""
         text = validate_record_text(text, max_chars=self.record_chars)
         embedding = None
         if self.embedder is not None:
             embedding = await self._ranking.embed_document(self.embedder, text)
         body = RecordBody(text=text, updated_at=time_text(await self.files.log.objects.now()), embedding=embedding)
-        checked_size(body.encode(), self.files.format)  # what readers of the memory accept as a file
-        return body
+        encoded = body.encode()
+        checked_size(encoded, self.files.format)  # what readers of the memory accept as a file
+        return body, encoded
 
     def _after(self, cursor: str | None, state: State) -> str:
         if cursor is None:
@@ -229,5 +223,4 @@ def _record_id(path: str) -> str | None:
 
 
 def _record(record_id: str, body: RecordBody, score: float | None = None) -> MemoryRecord:
-    updated = datetime.fromisoformat(body.updated_at.replace("Z", "+00:00"))
-    return MemoryRecord(record_id, body.text, score, updated)
+    return MemoryRecord(record_id, body.text, score, moment_of(body.updated_at))

@@ -72,7 +72,7 @@ class State:
     directories: dict[str, int] = field(default_factory=dict)
     live_bytes: int = 0
     stored_bytes: int = 0
-    since_checkpoint: CheckpointCounts = field(default_factory=lambda: CheckpointCounts())
+    since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
 
     def apply(self, commit: Commit, location: str) -> None:
