@@ -61,13 +61,24 @@ async def test_ids_the_memory_does_not_hold_are_record_not_found(record_id: str)
     await refused("record_not_found", store.delete(record_id))
 
 
-@pytest.mark.parametrize("text", ["", "   \n", "x" * 8001])
-async def test_text_outside_the_rule_is_invalid_text(text: str) -> None:
+@pytest.mark.parametrize("text", ["", "   \n", "x" * 8001, "a\ud800b", 5, None, b"bytes", ["a"]])
+async def test_text_outside_the_rule_is_invalid_text(text: object) -> None:
     store = records_on(MemoryObjectStore())
-    await refused("invalid_text", store.add(text))
+    await refused("invalid_text", store.add(text))  # type: ignore[arg-type]
     record = await store.add("kept")
-    await refused("invalid_text", store.update(record.id, text))
+    await refused("invalid_text", store.update(record.id, text))  # type: ignore[arg-type]
+    for query in (text,) if not isinstance(text, str) or "\ud800" in text else ():
+        await refused("invalid_text", store.search(query, limit=3))  # type: ignore[arg-type]
     assert [r.text for r in (await store.list(limit=5)).records] == ["kept"]
+
+
+@pytest.mark.parametrize("text", ["<script>alert(1)</script>", "a\x00b\x1b[31m", '{"text": "nested"}', "🍵" * 2000])
+async def test_markup_and_control_characters_are_kept_literally(text: str) -> None:
+    store = records_on(MemoryObjectStore())
+    record = await store.add(text)
+    assert [(r.id, r.text) for r in (await records_on(store.files.log.objects).list(limit=5)).records] == [
+        (record.id, text)
+    ]
 
 
 async def test_pages_cover_every_record_once_and_cursors_name_their_memory() -> None:

@@ -161,6 +161,7 @@ class LogRecordStore:
         return RecordPage(tuple(records))
 
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
+        query = _text(query, "A search query")
         bodies = self._records(await self.files.log.fresh_state())
         scored = await self._ranking.rank(query, bodies, limit, self.embedder)
         return tuple(_record(record_id, bodies[record_id], score) for record_id, score in scored)
@@ -180,7 +181,7 @@ class LogRecordStore:
 
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""
-        text = validate_record_text(text, max_chars=self.record_chars)
+        text = validate_record_text(_text(text, "A record's text"), max_chars=self.record_chars)
         embedding = None
         if self.embedder is not None:
             embedding = await self._ranking.embed_document(self.embedder, text)
@@ -198,6 +199,18 @@ class LogRecordStore:
                 "invalid_cursor", "That cursor was not issued by this record memory; list again without one."
             )
         return match[1]
+
+
+def _text(text: object, what: str) -> str:
+    """`text` if it is a string of UTF-8 text, else `invalid_text` (the harness's rule for records
+    assumes a string, and a store never writes text it cannot encode)."""
+    if not isinstance(text, str):
+        raise MemoryStoreError("invalid_text", f"{what} is a string, not {type(text).__name__}.")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise MemoryStoreError("invalid_text", f"{what} is UTF-8 text; this one has unpaired surrogates.") from None
+    return text
 
 
 def _memory_name(state: State) -> str:
