@@ -346,3 +346,10 @@ def test_timeouts_that_are_not_positive_seconds_are_refused_at_construction(seco
 def test_attempt_counts_below_one_are_refused(attempts: object) -> None:
     with pytest.raises(ValueError, match="request_attempts must be a whole number of at least 1"):
         LogOptions(request_attempts=attempts)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["no", 0, None, 1])
+def test_store_edits_is_a_bool(value: object) -> None:
+    """A truthy "no" would turn on the commit format older readers refuse."""
+    with pytest.raises(ValueError, match="store_edits must be True or False"):
+        LogOptions(store_edits=value)  # type: ignore[arg-type]

@@ -50,6 +50,8 @@ class LogOptions:
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):
             raise ValueError(f"LogOptions.probe_before_write_after must be None or seconds >= 0, not {probe!r}")
+        if not isinstance(self.store_edits, bool):
+            raise ValueError(f"LogOptions.store_edits must be True or False, not {self.store_edits!r}")
         for name in ("commit_attempts", "request_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
