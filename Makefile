@@ -32,6 +32,7 @@ lint: $(STAMP) $(TOOLS_STAMP)
 	$(VENV)/bin/mypy
 	$(TOOLS)/bin/checkov -d terraform --framework terraform --skip-download --quiet --compact
 	$(TOOLS)/bin/python tools/terraform_fmt_check.py terraform
+	$(TOOLS)/bin/python tools/terraform_fmt_check.py tests/terraform_roots
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q

@@ -15,7 +15,7 @@ from typing import Any
 from a13n_harness.builder import HarnessBuilder
 from a13n_harness.capabilities.memory import FileMemoryCapability, FileMount, MemoryCursors
 from a13n_harness.execution import ExecutableAgent
-from a13n_harness.providers.memory import FileStore, Origin
+from a13n_harness.providers.memory import FileFormat, FileStore, Origin
 from a13n_harness.spec import AgentSpec
 from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models import Model
@@ -92,6 +92,39 @@ def persevering(steps: Sequence[Step], *, attempts: int = 4) -> Script:
         return last
 
     return script
+
+
+def note_on_page(folder: str, note: str) -> Step:
+    """After a view of `folder`: append the note to its last page, or start the next page once the
+    last would pass half the file limit, so notes keep landing however many arrive."""
+    page_bytes = FileFormat().max_file_bytes // 2
+    line = f"- {note}\n"
+
+    def step(seen: Transcript) -> ToolCall | None:
+        listing = seen.answers[-1] if seen.answers else {}
+        entries = listing.get("entries", []) if isinstance(listing, dict) else []
+        pages = sorted((e["path"], int(e.get("size", 0))) for e in entries if str(e.get("path", "")).endswith(".md"))
+        if pages and pages[-1][1] + len(line.encode()) <= page_bytes:
+            return call("append", path=pages[-1][0], content=line)(seen)
+        return call("create", path=f"{folder}/{len(pages) + 1:04d}.md", content=line)(seen)
+
+    return step
+
+
+def note_filer(folder: str, note: str, transcript: Transcript, *, attempts: int = 8) -> Model:
+    """The scripted model of the deployment examples: view the folder, file the note on its last
+    page, and when the write fails (another writer created the page first, or filled it) view
+    again and decide again."""
+    file_note = note_on_page(folder, note)
+
+    def script(seen: Transcript) -> ToolCall | None:
+        turn = len(seen.answers)
+        if turn % 2 == 0:  # before each attempt, and after each write
+            wrote = turn > 0 and error_of(seen.answers[-1]) is None
+            return None if wrote or turn >= 2 * attempts else call("view", path=folder)(seen)
+        return file_note(seen)
+
+    return scripted_model(script, transcript)
 
 
 def scripted_model(script: Script, transcript: Transcript) -> Model:

@@ -1,14 +1,17 @@
 """An AWS Lambda handler: an agent that files notes in the memory at MEMORY_URL, warm across invocations.
 
-The event is {"note": "..."}. With MODEL set (such as openai:gpt-5-mini, plus its API key) a real
-model decides how to file the note; without it a scripted model appends it to inbox.md. A warm
-Lambda keeps its module state, so the loop, client and store are made once: the store's cached
-state then makes a fresh read one GET and an uncontended write one PUT.
+The event is {"note": "..."} (or a function URL request whose JSON body is). Notes go to
+`inbox/NNNN.md`, a new page once the last would pass half the file limit, so the agent keeps
+working however many notes arrive. With MODEL set (such as openai:gpt-5-mini) a real model decides
+how to file the note, its API key read once per cold start from the SSM SecureString parameter
+MODEL_API_KEY_PARAMETER into the variable MODEL_API_KEY_ENV; without MODEL a scripted model files it.
+A warm Lambda keeps its module state, so the loop, client and store are made once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from contextlib import AsyncExitStack
 from typing import Any
@@ -16,7 +19,9 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, open_store
-from examples.agents import Transcript, call, memory_agent, persevering, scripted_model
+from examples.agents import Transcript, memory_agent, note_filer
+
+INBOX = "inbox"
 
 # aiobotocore clients belong to the loop that made them: every invocation runs on this one.
 loop = asyncio.new_event_loop()
@@ -25,24 +30,42 @@ store: LogFileStore | None = None
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return loop.run_until_complete(file_note(str(event["note"]), getattr(context, "aws_request_id", None)))
+    note = _note(event)
+    if note is None:
+        return {"statusCode": 400, "body": json.dumps({"error": 'send {"note": "..."}'})}
+    return loop.run_until_complete(file_note(note, getattr(context, "aws_request_id", None)))
+
+
+def _note(event: dict[str, Any]) -> str | None:
+    """The note of a direct invocation, or of a function URL request's JSON body."""
+    if "body" in event:
+        try:
+            event = json.loads(event["body"] or "{}")
+        except json.JSONDecodeError:
+            return None
+    note = event.get("note") if isinstance(event, dict) else None
+    return note if isinstance(note, str) and note.strip() else None
 
 
 async def file_note(note: str, request_id: str | None) -> dict[str, Any]:
     global store
     if store is None:
+        await load_model_key()
         store = await resources.enter_async_context(open_store(os.environ["MEMORY_URL"]))
-    transcript = Transcript()
-
-    def append_or_create(seen: Transcript) -> tuple[str, dict[str, Any]] | None:
-        listing = seen.answers[-1] if seen.answers else {}
-        exists = isinstance(listing, dict) and any(e.get("path") == "inbox.md" for e in listing.get("entries", []))
-        action = "append" if exists else "create"
-        return call(action, path="inbox.md", **{"content": f"- {note}\n"})(seen)
-
-    model = os.environ.get("MODEL") or scripted_model(
-        persevering([call("view", path=""), append_or_create]), transcript
-    )
+    model = os.environ.get("MODEL") or note_filer(INBOX, note, Transcript())
     agent = memory_agent(store, model, origin=Origin(run_id=request_id, principal_id="lambda"))
-    result = await agent.run(f"File this note in the team memory's inbox.md: {note}")
-    return {"answer": result.output_or_raise(), "inbox": (await store.read("inbox.md")).text}
+    result = await agent.run(f"File this note in the team memory, on the last page of {INBOX}/: {note}")
+    pages = [entry.path for entry in await store.list() if entry.path.startswith(f"{INBOX}/")]
+    return {"answer": result.output_or_raise(), "pages": pages}
+
+
+async def load_model_key() -> None:
+    """Put the model's API key, kept in SSM Parameter Store, where the model's SDK reads it."""
+    parameter, variable = os.environ.get("MODEL_API_KEY_PARAMETER"), os.environ.get("MODEL_API_KEY_ENV")
+    if not parameter or not variable or os.environ.get(variable):
+        return
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client("ssm") as ssm:
+        answer = await ssm.get_parameter(Name=parameter, WithDecryption=True)
+    os.environ[variable] = answer["Parameter"]["Value"]

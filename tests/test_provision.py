@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import string
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import hcl2
 import pytest
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import MemoryStoreError
+from tools.terraform_docs import parsed
 
-from bucket_memory import open_store
 from bucket_memory.provision import ABORT_MULTIPART_DAYS, NONCURRENT_VERSION_DAYS
 
-from .helpers import cli, iam_enforced_moto
+from .helpers import cli
 
 TERRAFORM = Path(__file__).parent.parent / "terraform"
 MODULES = TERRAFORM / "modules"
 COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
-
-
-def parsed(path: Path) -> Any:
-    """A .tf file as python-hcl2 reads it, with the quotes it keeps around names and strings removed."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {plain(key): plain(item) for key, item in value.items() if key != "__is_block__"}
-        if isinstance(value, list):
-            return [plain(item) for item in value]
-        if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-            return value[1:-1]
-        return value
-
-    with path.open() as file:
-        return plain(hcl2.load(file))
 
 
 def resource(module: str, kind: str) -> dict[str, Any]:
@@ -71,6 +51,7 @@ def test_the_modules_keep_what_init_keeps() -> None:
     rule = resource("s3-memory-bucket", "aws_s3_bucket_lifecycle_configuration")["rule"][0]
     assert rule["noncurrent_version_expiration"][0]["noncurrent_days"] == "${var.noncurrent_version_days}"
     assert rule["abort_incomplete_multipart_upload"][0]["days_after_initiation"] == ABORT_MULTIPART_DAYS
+    assert rule["expiration"][0]["expired_object_delete_marker"] is True
     bucket = resource("gcs-memory-bucket", "google_storage_bucket")
     assert bucket["versioning"][0]["enabled"] is True
     noncurrent, multipart = bucket["lifecycle_rule"]
@@ -92,6 +73,7 @@ def test_init_s3(s3_endpoint: str) -> None:
     (rule,) = s3.get_bucket_lifecycle_configuration(Bucket="init-fresh")["Rules"]
     assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == NONCURRENT_VERSION_DAYS
     assert rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"] == ABORT_MULTIPART_DAYS
+    assert rule["Expiration"] == {"ExpiredObjectDeleteMarker": True}
     assert all(s3.get_public_access_block(Bucket="init-fresh")["PublicAccessBlockConfiguration"].values())
     assert "is http://" in made, "the TLS-only statement is skipped against a local endpoint"
     assert "nothing to change" in run("init", "s3://init-fresh/team")
@@ -197,49 +179,10 @@ def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
             Plan("owned"), bucket, True, InitOptions(kms_key="projects/p/locations/eu/keyRings/r/cryptoKeys/other")
         )
     assert "does not replace a bucket's key" in str(caught.value)
-
-
-@pytest.fixture(scope="module")
-def guarded_s3() -> Iterator[dict[str, str]]:
-    """A moto server that enforces IAM after setup: a bucket, and a user holding only the module's policy."""
-    with iam_enforced_moto("guarded", {"agent": module_policy("guarded", "teams/blue")}) as act_as:
-        act_as("agent")
-        yield {"MEMORY_URL": "s3://guarded/teams/blue"}
-
-
-def module_policy(bucket: str, prefix: str) -> str:
-    """The S3 module's access policy for one prefix, rendered from the module's own template."""
-    template = (MODULES / "s3-memory-bucket" / "access-policy.json.tftpl").read_text()
-    statements = json.loads(string.Template(template).substitute(bucket=bucket, prefix=f"{prefix}/"))
-    return json.dumps({"Version": "2012-10-17", "Statement": statements})
-
-
-async def test_the_module_policy_admits_its_prefix_and_refuses_others(guarded_s3: dict[str, str]) -> None:
-    async with open_store("s3://guarded/teams/blue") as store:
-        version = await store.write("plan.md", "ship\n", expected=None, origin=Origin())
-        assert (await store.read("plan.md")).version == version  # the probe's 404 needs s3:ListBucket
-        assert [entry.path for entry in await store.list()] == ["plan.md"]
-    # moto checks resource ARNs but not the s3:prefix condition on ListBucket, so the refusal shows on
-    # the objects: the write (and the create-only check of a first open) is denied.
-    with pytest.raises(MemoryStoreError) as caught:
-        async with open_store("s3://guarded/teams/red") as other:
-            await other.write("plan.md", "sneak\n", expected=None, origin=Origin())
-    assert caught.value.code == "forbidden" and "guarded" in str(caught.value)
-
-
-def test_the_lambda_handler_runs_under_the_module_policy(
-    guarded_s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("MEMORY_URL", "s3://guarded/teams/blue/inbox")
-    monkeypatch.delenv("MODEL", raising=False)
-    from examples import lambda_handler
-
-    try:
-        first = lambda_handler.handler({"note": "call the bank"}, None)
-        second = lambda_handler.handler({"note": "water the plants"}, None)
-        assert first["inbox"] == "- call the bank\n"
-        assert second["inbox"] == "- call the bank\n- water the plants\n"
-        assert lambda_handler.store is not None, "the warm store is kept between invocations"
-    finally:  # what the Lambda runtime never does: close the warm client
-        lambda_handler.loop.run_until_complete(lambda_handler.resources.aclose())
-    assert os.environ["MEMORY_URL"].startswith("s3://guarded/teams/blue/")
+    fresh = storage.Bucket(storage.Client.create_anonymous_client(), "fresh")
+    created = Plan("fresh")
+    _plan_gcs(created, fresh, False, InitOptions())
+    for step in created.changes:
+        assert step.apply is not None
+        step.apply()
+    assert fresh.soft_delete_policy.retention_duration_seconds == 0, "a new bucket has soft delete off"

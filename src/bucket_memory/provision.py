@@ -1,7 +1,7 @@
 """`bucket-memory init`: a memory bucket with the settings of the Terraform modules, for people without Terraform.
 
 Versioning on (what `recover` reads), noncurrent versions expiring after `NONCURRENT_VERSION_DAYS`,
-incomplete multipart uploads aborted after `ABORT_MULTIPART_DAYS`, public access blocked,
+delete markers expiring once no version is left under them (on S3), incomplete multipart uploads aborted after `ABORT_MULTIPART_DAYS`, public access blocked,
 encryption at rest, and (on S3) a TLS-only bucket policy. A test holds the modules to these values.
 
 On a bucket that exists, init adds its settings beside what is there and never removes anything:
@@ -90,6 +90,8 @@ def s3_lifecycle_rule(noncurrent_days: int) -> dict[str, Any]:
         "Status": "Enabled",
         "Filter": {},
         "NoncurrentVersionExpiration": {"NoncurrentDays": noncurrent_days},
+        # A delete marker with nothing left under it hides nothing and only slows listings.
+        "Expiration": {"ExpiredObjectDeleteMarker": True},
         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
     }
 
@@ -197,7 +199,7 @@ def _plan_s3_lifecycle(s3: Any, plan: Plan, exists: bool, noncurrent_days: int) 
 
 def _same_s3_rule(current: dict[str, Any], ours: dict[str, Any]) -> bool:
     return (
-        all(current.get(name) == ours[name] for name in ("Status", "NoncurrentVersionExpiration"))
+        all(current.get(name) == ours[name] for name in ("Status", "NoncurrentVersionExpiration", "Expiration"))
         and current.get("AbortIncompleteMultipartUpload") == ours["AbortIncompleteMultipartUpload"]
     )
 
@@ -389,6 +391,10 @@ def _plan_gcs(plan: Plan, target: Any, exists: bool, options: InitOptions) -> No
             "left as it is: turning on uniform access or public access prevention would withdraw the bucket's "
             "existing ACL or public grants; change them yourself if you mean to",
         )
+    if not exists:
+        plan.change("soft delete", "off: versioning already keeps deleted objects", lambda: _no_soft_delete(target))
+    else:
+        plan.keep("soft delete", "left as it is (it bills deleted objects on top of their noncurrent versions)")
     if options.kms_key is None:
         plan.keep("encryption", f"keep {target.default_kms_key_name or 'Google-managed keys'}")
     elif target.default_kms_key_name == options.kms_key:
@@ -404,6 +410,10 @@ def _plan_gcs(plan: Plan, target: Any, exists: bool, options: InitOptions) -> No
         plan.change(
             "encryption", f"encrypt with {key} by default", lambda: setattr(target, "default_kms_key_name", key)
         )
+
+
+def _no_soft_delete(target: Any) -> None:
+    target.soft_delete_policy.retention_duration_seconds = 0
 
 
 def _lock_down(access: Any) -> None:

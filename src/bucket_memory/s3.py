@@ -134,7 +134,7 @@ class S3ObjectStore:
         found: builtins.list[ObjectVersion] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         while True:
-            page = await self._call(lambda client: client.list_object_versions(**arguments), prefix)
+            page = await self._call(lambda client: client.list_object_versions(**arguments), prefix, history=True)
             found.extend(
                 ObjectVersion(
                     item["Key"][len(self.prefix) :],
@@ -156,6 +156,7 @@ class S3ObjectStore:
         page = await self._call(
             lambda client: client.list_object_versions(Bucket=self.bucket, Prefix=self.prefix + prefix, MaxKeys=1),
             prefix,
+            history=True,
         )
         return bool(page.get("Versions") or page.get("DeleteMarkers"))
 
@@ -173,13 +174,15 @@ class S3ObjectStore:
         return True
 
     async def versioning(self) -> Versioning:
-        answer = await self._call(lambda client: client.get_bucket_versioning(Bucket=self.bucket), "")
+        answer = await self._call(lambda client: client.get_bucket_versioning(Bucket=self.bucket), "", history=True)
         status = answer.get("Status")
         return "enabled" if status == "Enabled" else "suspended" if status == "Suspended" else "off"
 
     async def get_version(self, key: str, version: str) -> bytes | None:
         return await self._read(
-            lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key, VersionId=version), key
+            lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key, VersionId=version),
+            key,
+            history=True,
         )
 
     async def now(self) -> float:
@@ -209,24 +212,25 @@ class S3ObjectStore:
         if held is not None:
             await held.aclose()
 
-    async def _read(self, request: _Request, key: str) -> bytes | None:
+    async def _read(self, request: _Request, key: str, *, history: bool = False) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
         try:
-            response = await self._call(request, key)
+            response = await self._call(request, key, history=history)
         except _Missing:
             return None
         data: bytes = await self._guarded(lambda _: _body(response), key)  # a stream can fail too
         return data
 
-    async def _call(self, request: _Request, key: str) -> Any:
+    async def _call(self, request: _Request, key: str, *, history: bool = False) -> Any:
         """One request through the error boundary, its reply's Date kept as the server's clock."""
-        response = await self._guarded(request, key)
+        response = await self._guarded(request, key, history=history)
         self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
         return response
 
-    async def _guarded(self, request: _Request, key: str) -> Any:
+    async def _guarded(self, request: _Request, key: str, *, history: bool = False) -> Any:
         """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
-        of the private answers "missing" and "exists"."""
+        of the private answers "missing" and "exists". A `history` request reads old versions, which
+        need permissions of their own."""
         client = await self.client()
         try:
             # The whole request, body included: the SDK's timeouts bound each socket read only, so
@@ -241,7 +245,7 @@ class S3ObjectStore:
                 raise _Missing from None
             if code == "PreconditionFailed" or status == 412:
                 raise _Exists from None
-            raise _error(code, status, f"{self.location}/{key}", details.get("Message")) from None
+            raise _error(code, status, f"{self.location}/{key}", details.get("Message"), history) from None
         except (NoCredentialsError, PartialCredentialsError):
             raise MemoryStoreError(
                 "forbidden",
@@ -334,7 +338,7 @@ class _Exists(Exception):
     """A conditional create found the key taken."""
 
 
-def _error(code: str, status: int, where: str, message: str | None) -> Exception:
+def _error(code: str, status: int, where: str, message: str | None, history: bool = False) -> Exception:
     bucket = where.removeprefix("s3://").split("/", 1)[0]
     if code == "NoSuchBucket":
         return MemoryStoreError("unavailable", f"The bucket {bucket} does not exist: create it or fix the URL.")
@@ -343,6 +347,13 @@ def _error(code: str, status: int, where: str, message: str | None) -> Exception
             "forbidden",
             f"S3 refused the AWS credentials for {where} ({code}): check the access key, secret, session "
             "token or profile the standard chain found.",
+        )
+    if history and (code in ("AccessDenied", "AllAccessDisabled") or status == 403):
+        return MemoryStoreError(
+            "forbidden",
+            f"Reading old versions under {where} was denied ({code or status}). History, recover and verify "
+            f"need s3:ListBucketVersions and s3:GetBucketVersioning on bucket {bucket} and s3:GetObjectVersion "
+            "on the prefix, beside what agents have: the Terraform module's operator_policy_json grants them.",
         )
     if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
         return MemoryStoreError(

@@ -1,5 +1,6 @@
-# An agent on AWS Lambda whose team memory lives in S3: the bucket module, a role with exactly the
-# module's access policy, and the function running examples/lambda_handler.py.
+# An agent on AWS Lambda whose team memory lives in S3: the bucket module, a role holding exactly
+# the module's access policy, and the function as a container image (deploy/lambda/Dockerfile),
+# invoked through a function URL that requires IAM-signed requests.
 
 terraform {
   required_version = ">= 1.5"
@@ -11,13 +12,19 @@ terraform {
   }
 }
 
-variable "bucket_name" {
-  description = "A globally unique bucket name."
+variable "name" {
+  description = "Prefix of every name this deployment creates (role, function, log group), so deployments in one account do not collide."
   type        = string
+  default     = "bucket-memory-agent"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.name))
+    error_message = "name must be 1 to 40 letters, digits, _ or -."
+  }
 }
 
-variable "package_zip" {
-  description = "The function package: this project, its dependencies and examples/, zipped for python3.13."
+variable "bucket_name" {
+  description = "A globally unique bucket name."
   type        = string
 }
 
@@ -25,6 +32,46 @@ variable "memory_prefix" {
   description = "The memory this function shares."
   type        = string
   default     = "teams/blue"
+}
+
+variable "image_uri" {
+  description = "The function's image in ECR, built from deploy/lambda/Dockerfile, such as 123456789012.dkr.ecr.eu-west-1.amazonaws.com/agent:1."
+  type        = string
+}
+
+variable "reserved_concurrency" {
+  description = "Instances the function may run at once: a cap on cost and on writers racing for the memory's log."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.reserved_concurrency >= 1
+    error_message = "reserved_concurrency must be at least 1 (0 would stop the function)."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Days CloudWatch keeps the function's logs."
+  type        = number
+  default     = 30
+}
+
+variable "model" {
+  description = "The model the agent uses, such as openai:gpt-5-mini; empty runs the scripted offline model."
+  type        = string
+  default     = ""
+}
+
+variable "model_api_key_parameter" {
+  description = "Name of the SSM SecureString parameter holding the model's API key, created outside Terraform so the key never enters its state; empty for none."
+  type        = string
+  default     = ""
+}
+
+variable "model_api_key_env" {
+  description = "The environment variable the model's SDK reads its key from."
+  type        = string
+  default     = "OPENAI_API_KEY"
 }
 
 module "memory" {
@@ -44,7 +91,7 @@ data "aws_iam_policy_document" "assume" {
 }
 
 resource "aws_iam_role" "agent" {
-  name               = "bucket-memory-agent"
+  name               = var.name
   assume_role_policy = data.aws_iam_policy_document.assume.json
 }
 
@@ -54,34 +101,99 @@ resource "aws_iam_role_policy" "memory" {
   policy = module.memory.access_policy_json
 }
 
-resource "aws_iam_role_policy_attachment" "logs" {
-  role       = aws_iam_role.agent.name
-  policy_arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+data "aws_ssm_parameter" "model_api_key" {
+  count           = var.model_api_key_parameter == "" ? 0 : 1
+  name            = var.model_api_key_parameter
+  with_decryption = false
 }
 
-resource "aws_lambda_function" "agent" {
-  #checkov:skip=CKV_AWS_116:A dead-letter queue depends on how the caller invokes the agent.
-  #checkov:skip=CKV_AWS_117:The function reaches S3 over the public endpoint; put it in a VPC with an S3 gateway endpoint if required.
-  #checkov:skip=CKV_AWS_173:The environment holds no secret, only the memory URL.
-  #checkov:skip=CKV_AWS_272:Code signing is an organization policy decision.
-  #checkov:skip=CKV_AWS_50:X-Ray tracing is optional.
-  #checkov:skip=CKV_AWS_115:Concurrency limits belong to the caller's account plan.
-  function_name    = "bucket-memory-agent"
-  role             = aws_iam_role.agent.arn
-  runtime          = "python3.13"
-  handler          = "examples.lambda_handler.handler"
-  filename         = var.package_zip
-  source_code_hash = filebase64sha256(var.package_zip)
-  timeout          = 60
-  memory_size      = 1024
-
-  environment {
-    variables = {
-      MEMORY_URL = module.memory.memory_urls[0]
-    }
+data "aws_iam_policy_document" "model_api_key" {
+  count = var.model_api_key_parameter == "" ? 0 : 1
+  statement {
+    actions   = ["ssm:GetParameter"]
+    resources = [data.aws_ssm_parameter.model_api_key[0].arn]
   }
 }
 
+resource "aws_iam_role_policy" "model_api_key" {
+  count  = var.model_api_key_parameter == "" ? 0 : 1
+  name   = "model-api-key"
+  role   = aws_iam_role.agent.id
+  policy = data.aws_iam_policy_document.model_api_key[0].json
+}
+
+resource "aws_cloudwatch_log_group" "agent" {
+  #checkov:skip=CKV_AWS_158:The function logs no memory text (bucket-memory's warnings name paths and URLs); add a KMS key in your account baseline if required.
+  #checkov:skip=CKV_AWS_338:Retention is the log_retention_days input (30 days by default); a year is a compliance choice.
+  name              = "/aws/lambda/${var.name}"
+  retention_in_days = var.log_retention_days
+}
+
+data "aws_iam_policy_document" "logs" {
+  statement {
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.agent.arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "logs" {
+  name   = "logs"
+  role   = aws_iam_role.agent.id
+  policy = data.aws_iam_policy_document.logs.json
+}
+
+resource "aws_lambda_function" "agent" {
+  #checkov:skip=CKV_AWS_116:Callers invoke it synchronously (the function URL, or aws lambda invoke), so failures return to them; add a DLQ if you invoke it asynchronously.
+  #checkov:skip=CKV_AWS_117:The function reaches S3 over the public endpoint; put it in a VPC with an S3 gateway endpoint if required.
+  #checkov:skip=CKV_AWS_173:The environment holds no secret: the model's key is read from SSM at cold start.
+  #checkov:skip=CKV_AWS_272:Code signing does not apply to container images.
+  #checkov:skip=CKV_AWS_50:X-Ray tracing is optional.
+  function_name                  = var.name
+  role                           = aws_iam_role.agent.arn
+  package_type                   = "Image"
+  image_uri                      = var.image_uri
+  timeout                        = 60
+  memory_size                    = 1024
+  reserved_concurrent_executions = var.reserved_concurrency
+
+  logging_config {
+    log_format = "Text"
+    log_group  = aws_cloudwatch_log_group.agent.name
+  }
+
+  environment {
+    variables = {
+      MEMORY_URL              = module.memory.memory_urls[0]
+      MODEL                   = var.model
+      MODEL_API_KEY_PARAMETER = var.model_api_key_parameter
+      MODEL_API_KEY_ENV       = var.model_api_key_env
+    }
+  }
+
+  depends_on = [aws_iam_role_policy.logs]
+}
+
+resource "aws_lambda_function_url" "agent" {
+  function_name      = aws_lambda_function.agent.function_name
+  authorization_type = "AWS_IAM"
+}
+
 output "memory_url" {
-  value = module.memory.memory_urls[0]
+  description = "The memory the function shares."
+  value       = module.memory.memory_urls[0]
+}
+
+output "function_name" {
+  description = "The function, for `aws lambda invoke --function-name`."
+  value       = aws_lambda_function.agent.function_name
+}
+
+output "function_url" {
+  description = "The function URL; requests must be signed with SigV4 by a principal allowed lambda:InvokeFunctionUrl."
+  value       = aws_lambda_function_url.agent.function_url
+}
+
+output "operator_policy_json" {
+  description = "Attach to the operators who run recover, compact and verify on this memory."
+  value       = module.memory.operator_policy_json
 }

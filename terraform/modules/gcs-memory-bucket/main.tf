@@ -1,8 +1,10 @@
 # A bucket for bucket-memory: uniform access, no public access, versioned (for recovery), with old
-# versions expiring, and one member granted object access under one prefix only.
+# versions expiring, soft delete off unless asked for, and members granted object access under the
+# prefixes only.
 
 resource "google_storage_bucket" "memory" {
   #checkov:skip=CKV_GCP_62:Access logs need a separate log bucket; enable them in your organization baseline.
+  project                     = var.project
   name                        = var.bucket_name
   location                    = var.location
   force_destroy               = var.force_destroy
@@ -33,6 +35,11 @@ resource "google_storage_bucket" "memory" {
     }
   }
 
+  # Versioning already keeps deleted objects for noncurrent_version_days; soft delete would bill them twice.
+  soft_delete_policy {
+    retention_duration_seconds = var.soft_delete_days * 86400
+  }
+
   dynamic "encryption" {
     for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
     content {
@@ -42,19 +49,30 @@ resource "google_storage_bucket" "memory" {
 }
 
 locals {
-  prefix = trimsuffix(var.prefix, "/")
+  # "teams/blue" and "teams/blue/" are the prefix "teams/blue/"; "" is the whole bucket.
+  prefixes     = distinct([for prefix in var.prefixes : trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"])
+  whole_bucket = contains(local.prefixes, "")
+  objects      = "projects/_/buckets/${google_storage_bucket.memory.name}/objects/"
+  # Listing is checked against the bucket itself, so the condition admits the bucket resource too:
+  # members can list object names, but read and write only under the prefixes.
+  condition = join(" || ", concat(
+    [for prefix in local.prefixes : "resource.name.startsWith(\"${local.objects}${prefix}\")"],
+    ["resource.type == \"storage.googleapis.com/Bucket\""],
+  ))
 }
 
-# Object access under the prefix. Listing is checked against the bucket itself, so the condition
-# admits the bucket resource too: the member can list object names, but read and write only here.
 resource "google_storage_bucket_iam_member" "memory" {
-  bucket = google_storage_bucket.memory.name
-  role   = "roles/storage.objectUser"
-  member = var.member
+  for_each = toset(var.members)
+  bucket   = google_storage_bucket.memory.name
+  role     = "roles/storage.objectUser"
+  member   = each.value
 
-  condition {
-    title       = "bucket-memory-${replace(local.prefix, "/", "-")}"
-    description = "Objects under ${local.prefix}/, and listing the bucket"
-    expression  = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.memory.name}/objects/${local.prefix}/\") || resource.type == \"storage.googleapis.com/Bucket\""
+  dynamic "condition" {
+    for_each = local.whole_bucket ? [] : [local.condition]
+    content {
+      title       = "bucket-memory-prefixes"
+      description = "Objects under ${join(", ", local.prefixes)} and listing the bucket"
+      expression  = condition.value
+    }
   }
 }

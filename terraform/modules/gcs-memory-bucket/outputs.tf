@@ -3,7 +3,12 @@ output "bucket" {
   value       = google_storage_bucket.memory.name
 }
 
-output "memory_url" {
-  description = "The open_store URL of the granted prefix."
-  value       = "gs://${google_storage_bucket.memory.name}/${local.prefix}"
+output "memory_urls" {
+  description = "The open_store URL of each granted prefix."
+  value       = [for prefix in local.prefixes : trimsuffix("gs://${google_storage_bucket.memory.name}/${prefix}", "/")]
+}
+
+output "access_condition" {
+  description = "The IAM condition expression of the members' binding, null when a prefix grants the whole bucket."
+  value       = local.whole_bucket ? null : local.condition
 }

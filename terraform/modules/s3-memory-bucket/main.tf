@@ -1,5 +1,6 @@
 # A bucket for bucket-memory: versioned (for recovery), encrypted, private, TLS-only, with old
-# versions expiring, and an IAM policy document granting exactly what the store needs per prefix.
+# versions and stale delete markers expiring, and two IAM policy documents limited to the prefixes:
+# one for agents, one for operators (recover, compact, verify).
 
 resource "aws_s3_bucket" "memory" {
   #checkov:skip=CKV_AWS_18:Access logging needs a separate log bucket; enable it in your account baseline.
@@ -53,6 +54,10 @@ resource "aws_s3_bucket_lifecycle_configuration" "memory" {
     noncurrent_version_expiration {
       noncurrent_days = var.noncurrent_version_days
     }
+    # A delete marker whose older versions have all expired hides nothing and only slows listings.
+    expiration {
+      expired_object_delete_marker = true
+    }
     abort_incomplete_multipart_upload {
       days_after_initiation = 1
     }
@@ -60,7 +65,8 @@ resource "aws_s3_bucket_lifecycle_configuration" "memory" {
   depends_on = [aws_s3_bucket_versioning.memory]
 }
 
-data "aws_iam_policy_document" "tls_only" {
+data "aws_iam_policy_document" "bucket" {
+  source_policy_documents = var.bucket_policy_documents
   statement {
     sid     = "DenyInsecureTransport"
     effect  = "Deny"
@@ -81,27 +87,70 @@ data "aws_iam_policy_document" "tls_only" {
   }
 }
 
-resource "aws_s3_bucket_policy" "tls_only" {
+resource "aws_s3_bucket_policy" "memory" {
   bucket     = aws_s3_bucket.memory.id
-  policy     = data.aws_iam_policy_document.tls_only.json
+  policy     = data.aws_iam_policy_document.bucket.json
   depends_on = [aws_s3_bucket_public_access_block.memory]
 }
 
+data "aws_region" "current" {}
+
 locals {
-  # One template, rendered per prefix, so that tests can render and apply the very same policy.
-  prefix_statements = flatten([
-    for prefix in var.prefixes : jsondecode(templatefile("${path.module}/access-policy.json.tftpl", {
-      bucket = aws_s3_bucket.memory.id
-      prefix = trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"
-    }))
-  ])
-  recover_statements = var.allow_recover ? [{
-    Effect   = "Allow"
-    Action   = ["s3:ListBucketVersions", "s3:GetObjectVersion"]
-    Resource = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
-  }] : []
-  access_policy = jsonencode({
-    Version   = "2012-10-17"
-    Statement = concat(local.prefix_statements, local.recover_statements)
-  })
+  # "teams/blue" and "teams/blue/" are the prefix "teams/blue/"; "" is the whole bucket.
+  prefixes = distinct([for prefix in var.prefixes : trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"])
+}
+
+data "aws_iam_policy_document" "access" {
+  statement {
+    sid       = "MemoryObjects"
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+  }
+  statement {
+    sid       = "ListMemories"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.memory.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [for prefix in local.prefixes : "${prefix}*"]
+    }
+  }
+  dynamic "statement" {
+    for_each = var.kms_key_arn == null ? [] : [var.kms_key_arn]
+    content {
+      sid       = "MemoryEncryptionKey"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [statement.value]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${data.aws_region.current.name}.amazonaws.com"]
+      }
+    }
+  }
+}
+
+data "aws_iam_policy_document" "operator" {
+  source_policy_documents = [data.aws_iam_policy_document.access.json]
+  statement {
+    sid       = "MemoryVersioningStatus"
+    actions   = ["s3:GetBucketVersioning"]
+    resources = [aws_s3_bucket.memory.arn]
+  }
+  statement {
+    sid       = "ListMemoryVersions"
+    actions   = ["s3:ListBucketVersions"]
+    resources = [aws_s3_bucket.memory.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [for prefix in local.prefixes : "${prefix}*"]
+    }
+  }
+  statement {
+    sid       = "ReadMemoryVersions"
+    actions   = ["s3:GetObjectVersion"]
+    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+  }
 }

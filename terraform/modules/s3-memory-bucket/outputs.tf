@@ -10,10 +10,15 @@ output "bucket_arn" {
 
 output "memory_urls" {
   description = "The open_store URL of each granted prefix."
-  value       = [for prefix in var.prefixes : "s3://${aws_s3_bucket.memory.id}/${trimsuffix(prefix, "/")}"]
+  value       = [for prefix in local.prefixes : trimsuffix("s3://${aws_s3_bucket.memory.id}/${prefix}", "/")]
 }
 
 output "access_policy_json" {
-  description = "An IAM policy granting one principal exactly what bucket-memory needs under the prefixes."
-  value       = local.access_policy
+  description = "An IAM policy for agents: read, write and list exactly what bucket-memory needs under the prefixes."
+  value       = data.aws_iam_policy_document.access.json
+}
+
+output "operator_policy_json" {
+  description = "An IAM policy for operators who run recover, compact and verify: the agents' grants plus old versions, under the prefixes only."
+  value       = data.aws_iam_policy_document.operator.json
 }

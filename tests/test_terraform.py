@@ -1,0 +1,236 @@
+"""The Terraform modules and examples with the real `terraform`: init and validate each, the input
+validation blocks, and the S3 module applied to moto, then the memory used through what it applied."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import open_store
+from bucket_memory.testing.emulators import moto_server
+
+from .helpers import cli
+from .terraform import TERRAFORM_TREE, Terraform, provider_mirror
+
+AWS_ROOTS = ["modules/s3-memory-bucket", "examples/lambda"]
+GOOGLE_ROOTS = ["modules/gcs-memory-bucket", "examples/cloud-run"]
+# moto authorizes nothing until this many actions have run: enough for terraform to apply, then
+# the rest are spent by requests that carry no valid key (see `_spend_unchecked_actions`).
+UNCHECKED_ACTIONS = 2000
+
+
+@pytest.fixture(scope="module")
+def terraform(tmp_path_factory: pytest.TempPathFactory) -> Terraform:
+    return Terraform(tmp_path_factory.mktemp("terraform"))
+
+
+def test_the_roots_are_every_root() -> None:
+    roots = sorted(str(file.parent.relative_to(TERRAFORM_TREE)) for file in TERRAFORM_TREE.rglob("main.tf"))
+    assert roots == sorted(AWS_ROOTS + GOOGLE_ROOTS)
+
+
+@pytest.mark.parametrize("root", AWS_ROOTS + GOOGLE_ROOTS)
+def test_each_readme_tables_every_input_and_output(root: str) -> None:
+    from tools import terraform_docs
+
+    directory = TERRAFORM_TREE / root
+    readme = directory / "README.md"
+    assert readme.read_text() == terraform_docs.rendered(readme), "run `python -m tools.terraform_docs`"
+    for kind in ("variable", "output"):
+        for name, block in terraform_docs.blocks(directory, kind).items():
+            assert block.get("description"), f"{root}: {kind} {name} has no description"
+
+
+@pytest.mark.parametrize("root", AWS_ROOTS)
+def test_init_and_validate(terraform: Terraform, root: str) -> None:
+    terraform(root, "init", "-backend=false")
+    assert "The configuration is valid" in terraform(root, "validate")
+
+
+@pytest.mark.parametrize("root", GOOGLE_ROOTS)
+def test_init_and_validate_google(terraform: Terraform, root: str) -> None:
+    if provider_mirror("registry.terraform.io/hashicorp/google") is None:
+        pytest.skip("the provider mirror has no hashicorp/google: these roots are checked by python-hcl2 and checkov")
+    terraform(root, "init", "-backend=false")
+    assert "The configuration is valid" in terraform(root, "validate")
+
+
+BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
+    ({"bucket_name": "Memory_Bucket"}, "valid S3 bucket name"),
+    ({"prefixes": ["/teams/blue"]}, "no leading /"),
+    ({"prefixes": ["teams//blue"]}, "no empty segment"),
+    ({"prefixes": ["teams/*"]}, "no wildcard"),
+    ({"prefixes": ["teams/log"]}, "log or checkpoints segment"),
+    ({"prefixes": ["teams/../red"]}, "a . or .. segment"),
+    ({"prefixes": []}, "at least one memory prefix"),
+    ({"noncurrent_version_days": 0}, "at least 1"),
+    ({"kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/memory"}, "alias ARN cannot be granted"),
+    ({"bucket_policy_documents": ['{"Version": "2012-10-17"}']}, "Statement list"),
+]
+
+
+def test_bad_inputs_are_refused_with_their_message(terraform: Terraform) -> None:
+    """One `validate` of a root calling the module once per bad input: each call fails its own rule."""
+    calls: dict[str, dict[str, Any]] = {
+        f"bad_{index}": {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", **inputs}
+        for index, (inputs, _) in enumerate(BAD_INPUTS)
+    }
+    calls["good"] = {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", "prefixes": ["a/b/", ""]}
+    root = terraform.tree / "bad-inputs"
+    root.mkdir()
+    # JSON values are HCL literals; HCL syntax (not .tf.json) gives each diagnostic its module's name.
+    (root / "main.tf").write_text(
+        "\n".join(
+            f'module "{name}" {{\n' + "".join(f"  {key} = {json.dumps(value)}\n" for key, value in inputs.items()) + "}"
+            for name, inputs in calls.items()
+        )
+    )
+    terraform("bad-inputs", "init", "-backend=false")
+    diagnostics = json.loads(terraform.refused("bad-inputs", "validate", "-json"))["diagnostics"]
+    refused = {
+        diagnostic["snippet"]["context"].split('"')[1]: " ".join(diagnostic["detail"].split())
+        for diagnostic in diagnostics
+        if diagnostic["summary"] == "Invalid value for variable"
+    }
+    assert set(refused) == {f"bad_{index}" for index in range(len(BAD_INPUTS))}, diagnostics
+    for index, (inputs, message) in enumerate(BAD_INPUTS):
+        assert message in refused[f"bad_{index}"], (inputs, refused[f"bad_{index}"])
+
+
+def test_both_modules_validate_prefixes_alike() -> None:
+    """The GCS module cannot be validated without its provider; its prefix rules are the S3 module's."""
+    import hcl2
+
+    def prefix_rules(module: str) -> Any:
+        with (TERRAFORM_TREE / "modules" / module / "variables.tf").open() as file:
+            variables = hcl2.load(file)["variable"]
+        return next(block for block in variables if '"prefixes"' in block or "prefixes" in block)
+
+    s3, gcs = prefix_rules("s3-memory-bucket"), prefix_rules("gcs-memory-bucket")
+    assert next(iter(s3.values()))["validation"] == next(iter(gcs.values()))["validation"]
+
+
+@pytest.fixture(scope="module")
+def applied(terraform: Terraform, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The S3 module and two users holding its policies, applied to an IAM-enforcing moto; yields
+    the outputs and what the bucket got, with the environment pointing at the server."""
+    import botocore.session
+
+    root = "s3-on-moto"
+    shutil.copytree(Path(__file__).parent / "terraform_roots" / root, terraform.tree / root)
+    with moto_server(enforce_iam_after=UNCHECKED_ACTIONS) as endpoint, pytest.MonkeyPatch.context() as environment:
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "setup",
+            "AWS_SECRET_ACCESS_KEY": "setup",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            environment.setenv(name, value)
+        session = botocore.session.get_session()
+        key = session.create_client("kms").create_key(Description="memory")["KeyMetadata"]["Arn"]
+        terraform(root, "init")
+        terraform(root, "apply", "-auto-approve", "-var", f"endpoint={endpoint}", "-var", f"kms_key_arn={key}")
+        outputs = terraform.outputs(root)
+        s3 = session.create_client("s3")
+        bucket = {
+            "versioning": s3.get_bucket_versioning(Bucket="applied").get("Status"),
+            "lifecycle": s3.get_bucket_lifecycle_configuration(Bucket="applied")["Rules"],
+            "policy": json.loads(s3.get_bucket_policy(Bucket="applied")["Policy"]),
+            "encryption": s3.get_bucket_encryption(Bucket="applied")["ServerSideEncryptionConfiguration"],
+        }
+        # moto ignores the aws:SecureTransport condition, so DenyInsecureTransport would refuse every
+        # request: checked above, it goes before the memory is used through the IAM policies.
+        s3.delete_bucket_policy(Bucket="applied")
+        _spend_unchecked_actions(session)
+
+        def act_as(user: str) -> None:
+            environment.setenv("AWS_ACCESS_KEY_ID", outputs["keys"][user]["id"])
+            environment.setenv("AWS_SECRET_ACCESS_KEY", outputs["keys"][user]["secret"])
+
+        yield {**outputs, "bucket": bucket, "kms_key": key, "act_as": act_as}
+
+
+def _spend_unchecked_actions(session: Any) -> None:
+    """Make requests with a key moto never issued until one is refused: from then on, IAM is enforced."""
+    client = session.create_client("s3", aws_access_key_id="AKIANOBODY", aws_secret_access_key="nobody")
+
+    def refused(_: int) -> bool:
+        try:
+            client.list_buckets()
+        except client.exceptions.ClientError:
+            return True
+        return False
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for _ in range(UNCHECKED_ACTIONS // 100):
+            if any(pool.map(refused, range(100))):
+                return
+    raise AssertionError(f"moto still authorizes nothing after {UNCHECKED_ACTIONS} actions")
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+def test_the_bucket_is_as_the_module_says(applied: dict[str, Any]) -> None:
+    bucket = applied["bucket"]
+    assert bucket["versioning"] == "Enabled"
+    (rule,) = bucket["lifecycle"]
+    assert rule["Expiration"] == {"ExpiredObjectDeleteMarker": True}
+    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 30
+    statements = {statement["Sid"]: statement for statement in bucket["policy"]["Statement"]}
+    assert set(statements) == {"DenyInsecureTransport", "AuditorsList"}, "the extra document's statement joins"
+    (encryption,) = bucket["encryption"]["Rules"]
+    assert encryption["ApplyServerSideEncryptionByDefault"]["KMSMasterKeyID"] == applied["kms_key"]
+    assert applied["memory_urls"] == ["s3://applied/teams/blue", "s3://applied/teams/green"]
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+def test_both_policies_grant_the_key_and_only_the_operator_reads_versions(applied: dict[str, Any]) -> None:
+    def statements(output: str) -> dict[str, Any]:
+        return {statement["Sid"]: statement for statement in json.loads(applied[output])["Statement"]}
+
+    agent, operator = statements("access_policy_json"), statements("operator_policy_json")
+    for policy in (agent, operator):
+        assert policy["MemoryEncryptionKey"]["Resource"] == applied["kms_key"]
+        assert sorted(policy["MemoryObjects"]["Resource"]) == [
+            "arn:aws:s3:::applied/teams/blue/*",
+            "arn:aws:s3:::applied/teams/green/*",
+        ]
+    assert not any("Version" in str(statement["Action"]) for statement in agent.values())
+    assert operator["ListMemoryVersions"]["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "teams/green/*"]
+    assert sorted(operator["ReadMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+async def test_the_agent_policy_admits_its_prefixes_and_refuses_others(applied: dict[str, Any]) -> None:
+    applied["act_as"]("agent")
+    for url in applied["memory_urls"]:
+        async with open_store(url) as store:
+            version = await store.write("plan.md", "ship\n", expected=None, origin=Origin())
+            assert (await store.read("plan.md")).version == version
+            assert [entry.path for entry in await store.list()] == ["plan.md"]
+    # moto checks resource ARNs but not the s3:prefix condition, so the refusal shows on the objects.
+    with pytest.raises(MemoryStoreError) as caught:
+        async with open_store("s3://applied/teams/red") as other:
+            await other.write("plan.md", "sneak\n", expected=None, origin=Origin())
+    assert caught.value.code == "forbidden"
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+def test_only_the_operator_reads_old_versions(applied: dict[str, Any]) -> None:
+    applied["act_as"]("agent")
+    cli("put", "s3://applied/teams/blue", "notes.md", given="first\n")
+    cli("rm", "s3://applied/teams/blue", "notes.md")
+    refused = " ".join(cli("recover", "s3://applied/teams/blue", expect=3).split())
+    assert "Reading old versions under s3://applied/teams/blue/ was denied" in refused
+    assert "operator_policy_json" in refused
+    applied["act_as"]("operator")
+    assert "every commit and checkpoint is whole and chained" in cli("verify", "s3://applied/teams/blue")
+    assert "nothing to restore" in cli("recover", "s3://applied/teams/blue")
+    # moto ignores the s3:prefix condition of ListBucketVersions, so the operator's limit to its
+    # prefixes is checked in the policy (above), not here.
