@@ -11,6 +11,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from .codec import Change, Write
 from .delta import stored_form
 from .state import State
+from .telemetry import Tally
 
 type Plan = Callable[[State], Sequence[Change]]
 type Planned = Sequence[Change] | MemoryStoreError  # a request's changes, or why it was refused
@@ -18,12 +19,14 @@ type Planned = Sequence[Change] | MemoryStoreError  # a request's changes, or wh
 
 @dataclass(slots=True)
 class Request:
-    """A caller's mutation waiting to be committed, alone or with others, by `deadline` (time.monotonic)."""
+    """A caller's mutation waiting to be committed, alone or with others, by `deadline` (time.monotonic);
+    `tally` counts what the commit cost for the caller's operation."""
 
     plan: Plan
     origin: Origin
     outcome: asyncio.Future[int | None]
     deadline: float
+    tally: Tally | None = None
 
 
 def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool) -> tuple[State, list[Planned]]:

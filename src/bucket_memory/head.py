@@ -9,6 +9,7 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from . import telemetry
 from .codec import Commit, CorruptObjectError, log_key
 from .options import LogOptions
 from .reader import LogReader
@@ -172,6 +173,7 @@ class Head:
             # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
             if not reader.objects.ordered_listing and await self._probe_forward(state, since=sent):
                 self._state = state
+                telemetry.count_cold_start()
                 return
             listed = await reader.list_log(after=state.head)
             if not checkpoints and (listed[0][0] if listed else 0) != 1 and await reader.log_existed():
@@ -183,6 +185,7 @@ class Head:
             for commit in await reader.fetch_commits(listed):
                 state.apply(commit, reader.location)
             self._state, self.confirmed_at = state, sent
+            telemetry.count_cold_start()
             return
         self._state = None
         raise MemoryStoreError(

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from . import deadline
+from . import deadline, telemetry
 from .batch import Plan, Request, consume, fail, plan_batch, resolve
 from .codec import Commit, CorruptObjectError, Purge, log_key, off_loop, text_bytes
 from .head import Head
@@ -191,7 +191,7 @@ class CommitLog:
         self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
-        request = Request(plan, origin, asyncio.get_running_loop().create_future(), end)
+        request = Request(plan, origin, asyncio.get_running_loop().create_future(), end, telemetry.current())
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
             self._committer = asyncio.create_task(self._drain())
@@ -211,8 +211,13 @@ class CommitLog:
             while self._waiting:
                 batch, self._waiting = self._waiting, []
                 try:
-                    with deadline.until(min(request.deadline for request in batch)):
-                        commit = await self._commit_batch(batch)
+                    with deadline.until(min(request.deadline for request in batch)), telemetry.tallied() as spent:
+                        try:
+                            commit = await self._commit_batch(batch)
+                        finally:  # each caller's operation waited on the whole commit
+                            for request in batch:
+                                if request.tally is not None:
+                                    request.tally.add(spent)
                 except MemoryStoreError as error:
                     fail(batch, error)
                 except Exception:  # a failure nobody mapped: a message for the callers, the traceback in the log
@@ -237,7 +242,8 @@ class CommitLog:
         while self._housekeeping_due:
             purged, self._housekeeping_due, self._purge_pending = self._purge_pending, False, False
             try:
-                await work(purged)
+                async with telemetry.operation("housekeeping", self.location):
+                    await work(purged)
             except Exception:
                 logger.exception("%s: housekeeping failed; a later commit tries again", self.location)
 
@@ -289,6 +295,7 @@ class CommitLog:
             make = functools.partial(Commit.create, seq, state.head_hash, changes, first, at=at)
             commit = await off_loop(text_bytes(changes), make)
             if not await self._create(commit):
+                telemetry.count("conflicts")
                 proven = True  # _create caught up with reads sent after our attempt lost.
                 # Each round has one winner. After its first loss a writer waits a random part of one
                 # create, so that the next round has fewer contenders; after later losses it retries
@@ -301,6 +308,7 @@ class CommitLog:
                 continue
             scratch.advance(commit)
             self.head.advance(scratch)
+            telemetry.count("commits")
             resolve(batch, planned, seq)
             return commit
         raise MemoryStoreError(
@@ -328,6 +336,7 @@ class CommitLog:
                     first_sent = placed.sent if first_sent is None else first_sent
                     if not placed.run:
                         doubtful = True
+                        telemetry.count("retries")
                         await asyncio.sleep(deadline.clip(backoff(attempt)))
                         continue
                     holder = placed.run[0]
@@ -374,8 +383,10 @@ class CommitLog:
         sent = self._clock()
         what = f"Committing {self.location}/{key}"
         started = time.monotonic()  # real time, even where tests move the log's clock by hand
+        encoded = commit.encode()
+        telemetry.count("bytes_written", len(encoded))
         try:
-            created = await within_deadline(lambda: self.objects.create(key, commit.encode()), what=what)
+            created = await within_deadline(lambda: self.objects.create(key, encoded), what=what)
             self._create_seconds = time.monotonic() - started
             if created:
                 return _Placed([commit], None, sent)

@@ -27,6 +27,7 @@ from .codec import Change, Delete, Time, Write, canonical, checked_origin, momen
 from .recall import Ranking
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
+from .telemetry import traced
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
@@ -93,6 +94,10 @@ class LogRecordStore:
         self._ranking = Ranking()
         self._bodies: dict[str, tuple[int, RecordBody | None]] = {}  # path -> (version, record) as last decoded
 
+    @property
+    def location(self) -> str:
+        return self.files.location
+
     @classmethod
     def local(
         cls, root: str | os.PathLike[str], *, embedder: Embedder | None = None, **settings: Any
@@ -114,6 +119,7 @@ class LogRecordStore:
         """A record memory under `gs://bucket/prefix`, through the caller's google-cloud-storage client."""
         return cls(LogFileStore.gcs(client, bucket=bucket, prefix=prefix, **settings), embedder=embedder)
 
+    @traced("records.add")
     async def add(self, text: str) -> MemoryRecord:
         body, encoded = await self._body(text)
         record_id = secrets.token_hex(16)
@@ -126,6 +132,7 @@ class LogRecordStore:
         await self.files.log.commit(plan, self.origin)
         return _record(record_id, body)
 
+    @traced("records.update")
     async def update(self, record_id: str, text: str) -> MemoryRecord:
         path = _path(record_id)
         body, encoded = await self._body(text)
@@ -138,6 +145,7 @@ class LogRecordStore:
         await self.files.log.commit(plan, self.origin)
         return _record(record_id, body)
 
+    @traced("records.delete")
     async def delete(self, record_id: str) -> None:
         path = _path(record_id)
 
@@ -147,9 +155,11 @@ class LogRecordStore:
 
         await self.files.log.commit(plan, self.origin)
 
+    @traced("records.purge")
     async def purge(self) -> None:
         await self.files.purge()
 
+    @traced("records.list")
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
         state = await self.files.log.fresh_state()
         after = self._after(cursor, state)
@@ -160,6 +170,7 @@ class LogRecordStore:
             return RecordPage(tuple(records[:page]), f"after:{records[page - 1].id}~{_memory_name(state)}")
         return RecordPage(tuple(records))
 
+    @traced("records.search")
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
         query = _text(query, "A search query")
         bodies = self._records(await self.files.log.fresh_state())

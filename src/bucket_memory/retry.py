@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import deadline
+from . import deadline, telemetry
 from .objects import TransientError
 
 logger = logging.getLogger(__name__)
@@ -29,13 +29,18 @@ async def within_deadline[T](operation: Callable[[], Awaitable[T]], *, what: str
     Raises `DeadlineExceeded` when no time is left, before the request is sent.
     """
     left = deadline.budget(what)
+    telemetry.count("requests")
     if left is None:
-        return await operation()
-    try:
-        async with asyncio.timeout(left):
-            return await operation()
-    except TimeoutError:
-        raise TransientError(f"{what}: no reply before the operation's deadline") from None
+        answer = await operation()
+    else:
+        try:
+            async with asyncio.timeout(left):
+                answer = await operation()
+        except TimeoutError:
+            raise TransientError(f"{what}: no reply before the operation's deadline") from None
+    if isinstance(answer, bytes):
+        telemetry.count("bytes_read", len(answer))
+    return answer
 
 
 async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6) -> T:
@@ -57,6 +62,7 @@ async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attem
                 raise MemoryStoreError(
                     "unavailable", f"{what} failed {attempts} times ({error}); try again later."
                 ) from None
+            telemetry.count("retries")
             await asyncio.sleep(deadline.clip(backoff(number)))
     raise AssertionError("unreachable")
 

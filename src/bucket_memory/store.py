@@ -29,6 +29,7 @@ from .objects import LocalObjectStore, ObjectStore
 from .options import LogOptions
 from .search import search_files
 from .state import LiveFile, State
+from .telemetry import traced
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
@@ -92,9 +93,11 @@ class LogFileStore:
         """Wait for the checkpoint and compaction work that earlier writes started."""
         await self.log.settle()
 
+    @traced("list")
     async def list(self) -> list[FileEntry]:
         return self._listing.of(await self.log.fresh_state())
 
+    @traced("read")
     async def read(self, path: str) -> FileText:
         path = validate_path(path, self.format)
         current = file_text(await self.log.fresh_state(), path)
@@ -102,6 +105,7 @@ class LogFileStore:
             raise MemoryStoreError("not_found", f"{path} does not exist.")
         return current
 
+    @traced("write")
     async def write(
         self,
         path: str,
@@ -129,6 +133,7 @@ class LogFileStore:
         seq = await self.log.commit(plan, checked_origin(origin))
         return str(seq) if seq is not None else unchanged[-1]
 
+    @traced("move")
     async def move(
         self,
         source: str,
@@ -154,6 +159,7 @@ class LogFileStore:
         assert seq is not None, "a move always commits"
         return str(seq)
 
+    @traced("delete")
     async def delete(
         self,
         path: str,
@@ -172,15 +178,18 @@ class LogFileStore:
 
         await self.log.commit(plan, checked_origin(origin))
 
+    @traced("changes")
     async def changes(self, since: str | None) -> Changes | FullResync:
         state = await self.log.fresh_state()
         cursor = state.cursor()
         paths = state.changes_after(since) if isinstance(since, str) else None
         return FullResync(cursor=cursor) if paths is None else Changes(cursor=cursor, paths=paths)
 
+    @traced("purge")
     async def purge(self) -> None:
         await self.log.commit(lambda state: (Purge(),), Origin(run_id="bucket-memory:purge"))
 
+    @traced("search")
     async def search(
         self, pattern: str, *, regex: bool, case_sensitive: bool, path: str, limit: int
     ) -> tuple[builtins.list[GrepMatch], bool]:

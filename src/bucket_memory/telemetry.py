@@ -1,0 +1,147 @@
+"""OpenTelemetry spans and metrics for store operations, through the API the harness depends on.
+
+Each store operation runs in a span `bucket_memory.<operation>` whose attributes count the
+requests it sent, the retries, the commits lost to other writers (conflicts) and the bytes read
+and committed; a commit that other callers' writes joined counts for each of them. The same
+events feed counters, and each operation's duration a histogram, by operation and outcome.
+Nothing is recorded unless the host installs an OpenTelemetry SDK: the API's default providers
+do nothing, so unused telemetry costs a context variable and a few additions per operation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
+from functools import wraps
+from importlib.metadata import version
+from typing import Any, Concatenate, Protocol
+
+from a13n_harness.providers.memory import MemoryStoreError
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Status, StatusCode
+
+_SCOPE = "bucket_memory"
+_tracer = trace.get_tracer(_SCOPE, version("bucket-memory"))
+_meter = metrics.get_meter(_SCOPE, version("bucket-memory"))
+_duration = _meter.create_histogram(
+    "bucket_memory.operation.duration", unit="s", description="How long each store operation took."
+)
+
+
+@dataclass
+class Tally:
+    """What one operation (or one commit, for the callers it serves) has cost so far."""
+
+    requests: int = 0
+    retries: int = 0
+    conflicts: int = 0
+    commits: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    def add(self, other: Tally) -> None:
+        for field in fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def attributes(self) -> dict[str, int]:
+        return {f"bucket_memory.{field.name}": getattr(self, field.name) for field in fields(self)}
+
+
+_COUNTERS = {
+    "requests": _meter.create_counter("bucket_memory.requests", unit="{request}", description="Requests sent."),
+    "retries": _meter.create_counter("bucket_memory.retries", unit="{retry}", description="Requests sent again."),
+    "conflicts": _meter.create_counter(
+        "bucket_memory.conflicts", unit="{conflict}", description="Commits lost to another writer's, then retried."
+    ),
+    "commits": _meter.create_counter("bucket_memory.commits", unit="{commit}", description="Commits that landed."),
+    "bytes_read": _meter.create_counter("bucket_memory.bytes_read", unit="By", description="Object bytes read."),
+    "bytes_written": _meter.create_counter(
+        "bucket_memory.bytes_written", unit="By", description="Commit bytes sent, every attempt."
+    ),
+}
+_cold_starts = _meter.create_counter(
+    "bucket_memory.cold_starts", unit="{load}", description="Memories loaded whole from a checkpoint and the log."
+)
+_current: ContextVar[Tally | None] = ContextVar("bucket_memory_tally", default=None)
+
+
+def count(event: str, amount: int = 1) -> None:
+    """Record `amount` of an event (a `Tally` field name) for the metrics and the current operation."""
+    _COUNTERS[event].add(amount)
+    tally = _current.get()
+    if tally is not None:
+        setattr(tally, event, getattr(tally, event) + amount)
+
+
+def count_cold_start() -> None:
+    _cold_starts.add(1)
+
+
+def current() -> Tally | None:
+    """The tally of the operation running now, if any (for work done on its behalf elsewhere)."""
+    return _current.get()
+
+
+@contextmanager
+def tallied() -> Iterator[Tally]:
+    """Count what the body sends in a tally of its own, apart from the operation around it."""
+    tally = Tally()
+    token = _current.set(tally)
+    try:
+        yield tally
+    finally:
+        _current.reset(token)
+
+
+@asynccontextmanager
+async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
+    """The span, tally and duration of one store operation on the memory at `memory`."""
+    started = time.perf_counter()
+    outcome = "ok"
+    span_named = _tracer.start_as_current_span(
+        f"bucket_memory.{name}",
+        attributes={"bucket_memory.memory": memory},
+        record_exception=False,  # a store error's message is for its caller; the code says enough
+        set_status_on_exception=False,
+    )
+    with span_named as span, tallied() as tally:
+        try:
+            yield tally
+        except MemoryStoreError as error:
+            outcome = error.code
+            raise
+        except BaseException as error:
+            outcome = type(error).__name__
+            raise
+        finally:
+            span.set_attributes(tally.attributes())
+            if outcome != "ok":
+                span.set_attribute("error.type", outcome)
+                span.set_status(Status(StatusCode.ERROR, outcome))
+            elapsed = time.perf_counter() - started
+            _duration.record(elapsed, {"bucket_memory.operation": name, "bucket_memory.outcome": outcome})
+
+
+class _Located(Protocol):
+    @property
+    def location(self) -> str: ...
+
+
+type _Method[S, **P, R] = Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
+
+
+def traced[S: _Located, **P, R](name: str) -> Callable[[_Method[S, P, R]], _Method[S, P, R]]:
+    """Run a store method as the operation `name`, on its store's memory."""
+
+    def decorate(method: _Method[S, P, R]) -> _Method[S, P, R]:
+        @wraps(method)
+        async def run(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            async with operation(name, store.location):
+                return await method(store, *args, **kwargs)
+
+        return run
+
+    return decorate
