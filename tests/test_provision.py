@@ -186,3 +186,43 @@ def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
         assert step.apply is not None
         step.apply()
     assert fresh.soft_delete_policy.retention_duration_seconds == 0, "a new bucket has soft delete off"
+
+
+def test_policy_prints_the_grants_for_one_bucket() -> None:
+    agent = json.loads(run("policy", "s3://acme/teams/blue", "s3://acme/teams/blue/", "s3://acme/ops"))
+    (objects, listing) = agent["Statement"]
+    assert objects["Resource"] == ["arn:aws:s3:::acme/teams/blue/*", "arn:aws:s3:::acme/ops/*"]
+    assert listing["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "ops/*"]
+    assert not any("Version" in str(statement["Action"]) for statement in agent["Statement"])
+    operator = json.loads(run("policy", "--operator", "s3://acme"))
+    assert {"s3:ListBucketVersions", "s3:GetObjectVersion"} <= {s["Action"] for s in operator["Statement"][2:]}
+    assert operator["Statement"][0]["Resource"] == ["arn:aws:s3:::acme/*"], "a bucket URL grants the whole bucket"
+    keyed = json.loads(run("policy", "s3://acme/t", "--kms-key", "arn:aws:kms:eu-west-1:123456789012:key/k-1"))
+    assert keyed["Statement"][-1]["Condition"]["StringEquals"]["kms:ViaService"] == "s3.eu-west-1.amazonaws.com"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["s3://acme/te*ms"], "would grant more than the memory"),
+        (["s3://acme/a%3Fb"], "would grant more than the memory"),
+        (["s3://acme/${aws:username}"], "would grant more than the memory"),
+        (["s3://acme/a", "s3://other/b"], "one bucket"),
+        (["s3://acme/a", "gs://acme/b"], "one bucket"),
+        (["s3://acme/a", "--kms-key", "arn:aws:kms:eu-west-1:123456789012:alias/k"], "not a KMS key ARN"),
+        (["s3://acme/team/log"], "reserved"),
+    ],
+)
+def test_policy_refuses_what_would_grant_too_much(arguments: list[str], message: str) -> None:
+    assert message in run("policy", *arguments, expect=3)
+
+
+def test_policy_on_gcs_prints_the_modules_condition() -> None:
+    printed = run("policy", "gs://acme/teams/blue")
+    condition = 'resource.name.startsWith("projects/_/buckets/acme/objects/teams/blue/")'
+    assert condition in printed and 'resource.type == "storage.googleapis.com/Bucket"' in printed
+    module = (MODULES / "gcs-memory-bucket" / "main.tf").read_text()
+    assert 'resource.name.startsWith(\\"${local.objects}${prefix}\\")' in module
+    assert 'resource.type == \\"storage.googleapis.com/Bucket\\"' in module
+    assert "the whole bucket" in run("policy", "gs://acme")
+    assert "a local memory has no IAM" in run("policy", "/tmp/memory", expect=2)

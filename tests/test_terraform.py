@@ -14,6 +14,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import open_store
+from bucket_memory.policy import access_policy, operator_policy
 from bucket_memory.testing.emulators import moto_server
 
 from .helpers import cli
@@ -204,6 +205,22 @@ def test_both_policies_grant_the_key_and_only_the_operator_reads_versions(applie
     assert not any("Version" in str(statement["Action"]) for statement in agent.values())
     assert operator["ListMemoryVersions"]["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "teams/green/*"]
     assert sorted(operator["ReadMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
+    # `bucket-memory policy` writes the same grants.
+    prefixes = ["teams/blue/", "teams/green/"]
+    assert normalized(access_policy("applied", prefixes, applied["kms_key"])) == normalized(agent)
+    assert normalized(operator_policy("applied", prefixes, applied["kms_key"])) == normalized(operator)
+
+
+def normalized(policy: dict[str, Any]) -> dict[str, Any]:
+    """Statements by Sid, each value a sorted list: Terraform writes a list of one as a plain string."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        return sorted(value) if isinstance(value, list) else [value]
+
+    statements = policy["Statement"] if "Statement" in policy else list(policy.values())
+    return {statement["Sid"]: plain({k: v for k, v in statement.items() if k != "Sid"}) for statement in statements}
 
 
 @pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer

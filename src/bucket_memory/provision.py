@@ -1,8 +1,9 @@
 """`bucket-memory init`: a memory bucket with the settings of the Terraform modules, for people without Terraform.
 
 Versioning on (what `recover` reads), noncurrent versions expiring after `NONCURRENT_VERSION_DAYS`,
-delete markers expiring once no version is left under them (on S3), incomplete multipart uploads aborted after `ABORT_MULTIPART_DAYS`, public access blocked,
-encryption at rest, and (on S3) a TLS-only bucket policy. A test holds the modules to these values.
+delete markers expiring once no version is left under them (on S3), incomplete multipart uploads
+aborted after `ABORT_MULTIPART_DAYS`, public access blocked, encryption at rest, (on S3) a TLS-only
+bucket policy, and (on a new GCS bucket) soft delete off. A test holds the modules to these values.
 
 On a bucket that exists, init adds its settings beside what is there and never removes anything:
 its lifecycle rule and policy statement join the existing ones (each known by its ID), existing

@@ -1,8 +1,9 @@
-"""Operator commands: export, import, verify, compact, stats, recover, doctor, init, memories."""
+"""Operator commands: export, import, verify, compact, stats, recover, doctor, init, policy, memories."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,8 @@ from rich.text import Text
 from ..admin import MemoryAdmin
 from ..connect import check_create_only, find_memories, open_store
 from ..objects import VersionedObjectStore
+from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
+from ..urls import parse_url
 from ..transfer import export_snapshot, read_directory
 from .base import (
     EXIT_PROBLEMS,
@@ -21,6 +24,7 @@ from .base import (
     TIME_HELP,
     URL_FORMS,
     Json,
+    app,
     Url,
     Yes,
     command,
@@ -328,6 +332,39 @@ def init(
         asyncio.run(checked())
     changed = f"{len(plan.changes)} changes made" if plan.changes else "nothing to change"
     emit(result(), as_json, lambda: out.print(f"{plan.bucket}: {changed}; the endpoint refuses duplicate creates"))
+
+
+@app.command()
+def policy(
+    urls: Annotated[
+        list[str], typer.Argument(help="Memories of one bucket: s3://bucket/prefix or gs://bucket/prefix.")
+    ],
+    operator: Annotated[
+        bool, typer.Option(help="Also grant what recover, compact, verify and history read: old versions.")
+    ] = False,
+    kms_key: Annotated[
+        str | None, typer.Option(help="S3: the bucket's KMS key ARN, to grant through S3.", show_default=False)
+    ] = None,
+) -> None:
+    """Print the IAM grants the memories need, as the Terraform modules write them; changes nothing.
+
+    On S3, a policy document for agents (or, with --operator, for operators), limited to the
+    prefixes; attach it with `aws iam put-role-policy`. On GCS, the condition to bind
+    roles/storage.objectUser with. Example: bucket-memory policy s3://my-memories/team > policy.json
+    """
+    with store_errors():
+        parsed = [parse_url(url) for url in urls]
+        if any(url.scheme == "file" for url in parsed):
+            err.print("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
+            raise typer.Exit(EXIT_USAGE)
+        bucket, prefixes = memory_prefixes(parsed)
+        if parsed[0].scheme == "gs":
+            condition = gcs_condition(bucket, prefixes)
+            out.print("role: roles/storage.objectUser (it includes reading old versions, for recover)")
+            out.print(f"condition: {condition}" if condition else "condition: none (the whole bucket)")
+            return
+        made = operator_policy if operator else access_policy
+        out.print(json.dumps(made(bucket, prefixes, kms_key), indent=2))
 
 
 @command()

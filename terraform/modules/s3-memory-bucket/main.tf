@@ -93,8 +93,6 @@ resource "aws_s3_bucket_policy" "memory" {
   depends_on = [aws_s3_bucket_public_access_block.memory]
 }
 
-data "aws_region" "current" {}
-
 locals {
   # "teams/blue" and "teams/blue/" are the prefix "teams/blue/"; "" is the whole bucket.
   prefixes = distinct([for prefix in var.prefixes : trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"])
@@ -125,7 +123,7 @@ data "aws_iam_policy_document" "access" {
       condition {
         test     = "StringEquals"
         variable = "kms:ViaService"
-        values   = ["s3.${data.aws_region.current.name}.amazonaws.com"]
+        values   = ["s3.${split(":", statement.value)[3]}.amazonaws.com"] # the key's region, the bucket's too
       }
     }
   }
