@@ -50,7 +50,7 @@ class Exported:
                         continue
                     for point in metric.data.data_points:
                         if attributes.items() <= dict(point.attributes or {}).items():
-                            total += getattr(point, "value", None) or getattr(point, "count", 0)
+                            total += float(getattr(point, "value", None) or getattr(point, "count", 0))
         return total
 
 

@@ -15,8 +15,8 @@ from ..admin import MemoryAdmin
 from ..connect import check_create_only, find_memories, open_store
 from ..objects import VersionedObjectStore
 from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
-from ..urls import parse_url
 from ..transfer import export_snapshot, read_directory
+from ..urls import parse_url
 from .base import (
     EXIT_PROBLEMS,
     EXIT_STORE,
@@ -24,9 +24,9 @@ from .base import (
     TIME_HELP,
     URL_FORMS,
     Json,
-    app,
     Url,
     Yes,
+    app,
     command,
     confirm,
     count,
