@@ -4,7 +4,6 @@ exporters and checked against the requests a counting object store saw."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -58,11 +57,11 @@ _exported: Exported | None = None
 
 
 @pytest.fixture
-def exported() -> Iterator[Exported]:
+def exported() -> Exported:
     global _exported
     _exported = _exported or Exported()
     _exported.spans.clear()
-    yield _exported
+    return _exported
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
