@@ -49,7 +49,8 @@ class Exported:
                         continue
                     for point in metric.data.data_points:
                         if attributes.items() <= dict(point.attributes or {}).items():
-                            total += float(getattr(point, "value", None) or getattr(point, "count", 0))
+                            found: float = getattr(point, "value", None) or getattr(point, "count", 0)
+                            total += found
         return total
 
 
