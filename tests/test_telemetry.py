@@ -10,7 +10,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -49,8 +49,8 @@ class Exported:
                         continue
                     for point in metric.data.data_points:
                         if attributes.items() <= dict(point.attributes or {}).items():
-                            found: float = getattr(point, "value", None) or getattr(point, "count", 0)
-                            total += found
+                            # A counter's point has a value; a histogram's, a count.
+                            total += point.value if isinstance(point, NumberDataPoint) else point.count
         return total
 
 
