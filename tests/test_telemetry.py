@@ -138,7 +138,7 @@ async def test_batched_writes_each_carry_the_commit_they_shared(exported: Export
     assert all(count >= 1 for count in commits), "each write waited on a commit that landed"
 
 
-async def test_cold_starts_housekeeping_and_records_are_seen(exported: Exported) -> None:
+async def test_cold_starts_checkpoints_and_records_are_seen(exported: Exported) -> None:
     objects = MemoryObjectStore()
     cold = exported.metric("bucket_memory.cold_starts")
     records = LogRecordStore(LogFileStore(objects))
@@ -151,5 +151,11 @@ async def test_cold_starts_housekeeping_and_records_are_seen(exported: Exported)
     for n in range(40):
         version = await store.write("log.md", f"{n}\n", expected=version, origin=ORIGIN)
     await store.settle()
-    work = [attributes(span)["bucket_memory.requests"] for span in exported.finished("bucket_memory.housekeeping")]
-    assert work and max(work) >= 1, "housekeeping ran in spans of its own, one of them writing a checkpoint"
+    (checkpoint, *_) = exported.finished("bucket_memory.checkpoint")
+    assert (
+        attributes(checkpoint)["bucket_memory.requests"] >= 1 and attributes(checkpoint)["bucket_memory.bytes_written"]
+    )
+    writes = exported.finished("bucket_memory.write")
+    assert checkpoint.parent is not None and checkpoint.parent.span_id in {span.context.span_id for span in writes}, (
+        "a checkpoint is a child of the write whose commit made it due"
+    )

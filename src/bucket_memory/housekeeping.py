@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from . import telemetry
 from .codec import checkpoint_key, off_loop
 from .log import CommitLog
-from .retry import retrying
+from .retry import retrying, within_deadline
+from .state import State
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,11 @@ class Housekeeper:
         )
         if not (purged or due):
             return
+        async with telemetry.operation("checkpoint", self.log.location):
+            await self._checkpoint(state)
+
+    async def _checkpoint(self, state: State) -> None:
+        options, counts = self.log.options, state.since_checkpoint
         # Copied in one step on the event loop, so it is the state at exactly one head, then encoded
         # apart from the loop: commits meanwhile change the cached state in place.
         snapshot = state.copy()
@@ -67,7 +74,9 @@ class Housekeeper:
             snapshot.live_bytes, functools.partial(snapshot.to_checkpoint, options.max_tombstones, at=at)
         )
         # A failure propagates to the log, which logs it; the counts stay, so the next commit retries.
-        await self.log.objects.create(checkpoint_key(checkpoint.seq), checkpoint.encode())
+        key, encoded = checkpoint_key(checkpoint.seq), checkpoint.encode()
+        telemetry.count("bytes_written", len(encoded))
+        await within_deadline(lambda: self.log.objects.create(key, encoded), what=f"Checkpointing {key}")
         # Commits meanwhile were counted on the same object: count on from the checkpoint.
         if counts.seq < checkpoint.seq:
             counts.seq = checkpoint.seq
@@ -80,8 +89,9 @@ class Housekeeper:
         """Delete log and checkpoint objects below the newest checkpoint that is older than the grace
         period and outside the history retention."""
         self.log.check_writable()
-        state = await self.log.proven_state()
-        return await self.compact_below(state.head)
+        async with telemetry.operation("compact", self.log.location):
+            state = await self.log.proven_state()
+            return await self.compact_below(state.head)
 
     async def compact_below(self, head: int) -> Compaction:
         """Compaction as of a head the caller has proven (invariants 3 and 4 of `log`)."""

@@ -242,7 +242,7 @@ class CommitLog:
         while self._housekeeping_due:
             purged, self._housekeeping_due, self._purge_pending = self._purge_pending, False, False
             try:
-                async with telemetry.operation("housekeeping", self.location):
+                with telemetry.tallied():  # not the operation whose commit started it: that one is over
                     await work(purged)
             except Exception:
                 logger.exception("%s: housekeeping failed; a later commit tries again", self.location)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from functools import wraps
@@ -31,7 +31,7 @@ _duration = _meter.create_histogram(
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Tally:
     """What one operation (or one commit, for the callers it serves) has cost so far."""
 
@@ -43,11 +43,14 @@ class Tally:
     bytes_written: int = 0
 
     def add(self, other: Tally) -> None:
-        for field in fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        for name in _EVENTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def attributes(self) -> dict[str, int]:
-        return {f"bucket_memory.{field.name}": getattr(self, field.name) for field in fields(self)}
+        return {f"bucket_memory.{name}": getattr(self, name) for name in _EVENTS}
+
+
+_EVENTS = tuple(field.name for field in fields(Tally))
 
 
 _COUNTERS = {
@@ -101,11 +104,17 @@ async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
     """The span, tally and duration of one store operation on the memory at `memory`."""
     started = time.perf_counter()
     outcome = "ok"
-    span_named = _tracer.start_as_current_span(
-        f"bucket_memory.{name}",
-        attributes={"bucket_memory.memory": memory},
-        record_exception=False,  # a store error's message is for its caller; the code says enough
-        set_status_on_exception=False,
+    # Without an SDK the span would be a no-op that still costs more than the rest together.
+    tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    span_named = (
+        _tracer.start_as_current_span(
+            f"bucket_memory.{name}",
+            attributes={"bucket_memory.memory": memory},
+            record_exception=False,  # a store error's message is for its caller; the code says enough
+            set_status_on_exception=False,
+        )
+        if tracing
+        else nullcontext(None)
     )
     with span_named as span, tallied() as tally:
         try:
@@ -117,10 +126,11 @@ async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
             outcome = type(error).__name__
             raise
         finally:
-            span.set_attributes(tally.attributes())
-            if outcome != "ok":
-                span.set_attribute("error.type", outcome)
-                span.set_status(Status(StatusCode.ERROR, outcome))
+            if span is not None:
+                span.set_attributes(tally.attributes())
+                if outcome != "ok":
+                    span.set_attribute("error.type", outcome)
+                    span.set_status(Status(StatusCode.ERROR, outcome))
             elapsed = time.perf_counter() - started
             _duration.record(elapsed, {"bucket_memory.operation": name, "bucket_memory.outcome": outcome})
 
