@@ -1,33 +1,147 @@
-"""Every `python` block of the user guide runs as written (S3 ones against moto)."""
+"""The docs' code runs as written: every `python` block of the guide and the deployment pages
+(S3 ones against moto, GCS ones against fake-gcs-server), the telemetry wiring, and each
+`bucket-memory` command of their shell blocks. Shell lines that need a cloud account (docker,
+aws, gcloud, terraform apply) are not run; `test_terraform.py` validates what they apply."""
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-GUIDE = Path(__file__).parent.parent / "docs" / "guide.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(), flags=re.S | re.M)
+from .helpers import cli
+
+DOCS = Path(__file__).parent.parent / "docs"
+PAGES = ["guide.md", "deploy-lambda.md", "deploy-cloud-run.md"]
 
 
-@pytest.mark.parametrize("source", BLOCKS, ids=[f"block{index}" for index in range(len(BLOCKS))])
-def test_guide_example_runs(source: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    if "s3://" in source:
+def blocks(page: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", (DOCS / page).read_text(), flags=re.S | re.M)
+
+
+PYTHON = [(page, source) for page in PAGES for source in blocks(page, "python")]
+
+
+def _bucket_for(source: str, request: pytest.FixtureRequest) -> None:
+    """Start the emulator a block's URLs name and create their bucket."""
+    if found := re.search(r"s3://([^/\"\s]+)", source):
         request.getfixturevalue("s3_endpoint")
         import botocore.session
 
-        bucket = re.search(r"s3://([^/\"]+)", source)
-        assert bucket is not None
         client: Any = botocore.session.get_session().create_client("s3")
-        if bucket[1] not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
-            client.create_bucket(Bucket=bucket[1])
+        if found[1] not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
+            client.create_bucket(Bucket=found[1])
+    if found := re.search(r"gs://([^/\"\s]+)", source):
+        request.getfixturevalue("gcs_endpoint")
+        from google.cloud import storage
+
+        client = storage.Client()
+        if client.lookup_bucket(found[1]) is None:
+            client.create_bucket(found[1])
+        client.close()
+
+
+@pytest.fixture
+def cold_lambda() -> Iterator[None]:
+    """A page that runs the Lambda handler leaves its warm store behind: close it after."""
+    yield
+    handler: Any = sys.modules.get("examples.lambda_handler")
+    if handler is not None and handler.store is not None:
+        handler.loop.run_until_complete(handler.resources.aclose())
+        handler.store = None
+
+
+@pytest.mark.parametrize(("page", "source"), PYTHON, ids=[f"{page}-{n}" for n, (page, _) in enumerate(PYTHON)])
+def test_python_block_runs(
+    page: str, source: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _bucket_for(source, request)
+    for name in ("MEMORY_URL", "CONVERSATIONS_URL", "MODEL"):
+        monkeypatch.setenv(name, "")  # recorded as it was, so what the block sets is undone after
+        monkeypatch.delenv(name)
+    request.getfixturevalue("cold_lambda")
     script = tmp_path / "example.py"
     script.write_text(source)
     runpy.run_path(str(script), run_name="__main__")
 
 
-def test_the_guide_has_examples() -> None:
-    assert len(BLOCKS) >= 4
+def test_the_pages_have_examples() -> None:
+    assert len(blocks("guide.md", "python")) >= 4
+    assert all(blocks(page, "python") for page in PAGES[1:])
+
+
+COMMANDS = [
+    (page, command)
+    for page in PAGES[1:]
+    for block in blocks(page, "sh")
+    for command in block.replace("\\\n", " ").splitlines()
+    if command.startswith("bucket-memory ")
+]
+
+
+@pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[f"{page}-{n}" for n, (page, _) in enumerate(COMMANDS)])
+def test_bucket_memory_commands_run(page: str, command: str, request: pytest.FixtureRequest) -> None:
+    _bucket_for(command, request)
+    arguments = shlex.split(command)[1:]
+    url = next(argument for argument in arguments if "://" in argument)
+    cli("put", url, "notes/plan.md", given="ship on friday\n")  # a memory to look at
+    assert cli(*arguments)
+
+
+def test_the_telemetry_wiring_installs_the_sdk() -> None:
+    """Run apart from this process, whose providers the telemetry tests install (one per process)."""
+    (wiring,) = blocks("operations.md", "python")
+    check = (
+        "from opentelemetry import metrics, trace\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "assert isinstance(trace.get_tracer_provider(), TracerProvider)\n"
+        "assert isinstance(metrics.get_meter_provider(), MeterProvider)\n"
+    )
+    environment = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+    completed = subprocess.run(
+        [sys.executable, "-c", wiring + check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **environment},
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_the_readme_quickstart_runs(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its commands in order against moto (pip and aws iam aside), then agent.py with pydantic-ai's test model."""
+    readme = (DOCS.parent / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    (commands,) = re.findall(r"^```sh\n(.*?)^```", quickstart, flags=re.S | re.M)
+    (agent,) = re.findall(r"^```python\n(.*?)^```", quickstart, flags=re.S | re.M)
+    lines = commands.splitlines()
+    assert len(lines) <= 10, "the quickstart promises at most ten commands"
+    request.getfixturevalue("s3_endpoint")
+    ran = []
+    for line in lines:
+        piped = re.fullmatch(r'echo "(.*)" \| (bucket-memory .*)', line)
+        command = piped[2] if piped else line.split(" > ")[0]
+        if command.startswith("bucket-memory "):
+            printed = cli(*shlex.split(command)[1:], given=f"{piped[1]}\n" if piped else None)
+            ran.append((command.split()[1], printed))
+        elif command == "python agent.py":
+            monkeypatch.setenv("MODEL", "test")
+            script = tmp_path / "agent.py"
+            script.write_text(agent)
+            runpy.run_path(str(script), run_name="__main__")
+            ran.append(("agent.py", ""))
+    assert [name for name, _ in ran] == ["init", "policy", "put", "cat", "agent.py"]
+    assert "The release moves to Friday." in dict(ran)["cat"]
+    assert "arn:aws:s3:::acme-team-memory/teams/blue/*" in dict(ran)["policy"]

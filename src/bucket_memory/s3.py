@@ -351,9 +351,10 @@ def _error(code: str, status: int, where: str, message: str | None, history: boo
     if history and (code in ("AccessDenied", "AllAccessDisabled") or status == 403):
         return MemoryStoreError(
             "forbidden",
-            f"Reading old versions under {where} was denied ({code or status}). History, recover and verify "
-            f"need s3:ListBucketVersions and s3:GetBucketVersioning on bucket {bucket} and s3:GetObjectVersion "
-            "on the prefix, beside what agents have: the Terraform module's operator_policy_json grants them.",
+            f"Reading old versions under {where} was denied ({code or status}). recover needs "
+            f"s3:ListBucketVersions and s3:GetBucketVersioning on bucket {bucket} and s3:GetObjectVersion on the "
+            "prefix, beside what agents have: the Terraform module's operator_policy_json (or "
+            "`bucket-memory policy --operator`) grants them.",
         )
     if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
         return MemoryStoreError(
