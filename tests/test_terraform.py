@@ -251,3 +251,23 @@ def test_only_the_operator_reads_old_versions(applied: dict[str, Any]) -> None:
     assert "nothing to restore" in cli("recover", "s3://applied/teams/blue")
     # moto ignores the s3:prefix condition of ListBucketVersions, so the operator's limit to its
     # prefixes is checked in the policy (above), not here.
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+def test_the_lambda_handler_runs_under_the_applied_policy(
+    applied: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples import lambda_handler
+
+    applied["act_as"]("agent")
+    monkeypatch.setenv("MEMORY_URL", "s3://applied/teams/green/inbox-agent")
+    monkeypatch.delenv("MODEL", raising=False)
+    try:
+        lambda_handler.handler({"note": "call the bank"}, None)
+        answer = lambda_handler.handler({"note": "water the plants"}, None)
+        assert answer["pages"] == ["inbox/0001.md"] and lambda_handler.store is not None
+        page = lambda_handler.loop.run_until_complete(lambda_handler.store.read("inbox/0001.md"))
+        assert page.text == "- call the bank\n- water the plants\n"
+    finally:  # what the Lambda runtime never does: close the warm client
+        lambda_handler.loop.run_until_complete(lambda_handler.resources.aclose())
+        lambda_handler.store = None
