@@ -6,7 +6,17 @@ STAMP := $(VENV)/.installed
 TOOLS := .venv-tools
 TOOLS_STAMP := $(TOOLS)/.installed
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow lint bench screenshots clean
+
+# The browser tests drive Debian's chromium. Installing it takes a minute or two, so `make test`
+# starts it in the background and waits for it only before pytest; without root or apt-get the
+# browser tests skip and say why.
+CHROMIUM_LOG := $(VENV)/chromium-install.log
+define install_chromium
+command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; }; }
+endef
 
 # Python 3.13 from, in order: $PYTHON, a python3.13 that really runs (pyenv shims can fail),
 # pyenv's own 3.13 install, or the system one (Debian 13).
@@ -34,11 +44,19 @@ lint: $(STAMP) $(TOOLS_STAMP)
 	$(TOOLS)/bin/python tools/terraform_fmt_check.py terraform
 	$(TOOLS)/bin/python tools/terraform_fmt_check.py tests/terraform_roots
 
-test: $(STAMP) lint
+test:
+	@mkdir -p $(VENV); ( $(install_chromium) ) > $(CHROMIUM_LOG) 2>&1 & installing=$$!; \
+	$(MAKE) --no-print-directory lint || exit 1; \
+	wait $$installing || echo "warning: chromium did not install (see $(CHROMIUM_LOG)); the browser tests will skip" >&2; \
 	$(VENV)/bin/pytest -q
 
 test-slow: $(STAMP)
 	$(VENV)/bin/pytest -q -m slow
+
+# The browser views in docs/img, as the browser tests see them.
+screenshots: $(STAMP)
+	@( $(install_chromium) ) > $(CHROMIUM_LOG) 2>&1 || true
+	BUCKET_MEMORY_SCREENSHOTS=docs/img $(VENV)/bin/pytest -q tests/test_browser.py
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'

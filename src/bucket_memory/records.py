@@ -241,6 +241,11 @@ def _held(state: State, path: str, record_id: str) -> LiveFile:
     return current
 
 
+def is_record_path(path: str) -> bool:
+    """Whether a file of a memory is a record's (`<32 hex>.json`)."""
+    return _record_id(path) is not None
+
+
 def _record_id(path: str) -> str | None:
     record_id = path.removesuffix(_SUFFIX)
     return record_id if path.endswith(_SUFFIX) and _ID.fullmatch(record_id) else None

@@ -1,10 +1,10 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `files`, `history`, `operations` and `records` hold the
-commands; `output` the models of their --json output. Importing this package registers every command.
+`base` holds what every command shares; `files`, `history`, `operations`, `records` and `browse`
+hold the commands; `output` the models of their --json output. Importing this package registers every command.
 """
 
-from . import files, history, operations, records
+from . import browse, files, history, operations, records
 from .base import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "EXIT_STORE",
     "EXIT_USAGE",
     "app",
+    "browse",
     "files",
     "history",
     "operations",

@@ -1,0 +1,280 @@
+"""The memory browser end to end: `bucket-memory browse` as its own process on a moto-backed memory,
+driven by Playwright in Debian's headless Chromium. With BUCKET_MEMORY_SCREENSHOTS set to a
+folder (`make screenshots` sets docs/img), the tests save the main views there for the docs."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from a13n_harness.providers.memory import Origin
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from bucket_memory import LogFileStore, open_store
+from bucket_memory.records import LogRecordStore
+
+from .conftest import BUCKET, unique_prefix
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
+# What the probe of this machine kind found Chromium needs offline (see the env notes).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        "Debian's chromium is not installed: `make test` installs it (apt-get install chromium)",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    yield context.new_page()
+    context.close()
+
+
+def written(url: str, steps: Callable[[LogFileStore], Awaitable[None]]) -> None:
+    """Run `steps` on the memory, as another writer would: in a thread of its own, since Playwright's
+    sync API keeps an event loop running in this one."""
+
+    async def run() -> None:
+        async with open_store(url) as store:
+            await steps(store)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
+
+
+@pytest.fixture
+def memory(s3_endpoint: str) -> str:
+    """A memory on moto with a file written twice by an agent's tool calls, and one more file."""
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+
+    async def seed(store: LogFileStore) -> None:
+        agent = Origin(run_id="run-7", principal_id="agent-ada", tool_call_id="call-1")
+        first = await store.write(
+            "notes/plan.md", "---\ndescription: The release plan\n---\nship on monday\n", expected=None, origin=agent
+        )
+        later = Origin(run_id="run-8", principal_id="agent-grace", tool_call_id="call-9")
+        await store.write(
+            "notes/plan.md", "---\ndescription: The release plan\n---\nship on friday\n", expected=first, origin=later
+        )
+        await store.write("team.md", "blue team\n", expected=None, origin=agent)
+
+    written(url, seed)
+    return url
+
+
+class Served:
+    """A running `bucket-memory browse`: its link (with the token) and its base address."""
+
+    def __init__(self, url: str, *, write: bool) -> None:
+        arguments = [COMMAND, "browse", url, "--no-open", *(["--write"] if write else [])]
+        self.process = subprocess.Popen(
+            arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"}
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", line)
+        assert found, f"browse printed {line!r}"
+        self.base, self.token = found[1], found[2]
+        self.link = f"{self.base}/?token={self.token}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    running: list[Served] = []
+
+    def start(url: str, *, write: bool = False) -> Served:
+        running.append(Served(url, write=write))
+        return running[-1]
+
+    yield start
+    for served in running:
+        served.stop()
+
+
+def shots(page: Page, name: str) -> None:
+    """Save the view for the docs when BUCKET_MEMORY_SCREENSHOTS names a folder."""
+    if folder := os.environ.get("BUCKET_MEMORY_SCREENSHOTS"):
+        page.screenshot(path=str(Path(folder) / f"browser-{name}.png"), full_page=True)
+
+
+def test_tree_history_and_diff(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    served = serve(memory)
+    page.goto(served.link)
+    assert "token=" not in page.url, "the token leaves the address bar for a cookie"
+    tree = page.locator("ul.tree").first
+    expect(tree).to_contain_text("plan.md")
+    expect(tree).to_contain_text("The release plan")
+    expect(page.locator(".mode")).to_have_text("read-only")
+    shots(page, "tree")
+    # Keyboard: the file's link takes focus, shows it, and Enter opens it.
+    link = page.get_by_role("link", name="plan.md", exact=True)
+    link.focus()
+    outline = link.evaluate("element => getComputedStyle(element).outlineStyle")
+    assert outline != "none", "a focused link is visibly marked"
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_have_text("notes/plan.md")
+    history = page.locator("table tbody tr")
+    expect(history).to_have_count(2)
+    expect(history.nth(0)).to_contain_text("agent-grace")
+    expect(history.nth(0)).to_contain_text("run-8")
+    expect(history.nth(0)).to_contain_text("call-9")
+    expect(history.nth(1)).to_contain_text("agent-ada")
+    assert page.get_by_role("link", name="restore this version").count() == 0, "read-only: no restore"
+    shots(page, "history")
+    page.get_by_label("diff from version 1").check()
+    page.get_by_label("diff to version 2").check()
+    page.get_by_role("button", name="Show the diff").click()
+    expect(page.locator("pre.diff .del")).to_have_text("-ship on monday")
+    expect(page.locator("pre.diff .add")).to_have_text("+ship on friday")
+    shots(page, "diff")
+
+
+def test_without_write_nothing_can_change(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    served = serve(memory)
+    page.goto(served.link)
+    page.goto(f"{served.base}/restore?path=notes/plan.md&version=1")
+    expect(page.locator(".notice")).to_contain_text("read-only")
+    assert page.get_by_role("button", name=re.compile("Restore")).count() == 0
+    # Even a forged POST carrying the cookie and the token is refused, and nothing changes.
+    for path in ("/restore?path=notes/plan.md&version=1", "/rollback?to=1"):
+        answer = page.request.post(f"{served.base}{path}", form={"token": served.token})
+        assert answer.status == 403 and "read-only" in answer.text()
+
+    async def head(store: LogFileStore) -> None:
+        assert (await store.read("notes/plan.md")).version == "2"
+        assert sorted(entry.path for entry in await store.list()) == ["notes/plan.md", "team.md"]
+
+    written(memory, head)
+
+
+def test_a_request_without_the_token_is_refused(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    served = serve(memory, write=True)
+    for path in ("/", "/file?path=team.md", "/feed", "/static/htmx.min.js"):
+        answer = httpx.get(f"{served.base}{path}")
+        assert answer.status_code == 403 and "token" in answer.text
+    assert httpx.get(f"{served.base}/?token=wrong").status_code == 403
+    assert httpx.get(served.link, headers={"Host": "attacker.example"}).status_code == 403, "DNS rebinding"
+    page.goto(served.link)
+    # With the cookie but without the page's form token (a cross-site form), a change is refused.
+    tokenless = page.request.post(f"{served.base}/restore?path=notes/plan.md&version=1", form={})
+    assert tokenless.status == 403
+    cross_site = page.request.post(
+        f"{served.base}/restore?path=notes/plan.md&version=1",
+        form={"token": served.token},
+        headers={"Origin": "http://attacker.example"},
+    )
+    assert cross_site.status == 403
+
+
+def test_restore_with_write_makes_a_new_commit(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    served = serve(memory, write=True)
+    page.goto(served.link)
+    expect(page.locator(".mode")).to_have_text("writable")
+    page.get_by_role("link", name="plan.md", exact=True).click()
+    page.get_by_role("link", name="restore this version").nth(1).click()
+    expect(page.locator("h1")).to_have_text("Restore notes/plan.md to version 1?")
+    expect(page.locator("pre.diff .add")).to_have_text("+ship on monday")
+    shots(page, "restore")
+    page.get_by_role("button", name="Restore version 1").click()
+    expect(page.locator(".notice")).to_contain_text("now version 4")
+    expect(page.locator("pre").first).to_contain_text("ship on monday")
+    newest = page.locator("table tbody tr").nth(0)
+    expect(newest).to_contain_text("bucket-memory browse")
+
+    async def check(store: LogFileStore) -> None:
+        current = await store.read("notes/plan.md")
+        assert current.version == "4" and "ship on monday" in current.text
+
+    written(memory, check)
+
+
+def test_rollback_with_write_shows_its_changes_first(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    served = serve(memory, write=True)
+    page.goto(served.link)
+    page.get_by_label("to commit").fill("1")
+    page.get_by_role("button", name="Show what it changes").click()
+    expect(page.locator("main")).to_contain_text("Written back (1)")
+    expect(page.locator("main")).to_contain_text("Deleted (1)")
+    page.get_by_role("button", name="Roll back to commit 1").click()
+    expect(page.locator(".notice")).to_contain_text("as new commit 4")
+
+    async def check(store: LogFileStore) -> None:
+        assert [entry.path for entry in await store.list()] == ["notes/plan.md"]
+        assert "ship on monday" in (await store.read("notes/plan.md")).text
+
+    written(memory, check)
+
+
+def test_a_change_by_another_process_appears_without_a_reload(
+    memory: str, serve: Callable[..., Served], page: Page
+) -> None:
+    served = serve(memory)
+    page.goto(served.link)
+    feed = page.locator("#feed")
+    expect(feed).to_contain_text("team.md")
+    page.evaluate("window.marker = 'same page'")
+    subprocess.run([COMMAND, "put", memory, "notes/late.md"], input="written elsewhere\n", text=True, check=True)
+    expect(feed.locator("tr.fresh")).to_contain_text("notes/late.md", timeout=20_000)
+    expect(page.locator("#files")).to_contain_text("late.md")  # the tree was swapped in with it
+    assert page.evaluate("window.marker") == "same page", "the feed changed in place, not by a reload"
+    shots(page, "feed")
+
+
+def test_search_records_and_errors_are_pages(memory: str, serve: Callable[..., Served], page: Page) -> None:
+    records_url = f"{memory}-records"
+
+    async def add(store: LogFileStore) -> None:
+        await LogRecordStore(store).add("the build runs on friday nights")
+
+    written(records_url, add)
+    served = serve(memory)
+    page.goto(served.link)
+    page.get_by_label("Search").fill("FRIDAY")
+    page.keyboard.press("Enter")
+    expect(page.locator("main table")).to_contain_text("notes/plan.md")
+    expect(page.locator("main table")).to_contain_text("ship on friday")
+    page.goto(f"{served.base}/file?path=../../etc/passwd")
+    expect(page.locator("[role=alert]")).to_contain_text("invalid_path")
+    page.goto(f"{served.base}/diff?path=notes/plan.md&from=99&to=now")
+    expect(page.locator("[role=alert]")).to_contain_text("not_found")
+    expect(page.locator("header")).to_be_visible()
+    other = serve(records_url)
+    page.goto(other.link)
+    page.get_by_role("link", name="see them as records").click()
+    expect(page.locator("main table")).to_contain_text("the build runs on friday nights")
+    page.get_by_label("Recall records like").fill("build")
+    page.get_by_role("button", name="Recall").click()
+    expect(page.locator("main table")).to_contain_text("the build runs on friday nights")
