@@ -37,7 +37,14 @@ HISTORY_ENTRIES = 200
 SEARCH_MATCHES = 100
 RECORDS_PAGE = 50
 # How a store error's code reads as an HTTP status, for pages that show it.
-STATUS_OF = {"not_found": 404, "invalid_path": 400, "forbidden": 403, "read_only": 403, "version_mismatch": 409}
+STATUS_OF = {
+    "not_found": 404,
+    "invalid_path": 400,
+    "invalid_cursor": 400,
+    "forbidden": 403,
+    "read_only": 403,
+    "version_mismatch": 409,
+}
 
 _templates = Environment(loader=PackageLoader("bucket_memory.browser", "templates"), autoescape=select_autoescape())
 
