@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -25,7 +26,10 @@ OPERATION_TIMEOUT = 3.0
 # Cut off at its deadline, an operation still closes its requests: allow that, not another attempt.
 SLACK = 2.0
 HANGING: list[Fault] = ["never_answers", "drips"]
+# 408 and 429 take the path 503 takes (a transient refusal, retried until the deadline): in the
+# deadline tests, which each wait out an operation's deadline, they run in `make test-slow`.
 REFUSING: list[Fault] = [408, 429, 503]
+ALIKE = {408, 429}
 CREATES = {"PUT", "POST"}  # S3 PutObject; a GCS upload
 
 
@@ -105,8 +109,13 @@ async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
 BACKENDS = ["s3", "gcs"]
 
 
+def waiting(faults: list[Fault]) -> list[Any]:
+    """The faults of a test that waits out a deadline each, the ones alike in path marked slow."""
+    return [pytest.param(fault, marks=pytest.mark.slow) if fault in ALIKE else fault for fault in faults]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("fault", [*HANGING, "cut_body", *REFUSING], ids=str)
+@pytest.mark.parametrize("fault", waiting([*HANGING, "cut_body", *REFUSING]), ids=str)
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_read_through_a_faulty_endpoint_is_unavailable_within_its_deadline(
     backend: str, fault: Fault, request: pytest.FixtureRequest
@@ -120,7 +129,7 @@ async def test_a_read_through_a_faulty_endpoint_is_unavailable_within_its_deadli
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("fault", [*HANGING, *REFUSING], ids=str)
+@pytest.mark.parametrize("fault", waiting([*HANGING, *REFUSING]), ids=str)
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_write_whose_creates_never_answer_is_unconfirmed_within_its_deadline(
     backend: str, fault: Fault, request: pytest.FixtureRequest
