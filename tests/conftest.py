@@ -18,6 +18,8 @@ from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.emulators import fake_gcs_server, moto_server
 
+from .helpers import point_at_moto
+
 type StoreFactory = Callable[..., LogFileStore]
 
 BUCKET = "bucket-memory-tests"
@@ -28,11 +30,7 @@ VERSIONED = "bucket-memory-versioned"
 def s3_endpoint() -> Iterator[str]:
     """A moto server with the test bucket, reachable the standard way: AWS_ENDPOINT_URL and credentials."""
     with moto_server() as url, pytest.MonkeyPatch.context() as environment:
-        environment.setenv("AWS_ENDPOINT_URL", url)
-        environment.setenv("AWS_ACCESS_KEY_ID", "testing")
-        environment.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        environment.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        environment.delenv("AWS_PROFILE", raising=False)
+        point_at_moto(environment, url, key="testing")
         import botocore.session
 
         s3 = botocore.session.get_session().create_client("s3")

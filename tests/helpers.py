@@ -1,10 +1,11 @@
-"""Reading a memory's log back, as an auditor would, for the tests' invariants."""
+"""Helpers of the tests: a memory's log read back as an auditor would, the CLI in-process, moto set up."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+import pytest
 from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory.codec import LOG_PREFIX, Commit, key_seq
@@ -37,25 +38,27 @@ def cli(*arguments: str, expect: int = 0, given: str | None = None) -> str:
     return result.output
 
 
+def point_at_moto(environment: pytest.MonkeyPatch, endpoint: str, key: str = "setup") -> None:
+    """The standard AWS environment for a moto server: its endpoint, a key pair, a region."""
+    environment.setenv("AWS_ENDPOINT_URL", endpoint)
+    environment.setenv("AWS_ACCESS_KEY_ID", key)
+    environment.setenv("AWS_SECRET_ACCESS_KEY", key)
+    environment.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    environment.delenv("AWS_PROFILE", raising=False)
+
+
 @contextmanager
 def iam_enforced_moto(bucket: str, policies: Mapping[str, str]) -> Iterator[Callable[[str], None]]:
     """A moto server that enforces IAM once `bucket` and a user per policy (name to policy document)
     exist, with the environment pointing at it; yields `act_as(user)`, which puts that user's keys
     in the environment."""
     import botocore.session
-    import pytest
 
     from bucket_memory.testing.emulators import moto_server
 
     setup_actions = 1 + 3 * len(policies)  # the bucket, then a user, its policy and its access key each
     with moto_server(enforce_iam_after=setup_actions) as endpoint, pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "setup",
-            "AWS_SECRET_ACCESS_KEY": "setup",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            environment.setenv(name, value)
+        point_at_moto(environment, endpoint)
         session = botocore.session.get_session()
         session.create_client("s3").create_bucket(Bucket=bucket)
         iam = session.create_client("iam")

@@ -25,7 +25,7 @@ def policy(*statements: dict[str, object]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # not module-scoped: its environment must be gone before a later test starts s3_endpoint
 def reader_only() -> Iterator[dict[str, str]]:
     """A moto server enforcing IAM, a memory written by an admin, and the keys of a user who may only
     s3:GetObject on the prefix and s3:ListBucket on the bucket."""

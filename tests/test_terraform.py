@@ -17,7 +17,7 @@ from bucket_memory import open_store
 from bucket_memory.policy import access_policy, operator_policy
 from bucket_memory.testing.emulators import moto_server
 
-from .helpers import cli
+from .helpers import cli, point_at_moto
 from .terraform import TERRAFORM_TREE, Terraform, provider_mirror
 
 AWS_ROOTS = ["modules/s3-memory-bucket", "examples/lambda"]
@@ -127,13 +127,7 @@ def applied(terraform: Terraform, tmp_path_factory: pytest.TempPathFactory) -> I
     root = "s3-on-moto"
     shutil.copytree(Path(__file__).parent / "terraform_roots" / root, terraform.tree / root)
     with moto_server(enforce_iam_after=UNCHECKED_ACTIONS) as endpoint, pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "setup",
-            "AWS_SECRET_ACCESS_KEY": "setup",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            environment.setenv(name, value)
+        point_at_moto(environment, endpoint)
         session = botocore.session.get_session()
         key = session.create_client("kms").create_key(Description="memory")["KeyMetadata"]["Arn"]
         terraform(root, "init")
