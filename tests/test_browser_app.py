@@ -11,7 +11,7 @@ import httpx
 import pytest
 from a13n_harness.providers.memory import Origin
 
-from bucket_memory import open_store
+from bucket_memory import MemoryAdmin, open_store
 from bucket_memory.browser import browser_app
 
 from .conftest import BUCKET, unique_prefix
@@ -126,3 +126,15 @@ async def test_access_rules() -> None:
         assert "httponly" in cookie and "samesite=strict" in cookie
     async with httpx.AsyncClient(transport=transport, base_url="http://attacker.example") as client:
         assert (await client.get(f"/?token={TOKEN}")).status_code == 403, "another Host (DNS rebinding)"
+
+
+async def test_rollback_to_a_time_previews_then_commits(writer: httpx.AsyncClient, url: str) -> None:
+    async with open_store(url) as store:
+        (first,) = [revision for revision in await MemoryAdmin(store).revisions() if revision.version == "1"]
+    preview = await writer.get("/rollback", params={"at": first.time})
+    assert preview.status_code == 200 and "Written back (1)" in preview.text, preview.text[-300:]
+    assert "Roll back to commit 1" in preview.text
+    done = await writer.post("/rollback?to=1", data={"token": TOKEN})
+    assert "as new commit 3" in done.text
+    async with open_store(url) as store:
+        assert (await store.read("notes/plan.md")).text == "ship monday\n"
