@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import multiprocessing
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack, contextmanager
 
 import pytest
 from a13n_harness.providers.memory import FileFormat
@@ -73,3 +76,19 @@ def iam_enforced_moto(bucket: str, policies: Mapping[str, str]) -> Iterator[Call
             environment.setenv("AWS_SECRET_ACCESS_KEY", keys[user]["SecretAccessKey"])
 
         yield act_as
+
+
+def _imported(module: str) -> None:
+    importlib.import_module(module)
+
+
+@contextmanager
+def fresh_processes(count: int, *, importing: str) -> Iterator[list[ProcessPoolExecutor]]:
+    """`count` new spawned processes (one per call a test makes, so that each call is another
+    process), started together: their imports of `importing`, most of a call's time, overlap."""
+    context = multiprocessing.get_context("spawn")
+    with ExitStack() as stack:
+        pools = [stack.enter_context(ProcessPoolExecutor(1, mp_context=context)) for _ in range(count)]
+        for started in [pool.submit(_imported, importing) for pool in pools]:
+            started.result(timeout=180)
+        yield pools

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ from bucket_memory import MemoryAdmin, open_store
 
 from .conftest import fresh_memory_url
 from .conversations import converse
+from .helpers import fresh_processes
 
 SLOW = pytest.mark.slow
 
@@ -25,25 +24,21 @@ def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return fresh_memory_url(request, tmp_path)
 
 
-def in_process(*arguments: Any) -> dict[str, Any]:
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        result: dict[str, Any] = pool.submit(converse, *arguments).result(timeout=180)
-        return result
-
-
 async def test_two_conversations_share_a_memory(memory_url: str, tmp_path: Path) -> None:
     async with open_store(memory_url) as store:
         await store.write("shared.md", "the draft plan\n", expected=None, origin=Origin(principal_id="setup"))
     bob, alice = str(tmp_path / "bob.json"), str(tmp_path / "alice.json")
 
-    first = in_process(memory_url, bob, "bob_reads", {})
-    assert 'kind="full"' in first["context"] and "shared.md" in first["context"]
-    viewed = first["answers"][1]
-    assert viewed["content"] == "the draft plan\n"
+    with fresh_processes(3, importing="tests.conversations") as (bob_first, alice_run, bob_second):
+        first: dict[str, Any] = bob_first.submit(converse, memory_url, bob, "bob_reads", {}).result(timeout=180)
+        assert 'kind="full"' in first["context"] and "shared.md" in first["context"]
+        viewed = first["answers"][1]
+        assert viewed["content"] == "the draft plan\n"
 
-    in_process(memory_url, alice, "alice_writes", {})
+        alice_run.submit(converse, memory_url, alice, "alice_writes", {}).result(timeout=180)
 
-    second = in_process(memory_url, bob, "bob_stale", {"version": viewed["version"], "url": memory_url, "alice": alice})
+        stale = {"version": viewed["version"], "url": memory_url, "alice": alice}
+        second: dict[str, Any] = bob_second.submit(converse, memory_url, bob, "bob_stale", stale).result(timeout=180)
     # Bob's next run is told what Alice changed, through the cursor persisted with his conversation.
     assert 'kind="changes"' in second["context"]
     assert "notes/plan.md" in second["context"] and "shared.md" in second["context"]

@@ -151,6 +151,7 @@ async def test_verify_on_every_backend(store: LogFileStore) -> None:
     assert seen[-1] == (4, 4)
 
 
+@pytest.mark.slow  # two writer processes with skewed clocks, about 10 s
 def test_times_come_from_the_server_when_writers_clocks_disagree(s3_endpoint: str) -> None:
     """Two writers ten minutes fast and ten minutes slow: looking up a time still splits the log
     where the server's clock did, for rollback and for recovery from versions alike."""

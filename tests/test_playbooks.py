@@ -150,8 +150,19 @@ def test_every_playbook_has_a_scenario() -> None:
     assert set(PLAYBOOKS) == set(SCENARIOS)
 
 
+# The three longest (about 5 s each: several command processes, versioning turned on late) run in
+# `make test-slow`.
+SLOWEST = {"damaged", "versioning-late", "init-existing"}
+
+
 # The read-only one last: its moto server (with IAM) replaces the session's in the environment.
-@pytest.mark.parametrize("name", sorted(SCENARIOS, key=lambda name: name == "read-only"))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOWEST else name
+        for name in sorted(SCENARIOS, key=lambda name: name == "read-only")
+    ],
+)
 def test_playbook(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("reader_only" if name == "read-only" else "s3_endpoint")
     url, check = SCENARIOS[name](tmp_path)

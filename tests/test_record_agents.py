@@ -5,10 +5,7 @@ none of the acknowledged writes, the last writer winning per record."""
 from __future__ import annotations
 
 import json
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from examples.record_agents import recall, remember
@@ -16,6 +13,7 @@ from examples.record_agents import recall, remember
 from bucket_memory import MemoryAdmin, open_record_store
 
 from .conftest import fresh_memory_url
+from .helpers import fresh_processes
 from .races import run_processes
 from .record_races import add_and_update
 
@@ -28,19 +26,14 @@ def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return fresh_memory_url(request, tmp_path)
 
 
-def in_process(function: Any, *arguments: Any) -> Any:
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(function, *arguments).result(timeout=180)
-
-
 def test_a_record_one_agent_adds_is_recalled_in_anothers_run(memory_url: str) -> None:
-    (added,) = in_process(remember, memory_url, "The team drinks green tea at standup.", "ada")
-    added = json.loads(added) if isinstance(added, str) else added
-    assert "error" not in added, added
-    assert in_process(recall, memory_url, "Which tea should I bring to standup?") != []
-    (block,) = in_process(recall, memory_url, "Which tea should I bring to standup?")
-    assert "green tea" in block and 'memory="facts"' in block
-    assert in_process(recall, memory_url, "What is the capital of Peru?") == []
+    with fresh_processes(3, importing="examples.record_agents") as (adder, asker, stranger):
+        (added,) = adder.submit(remember, memory_url, "The team drinks green tea at standup.", "ada").result(180)
+        added = json.loads(added) if isinstance(added, str) else added
+        assert "error" not in added, added
+        (block,) = asker.submit(recall, memory_url, "Which tea should I bring to standup?").result(180)
+        assert "green tea" in block and 'memory="facts"' in block
+        assert stranger.submit(recall, memory_url, "What is the capital of Peru?").result(180) == []
 
 
 async def test_racing_processes_lose_no_record_and_the_last_writer_wins(memory_url: str) -> None:
