@@ -46,7 +46,7 @@ lint: $(STAMP) $(TOOLS_STAMP)
 
 test:
 	@mkdir -p $(VENV); ( $(install_chromium) ) > $(CHROMIUM_LOG) 2>&1 & installing=$$!; \
-	$(MAKE) --no-print-directory lint || exit 1; \
+	$(MAKE) --no-print-directory -j2 $(STAMP) $(TOOLS_STAMP) && $(MAKE) --no-print-directory lint || exit 1; \
 	wait $$installing || echo "warning: chromium did not install (see $(CHROMIUM_LOG)); the browser tests will skip" >&2; \
 	$(VENV)/bin/pytest -q
 
