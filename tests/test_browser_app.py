@@ -138,3 +138,19 @@ async def test_rollback_to_a_time_previews_then_commits(writer: httpx.AsyncClien
     assert "as new commit 3" in done.text
     async with open_store(url) as store:
         assert (await store.read("notes/plan.md")).text == "ship monday\n"
+
+
+def test_browse_refuses_a_wrong_url_and_a_taken_port(tmp_path: Path) -> None:
+    import socket
+
+    from .helpers import cli
+
+    assert "nothing was ever written" in cli("browse", str(tmp_path / "none"), "--no-open", expect=4).lower()
+    memory = tmp_path / "memory"
+    cli("put", str(memory), "a.md", given="x\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        refused = cli("browse", str(memory), "--no-open", "--port", port, expect=2)
+    assert f"cannot listen on 127.0.0.1:{port}" in refused and "--port" in refused
