@@ -1,5 +1,5 @@
-"""The memory browser's pages, rendered on the server; htmx keeps the change feed live and the
-search in place.
+"""The memory browser's pages, rendered on the server; htmx keeps the change feed (and with it the
+file tree) live.
 
 Reading is open to whoever holds the token. Restore and rollback are shown, and accepted, only
 when the browser was started writable; each first shows what it would change and needs a
