@@ -159,3 +159,7 @@ async def test_cold_starts_checkpoints_and_records_are_seen(exported: Exported) 
     assert checkpoint.parent is not None and checkpoint.parent.span_id in {span.context.span_id for span in writes}, (
         "a checkpoint is a child of the write whose commit made it due"
     )
+    await records.purge()  # a record store's operation over its file store's: both count the commit
+    (outer,) = exported.finished("bucket_memory.records.purge")
+    (inner,) = exported.finished("bucket_memory.purge")
+    assert attributes(outer)["bucket_memory.commits"] == attributes(inner)["bucket_memory.commits"] == 1

@@ -101,9 +101,11 @@ def tallied() -> Iterator[Tally]:
 
 @asynccontextmanager
 async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
-    """The span, tally and duration of one store operation on the memory at `memory`."""
+    """The span, tally and duration of one store operation on the memory at `memory`; what it
+    cost counts for an operation it runs inside as well (a record store's over its file store's)."""
     started = time.perf_counter()
     outcome = "ok"
+    enclosing = _current.get()
     # Without an SDK the span would be a no-op that still costs more than the rest together.
     tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     span_named = (
@@ -131,6 +133,8 @@ async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
                 if outcome != "ok":
                     span.set_attribute("error.type", outcome)
                     span.set_status(Status(StatusCode.ERROR, outcome))
+            if enclosing is not None:
+                enclosing.add(tally)
             elapsed = time.perf_counter() - started
             _duration.record(elapsed, {"bucket_memory.operation": name, "bucket_memory.outcome": outcome})
 

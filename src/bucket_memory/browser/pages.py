@@ -90,7 +90,7 @@ def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Orig
 
 
 def render(request: Request, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
-    browser: Browser = request.app.state.browser
+    browser = _browser(request)
     page = _templates.get_template(template).render(
         url=browser.url, writable=browser.writable, token=browser.token, token_field=FORM_FIELD, **values
     )
