@@ -65,6 +65,9 @@ async def test_pages_show_the_memory(reader: httpx.AsyncClient) -> None:
     assert '<span class="del">-ship monday</span>' in diff.text and '<span class="add">+ship friday</span>' in diff.text
     cursor = index.text.split("since=", 1)[1].split('"', 1)[0]
     assert (await reader.get(f"/feed?since={cursor}")).status_code == 204, "nothing new: htmx keeps the feed"
+    for hostile in ("x" * 10_000, "<script>", "../../0", "\u0000"):
+        resynced = await reader.get("/feed", params={"since": hostile})
+        assert resynced.status_code == 200 and "plan.md" in resynced.text and "<script>" not in resynced.text
 
 
 async def test_markup_in_the_memory_is_shown_as_text(writer: httpx.AsyncClient, url: str) -> None:
