@@ -139,3 +139,54 @@ async def _write_through_a_wipe(barrier: Barrier, url: str, name: str, rounds: i
                 continue
             acknowledged.append((path, text))
     return acknowledged
+
+
+def random_history(
+    barrier: Barrier, results: multiprocessing.Queue[object], url: str, name: str, seed: int, operations: int
+) -> None:
+    """Run `histories.random_client` on the memory at `url` under the linearizability suite's faults,
+    all processes starting together; report the recorded history."""
+    _report(results, lambda: _random_history(barrier, url, name, seed, operations))
+
+
+async def _random_history(barrier: Barrier, url: str, name: str, seed: int, operations: int) -> list[object]:
+    from bucket_memory.objects import LocalObjectStore, ObjectStore
+    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.testing.faults import FaultyObjectStore
+    from bucket_memory.urls import parse_url
+
+    from .histories import random_client
+    from .linearizability import Operation
+    from .test_linearizable import FAULTS, OPTIONS
+
+    where = parse_url(url)
+    objects: ObjectStore = (
+        S3ObjectStore(bucket=where.bucket, prefix=where.prefix) if where.scheme == "s3" else LocalObjectStore(url)
+    )
+    history: list[Operation] = []
+    store = LogFileStore(FaultyObjectStore(objects, FAULTS, seed=seed), options=OPTIONS)
+    barrier.wait()
+    await random_client(store, name, history, seed=seed, operations=operations)
+    await store.settle()
+    if isinstance(objects, S3ObjectStore):
+        await objects.aclose()
+    return list(history)
+
+
+def first_writes(barrier: Barrier, results: multiprocessing.Queue[object], urls: Sequence[str], name: str) -> None:
+    """For each new memory in `urls`: meet the others at the barrier, then cold-open it and write
+    `name.md`, as a fleet's first deploy does. Report "ok" or the error code, per memory."""
+    _report(results, lambda: _first_writes(barrier, urls, name))
+
+
+async def _first_writes(barrier: Barrier, urls: Sequence[str], name: str) -> list[str]:
+    outcomes = []
+    for url in urls:
+        barrier.wait()
+        async with open_store(url) as store:
+            try:
+                await store.write(f"{name}.md", name, expected=None, origin=Origin(run_id=name))
+                outcomes.append("ok")
+            except MemoryStoreError as error:
+                outcomes.append(error.code)
+    return outcomes

@@ -3,6 +3,9 @@
 For fault-injection tests and benchmarks: a request can fail before it reaches the store, land and
 then lose its reply, be answered with a throttling or conflict status, wait a fixed latency plus a
 random delay, or crash the caller (an exception the store never catches, as a process dying would).
+A create can also reach the store twice and answer the second time, as aiohttp answers when it sends
+an idempotent PUT again after a dropped connection, and a client can lose the store for a burst of
+requests in a row (an outage).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, Ve
 type Operation = Literal[
     "get", "create", "list", "delete", "list_versions", "get_version", "has_past", "replace", "versioning"
 ]
-type Fault = Literal["fail_before", "lose_reply", "refuse", "unmapped", "crash_before", "crash_after"]
+type Fault = Literal["fail_before", "lose_reply", "resend", "refuse", "unmapped", "crash_before", "crash_after"]
 
 
 class UnmappedError(Exception):
@@ -38,16 +41,21 @@ class Faults:
     """Probabilities of each fault per request, and the time a request takes.
 
     `fail_before` never reaches the store; `lose_reply` (creates and deletes) reaches it and then
-    fails; `refuse` answers like a 409, 429 or 503 without reaching it; `unmapped` raises an
-    exception type no boundary maps, before the request. `script`, given the
+    fails; `resend` (creates) reaches it twice and answers what the second attempt got; `refuse`
+    answers like a 409, 429 or 503 without reaching it; `unmapped` raises an exception type no
+    boundary maps, before the request; `outage` starts a run of `outage_requests` requests (this one
+    first) that all fail before reaching the store. `script`, given the
     operation, key and how many of that operation came before, names a fault for exactly that
     request instead (the crashes are only scripted).
     """
 
     fail_before: float = 0.0
     lose_reply: float = 0.0
+    resend: float = 0.0
     refuse: float = 0.0
     unmapped: float = 0.0
+    outage: float = 0.0
+    outage_requests: int = 8
     latency: float = 0.0
     max_delay: float = 0.0
     script: Callable[[Operation, str, int], Fault | None] | None = None
@@ -63,6 +71,7 @@ class FaultyObjectStore:
         self.bytes_sent = 0
         self.bytes_received = 0
         self._random = random.Random(seed)
+        self._outage_left = 0
 
     @property
     def location(self) -> str:
@@ -87,6 +96,9 @@ class FaultyObjectStore:
         fault = await self._before("create", key)
         self.bytes_sent += len(data)
         created = await self.inner.create(key, data)
+        if fault == "resend":
+            self.bytes_sent += len(data)
+            created = await self.inner.create(key, data)
         await self._after("create", key, fault)
         return created
 
@@ -152,6 +164,9 @@ class FaultyObjectStore:
         faults = self.faults
         fault = faults.script(operation, key, self.calls[operation]) if faults.script else None
         self.calls[operation] += 1
+        if fault is None and self._outage_left:
+            self._outage_left -= 1
+            fault = "fail_before"
         if fault is None:
             fault = self._draw(operation)
         if fault == "crash_before":
@@ -179,6 +194,10 @@ class FaultyObjectStore:
 
     def _draw(self, operation: Operation) -> Fault | None:
         faults, draw = self.faults, self._random.random()
+        if draw < faults.outage:
+            self._outage_left = faults.outage_requests - 1
+            return "fail_before"
+        draw -= faults.outage
         if draw < faults.fail_before:
             return "fail_before"
         draw -= faults.fail_before
@@ -190,4 +209,7 @@ class FaultyObjectStore:
         draw -= faults.unmapped
         if operation in ("create", "delete") and draw < faults.lose_reply:
             return "lose_reply"
+        draw -= faults.lose_reply
+        if operation == "create" and draw < faults.resend:
+            return "resend"
         return None
