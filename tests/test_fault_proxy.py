@@ -190,3 +190,36 @@ async def test_the_operation_deadline_bounds_retries_of_slow_requests(
         assert error.code == "unavailable" and "deadline" in str(error)
         assert elapsed < 1.0 + SLACK
         await nothing_left_behind(backend, proxy)
+
+
+class LostThenUnreadable:
+    """The first create of commit 1 lands and loses its reply (aiohttp may send it again); every read
+    of commit 1 fails, until `healed`."""
+
+    def __init__(self) -> None:
+        self.lost = self.healed = False
+
+    def __call__(self, number: int, method: str, path: str) -> Fault | None:
+        if self.healed:
+            return None
+        if method in CREATES and not self.lost:  # a GCS upload names its object in the body, not the path
+            self.lost = True
+            return "lose_reply"
+        return 503 if method == "GET" and "00000000000000000001" in path else None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_create_that_landed_but_cannot_be_read_back_is_unconfirmed_never_unavailable(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """`unavailable` says nothing was written: a write whose create landed must never end so, even
+    when a repeat of the create (by the transport or a retry) is refused by our own commit."""
+    plan = LostThenUnreadable()
+    async with behind_proxy(request, backend, plan) as (objects, proxy):
+        _, error = await timed(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
+        assert error.code == "write_unconfirmed", error
+        assert [fault for *_, fault in proxy.faults][:1] == ["lose_reply"]
+        plan.healed = True
+        state, commits = await replay(objects)
+        assert state.head == 1 and len(commits) == 1

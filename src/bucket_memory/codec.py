@@ -131,11 +131,17 @@ def _wire_path(path: str) -> str:
     return path
 
 
+def _real_time(time: str) -> str:
+    """A time of the commit format that names a moment the calendar has (the pattern admits month 13)."""
+    moment_of(time)  # raises ValueError for a date or hour that does not exist
+    return time
+
+
 type WireOrigin = Annotated[Origin, AfterValidator(_wire_origin)]
 type WirePath = Annotated[str, AfterValidator(_wire_path)]
 type Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 type Hash = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-type Time = Annotated[str, Field(pattern=_TIME)]
+type Time = Annotated[str, Field(pattern=_TIME), AfterValidator(_real_time)]
 
 
 class _Wire(BaseModel):

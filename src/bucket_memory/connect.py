@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -99,16 +100,23 @@ async def check_create_only(objects: ObjectStore) -> None:
     """Refuse an endpoint that does not enforce create-only writes, by creating one key twice.
 
     Some endpoints and emulators silently ignore conditional headers; on them two writers could
-    both commit the same seq and one would vanish, so the store must not run there at all.
+    both commit the same seq and one would vanish, so the store must not run there at all. Each
+    create carries its own nonce and the key is read back, so a retried create whose first reply
+    was lost (or a transport that sends it twice) is not taken for the endpoint's fault.
     """
     key = f"doctor/{secrets.token_hex(8)}.json"
-    first = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
-    second = await retrying(lambda: objects.create(key, b"{}"), what=f"Checking {objects.location}")
+    what = f"Checking {objects.location}"
+    first, second = (json.dumps({"nonce": secrets.token_hex(8)}).encode() for _ in range(2))
     try:
-        await retrying(lambda: objects.delete([key]), what=f"Cleaning up {objects.location}/{key}")
-    except MemoryStoreError as error:
-        logger.warning("could not delete %s/%s: %s", objects.location, key, error)
-    if not first or second:
+        await retrying(lambda: objects.create(key, first), what=what)
+        await retrying(lambda: objects.create(key, second), what=what)
+        held = await retrying(lambda: objects.get(key), what=what)
+    finally:
+        try:
+            await retrying(lambda: objects.delete([key]), what=f"Cleaning up {objects.location}/{key}")
+        except MemoryStoreError as error:
+            logger.warning("could not delete %s/%s: %s", objects.location, key, error)
+    if held != first:
         raise MemoryStoreError(
             "unavailable",
             f"{objects.location} does not enforce create-only writes: a second create of {key} was not refused. "

@@ -11,6 +11,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from . import telemetry
 from .codec import Commit, CorruptObjectError, log_key
+from .objects import ObjectInfo
 from .options import LogOptions
 from .reader import LogReader
 from .retry import FETCH_CONCURRENCY, gather_bounded
@@ -28,21 +29,39 @@ def deleted(location: str) -> MemoryStoreError:
     )
 
 
+class Overtaken(Exception):
+    """The log jumps past the cached head: compaction removed the commits right after it."""
+
+
 class Head:
     """The state at a memory's head as this process last saw it, and the moment it was proven current.
 
-    `loaded()` gives a state recent enough to plan on (invariant 2); `probe()` proves it current
-    now with one GET of the next seq, catching up when that exists; a gap that compaction left
-    reloads from the newest checkpoint. A corrupt commit drops the cached state, half applied as
-    it is, so the next use loads the memory afresh. Callers serialize their use (the log's lock).
+    `confirmed_at` is a moment before which every commit that landed is in the cached state; only
+    `prove` (and loading) moves it, and only forward. `loaded()` gives a state recent enough to plan
+    on (invariant 2); `probe()` proves it current now with one GET of the next seq, catching up when
+    that exists; a gap that compaction left reloads from the newest checkpoint. A corrupt commit
+    drops the cached state, half applied as it is. Callers serialize their use (the log's lock).
     """
 
     def __init__(self, reader: LogReader, options: LogOptions) -> None:
         self.reader = reader
         self.options = options
-        self.confirmed_at = float("-inf")
+        self._proven = float("-inf")
         self._state: State | None = None
         self._clock = options.clock
+
+    @property
+    def confirmed_at(self) -> float:
+        """Every commit that landed before this moment (local clock) is in the cached state."""
+        return self._proven
+
+    def prove(self, at: float) -> None:
+        """Note that every commit that landed before `at` is in the cached state.
+
+        A proof never moves the moment back: a state that holds every commit landed before some
+        moment holds those before any earlier one, and applying further commits keeps it true.
+        """
+        self._proven = max(self._proven, at)
 
     @property
     def cached(self) -> State | None:
@@ -58,13 +77,11 @@ class Head:
         return self._state
 
     def forget(self) -> None:
-        self._state = None
+        self._state, self._proven = None, float("-inf")
 
-    def advance(self, state: State, *, confirmed_at: float | None = None) -> None:
-        """Take `state`, made by committing on the cached one, as the head."""
+    def advance(self, state: State) -> None:
+        """Take `state`, made by committing on the cached one, as the head (it holds all the cached one does)."""
         self._state = state
-        if confirmed_at is not None:
-            self.confirmed_at = confirmed_at
 
     def apply(self, commit: Commit, state: State | None = None) -> None:
         """Apply a commit to `state` (the cached one by default)."""
@@ -100,7 +117,7 @@ class Head:
             await self.catch_up()  # answered (after retries) too late to prove anything: invariant 2
             return
         if following is None:
-            self.confirmed_at = sent
+            self.prove(sent)
             return
         self.apply(following)
         await self.catch_up()
@@ -122,7 +139,23 @@ class Head:
             return
         for commit in await self.reader.fetch_commits(listed):
             self.apply(commit)
-        self.confirmed_at = sent
+        self.prove(sent)
+
+    async def confirm_before_create(self, seq: int) -> Commit | None:
+        """Invariant 2, before each attempt to create commit `seq`: a head too old to trust is
+        re-confirmed by listing from `seq`. The commit found at `seq`, if any (the listing proves
+        nothing then: the caller reads on); `Overtaken` when the log jumps past `seq`."""
+        if not self.is_old():
+            return None
+        sent = self._clock()
+        listed = await self.reader.list_log(after=seq - 1)
+        if not listed:
+            self.prove(sent)
+            return None
+        holder = await self.reader.commit(seq) if listed[0][0] == seq else None
+        if holder is None:
+            raise Overtaken  # a gap: the keys after the head were compacted (or vanished as we read)
+        return holder
 
     async def run_from(self, seq: int, window: int, *, since: float | None = None) -> tuple[list[Commit], float | None]:
         """The commits at `seq` and after it, read by GETs of `window` seqs at once, up to the first
@@ -152,7 +185,7 @@ class Head:
             for commit in run:
                 self.apply(commit, state)
             if proven is not None:
-                self.confirmed_at = proven
+                self.prove(proven)
                 return True
             if len(run) < FETCH_CONCURRENCY:
                 return False
@@ -176,7 +209,11 @@ class Head:
                 telemetry.count_cold_start()
                 return
             listed = await reader.list_log(after=state.head)
-            if not checkpoints and (listed[0][0] if listed else 0) != 1 and await reader.log_existed():
+            if not checkpoints and _unbegun(listed) and await reader.log_existed():
+                # The versions seen may be a first commit another writer made since the listing. It
+                # would be listed now (nothing that young is compacted, invariant 4): load again.
+                if not _unbegun(await reader.list_log()) or await reader.list_checkpoints():
+                    continue
                 raise deleted(reader.location)
             if listed and listed[0][0] != state.head + 1:
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
@@ -184,7 +221,7 @@ class Head:
                 continue
             for commit in await reader.fetch_commits(listed):
                 state.apply(commit, reader.location)
-            self._state, self.confirmed_at = state, sent
+            self._state, self._proven = state, sent
             telemetry.count_cold_start()
             return
         self._state = None
@@ -193,3 +230,8 @@ class Head:
             f"Cannot load {reader.location}: {problem}. Try again; if it persists, run "
             f"`bucket-memory verify {reader.location}`.",
         )
+
+
+def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:
+    """Whether a listing of a log with no checkpoint lacks commit 1: a new memory, or a deleted one."""
+    return (listed[0][0] if listed else 0) != 1

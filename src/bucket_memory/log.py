@@ -1,4 +1,4 @@
-"""The commit log: keeping the head fresh, group commit, and create / settle / fence.
+"""The commit log: fresh reads, group commit, housekeeping after it; the protocol's invariants.
 
 Commit N lives at `log/<N>.json` and exists exactly when it is committed. A writer validates its
 change against the state at head H and creates `log/H+1` with put-if-absent; success proves H was
@@ -13,10 +13,16 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
 4. Nothing after the newest checkpoint, nor anything younger than G, is ever deleted.
 5. A refusal, or a plan that changes nothing, is trusted only against a head proven current
    during the call.
-6. An ambiguous create is settled by reading the key back (the commit id says whose it is); when
-   that keeps failing, an empty fence commit at the same seq settles it; when even that cannot be
-   settled the caller gets `write_unconfirmed`, never a false "not written". A key found holding
-   our commit proves the head only as of our first attempt, not as of the attempt that found it.
+6. Every create is settled by what its key holds (the commit id says whose it is), never by
+   what the create answered alone: a reply can be lost, and a transport can send one create twice.
+   When reading keeps failing, an empty fence commit at the same seq settles it; when even that
+   cannot be settled the caller gets `write_unconfirmed`, never a false "not written". A key found
+   holding our commit proves the head only as of our commit's first attempt, whichever attempt
+   (the fence's included) found it. Settling ends in one typed outcome (`settle`): landed, lost to
+   another writer, fenced, passed by compaction, or unknown.
+8. Freshness has one writer: `Head.prove(at)` records that the cached state holds every commit
+   landed before `at`, and only ever moves that moment forward. Every outcome, probe and listing
+   names the moment it proves; a read that began before it is served without a request.
 7. Housekeeping (checkpoints, compaction) runs after callers have their outcomes, and its failures
    never reach them.
 """
@@ -24,54 +30,24 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import random
-import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import NamedTuple
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .batch import Plan, Request, consume, fail, plan_batch, resolve
-from .codec import Commit, CorruptObjectError, Purge, log_key, off_loop, text_bytes
+from .batch import Plan, Request, consume, fail
+from .codec import Purge
+from .committer import Committer, unconfirmed
 from .head import Head
 from .objects import ObjectStore
 from .options import LogOptions
 from .reader import LogReader
-from .retry import backoff, within_deadline
 from .state import State
 
 logger = logging.getLogger(__name__)
-
-
-FENCE_RUN = "bucket-memory:fence"
-# Keys a writer whose create lost reads at once, from the winner's on.
-LOSER_READS = 4
-
-
-class _Placed(NamedTuple):
-    """What one create attempt found at its key: the commits from there on as far as read (none:
-    not known yet), when the last was proven the head (None: not proven), and when it was sent."""
-
-    run: list[Commit]
-    proven_at: float | None
-    sent: float
-
-
-class _Overtaken(Exception):
-    """The key this writer meant to create lies below what compaction has already removed."""
-
-
-def unconfirmed(location: str, seq: int) -> MemoryStoreError:
-    return MemoryStoreError(
-        "write_unconfirmed",
-        f"{location} did not confirm a commit near seq {seq}; the write may or may not have happened. "
-        "Read the file before trying again.",
-    )
 
 
 class CommitLog:
@@ -92,10 +68,10 @@ class CommitLog:
         self.read_only = read_only
         self.reader = LogReader(objects, format=format, attempts=self.options.request_attempts)
         self.head = Head(self.reader, self.options)
+        self.committer = Committer(self.head, self.options)
         self.after_commit: Callable[[bool], Awaitable[None]] | None = None
         self._clock = self.options.clock
         self._housekeeping_due = self._purge_pending = False
-        self._create_seconds = 0.0  # how long the last create request took: the length of a round
         # Bound to the event loop that uses the log (see _on_this_loop); the cached head is not.
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = asyncio.Lock()
@@ -213,7 +189,7 @@ class CommitLog:
                 try:
                     with deadline.until(min(request.deadline for request in batch)), telemetry.tallied() as spent:
                         try:
-                            commit = await self._commit_batch(batch)
+                            commit = await self.committer.commit(batch)
                         finally:  # each caller's operation waited on the whole commit
                             for request in batch:
                                 if request.tally is not None:
@@ -259,159 +235,3 @@ class CommitLog:
                 await asyncio.wait([task])
                 if not task.cancelled() and (crash := task.exception()) is not None:
                     raise crash
-
-    async def _commit_batch(self, batch: Sequence[Request]) -> Commit | None:
-        """Plan every request of the batch and commit their changes as one commit (invariants 1, 5)."""
-        proven = False
-        probe_after = self.options.probe_before_write_after
-        if probe_after is not None and self._clock() - self.head.confirmed_at > probe_after:
-            await self.head.loaded()
-            await self.head.probe()  # a head this old is likely stale: one GET, not a failed PUT and a catch-up
-        for attempt in range(self.options.commit_attempts):
-            state = await self.head.loaded()  # invariant 2: plan on a head recent enough to trust
-            seq = state.head + 1
-            scratch, planned = plan_batch(state, batch, seq, edits=self.options.store_edits)
-            accepted = [
-                (request, changes)
-                for request, changes in zip(batch, planned, strict=True)
-                if changes and not isinstance(changes, MemoryStoreError)
-            ]
-            if not accepted:
-                if not proven:  # invariant 5
-                    await self.head.probe()
-                    proven = True
-                    continue
-                resolve(batch, planned, None)
-                return None
-            first = accepted[0][0].origin
-            changes = tuple(
-                change if request.origin == first else change.model_copy(update={"origin": request.origin})
-                for request, request_changes in accepted
-                for change in request_changes
-            )
-            # The server's clock, as the object store last saw it, and never before the head (seq_at
-            # and recovery look commits up by time, so times must rise with seqs).
-            at = max(await self.objects.now(), state.head_time)
-            make = functools.partial(Commit.create, seq, state.head_hash, changes, first, at=at)
-            commit = await off_loop(text_bytes(changes), make)
-            if not await self._create(commit):
-                telemetry.count("conflicts")
-                proven = True  # _create caught up with reads sent after our attempt lost.
-                # Each round has one winner. After its first loss a writer waits a random part of one
-                # create, so that the next round has fewer contenders; after later losses it retries
-                # at once, ahead of those that lost fewer rounds. Against waiting longer after each
-                # loss, at 16 writers and half the one-log bound (make bench), the p99 fell from 30
-                # to 15 request latencies and PUTs per write from 3.0 to 2.7; with every writer
-                # writing flat out, commits/s held and PUTs per commit rose from 5.4 to 8.8.
-                if attempt == 0:
-                    await asyncio.sleep(deadline.clip(random.uniform(0, max(self._create_seconds, 0.001))))
-                continue
-            scratch.advance(commit)
-            self.head.advance(scratch)
-            telemetry.count("commits")
-            resolve(batch, planned, seq)
-            return commit
-        raise MemoryStoreError(
-            "unavailable",
-            f"{self.options.commit_attempts} commits in a row lost to other writers of {self.location}; try again.",
-        )
-
-    async def _create(self, commit: Commit) -> bool:
-        """Create `log/<seq>` with our commit: True if ours landed, False if another writer's did (invariant 6)."""
-        doubtful = fenced = False  # doubtful: an attempt may have landed without our knowing
-        try:
-            for candidate in (commit, None):
-                # When our attempts never settled, a fence at the same seq will; made only then.
-                candidate = candidate or Commit.create(
-                    commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN), at=commit.moment.timestamp()
-                )
-                # When the key turns out to hold the candidate, the head it proves is as of the first
-                # attempt: an earlier attempt may have landed, and others committed after it since.
-                first_sent: float | None = None
-                for attempt in range(self.options.request_attempts):
-                    try:
-                        placed = await self._place(candidate)
-                    except _Overtaken:
-                        return await self._overtaken(doubtful)
-                    first_sent = placed.sent if first_sent is None else first_sent
-                    if not placed.run:
-                        doubtful = True
-                        telemetry.count("retries")
-                        await asyncio.sleep(deadline.clip(backoff(attempt)))
-                        continue
-                    holder = placed.run[0]
-                    if holder.id == commit.id:
-                        self.head.confirmed_at = first_sent
-                        return True
-                    self.head.apply(holder)
-                    if holder.id != candidate.id:
-                        for later in placed.run[1:]:
-                            self.head.apply(later)
-                        if placed.proven_at is None:
-                            await self.head.catch_up()
-                        else:
-                            self.head.confirmed_at = placed.proven_at
-                        return False
-                    self.head.confirmed_at, fenced = first_sent, True  # our fence landed, so our commit never can
-                    break
-                if fenced:
-                    break
-        except MemoryStoreError as error:
-            if doubtful and error.code != "write_unconfirmed" and not isinstance(error, CorruptObjectError):
-                raise unconfirmed(self.location, commit.seq) from None
-            raise
-        if fenced:
-            raise MemoryStoreError(
-                "unavailable", f"{self.location} kept failing; nothing was written. Try again later."
-            )
-        raise unconfirmed(self.location, commit.seq)
-
-    async def _place(self, commit: Commit) -> _Placed:
-        """One attempt to create the commit's key, and what the key then holds. A head too old to
-        trust is first re-confirmed by listing (invariant 2). When another writer's commit is there,
-        the keys after it are read in the same round trip: a loser is usually only a few commits
-        behind, and one 404 among them proves its new head without a listing."""
-        key = log_key(commit.seq)
-        if self.head.is_old():  # invariant 2, before every attempt
-            sent = self._clock()
-            listed = await self.reader.list_log(after=commit.seq - 1)
-            if listed and listed[0][0] != commit.seq:
-                raise _Overtaken
-            if listed:
-                return _Placed([await self._holder(commit.seq)], None, sent)
-            self.head.confirmed_at = sent
-        sent = self._clock()
-        what = f"Committing {self.location}/{key}"
-        started = time.monotonic()  # real time, even where tests move the log's clock by hand
-        encoded = commit.encode()
-        telemetry.count("bytes_written", len(encoded))
-        try:
-            created = await within_deadline(lambda: self.objects.create(key, encoded), what=what)
-            self._create_seconds = time.monotonic() - started
-            if created:
-                return _Placed([commit], None, sent)
-        except MemoryStoreError:
-            raise
-        except Exception:  # TransientError or unmapped: the create may have landed, so read the key back
-            try:
-                data = await within_deadline(lambda: self.objects.get(key), what=what)
-            except Exception:
-                return _Placed([], None, sent)
-            return _Placed([await Commit.read(self.location, key, data)] if data is not None else [], None, sent)
-        run, proven_at = await self.head.run_from(commit.seq, LOSER_READS)
-        if not run:
-            raise _Overtaken  # refused yet absent: deleted under a head older than we knew
-        return _Placed(run, proven_at, sent)
-
-    async def _holder(self, seq: int) -> Commit:
-        holder = await self.reader.commit(seq)
-        if holder is None:
-            raise _Overtaken  # refused yet absent: deleted under a head older than we knew
-        return holder
-
-    async def _overtaken(self, doubtful: bool) -> bool:
-        """Compaction passed our head: reload. If an earlier attempt may have landed, its fate is lost with it."""
-        await self.head.cold_start()
-        if doubtful:
-            raise unconfirmed(self.location, self.head.seq)
-        return False

@@ -193,13 +193,21 @@ class LocalObjectStore:
             try:
                 os.link(staged.name, target)
             except FileExistsError:
-                return False
-            finally:
                 os.unlink(staged.name)
-            _fsync_directory(target.parent)
-            return True
+                return False
+            except OSError:
+                os.unlink(staged.name)
+                raise
         except OSError as error:
             raise _os_error(error, target) from error
+        try:
+            os.unlink(staged.name)
+            _fsync_directory(target.parent)
+        except OSError as error:
+            # The object is in place and readable, so the create is not a definitive failure: the
+            # log reads the key back (NFS and EFS can fail the directory sync after the link).
+            raise TransientError(f"{target} was linked, then: {error.strerror or error}") from error
+        return True
 
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.

@@ -81,12 +81,6 @@ class S3ObjectStore:
             )
         except _Exists:
             return False
-        except _Missing:
-            raise MemoryStoreError(
-                "unavailable",
-                f"{self.location} answered 404 to an upload of {key}: the endpoint or bucket name is wrong "
-                "(check AWS_ENDPOINT_URL and the URL).",
-            ) from None
         return True
 
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
@@ -168,6 +162,7 @@ class S3ObjectStore:
                     Bucket=self.bucket, Key=self.prefix + key, Body=data, IfMatch=tag, **checksum
                 ),
                 key,
+                absent_ok=True,
             )
         except (_Exists, _Missing):
             return False  # it no longer holds that version (412), or no longer exists
@@ -215,15 +210,25 @@ class S3ObjectStore:
     async def _read(self, request: _Request, key: str, *, history: bool = False) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
         try:
-            response = await self._call(request, key, history=history)
+            response = await self._call(request, key, history=history, absent_ok=True)
         except _Missing:
             return None
         data: bytes = await self._guarded(lambda _: _body(response), key)  # a stream can fail too
         return data
 
-    async def _call(self, request: _Request, key: str, *, history: bool = False) -> Any:
-        """One request through the error boundary, its reply's Date kept as the server's clock."""
-        response = await self._guarded(request, key, history=history)
+    async def _call(self, request: _Request, key: str, *, history: bool = False, absent_ok: bool = False) -> Any:
+        """One request through the error boundary, its reply's Date kept as the server's clock. A 404
+        raises `_Missing` where the caller asked (`absent_ok`), else it means a wrong endpoint."""
+        try:
+            response = await self._guarded(request, key, history=history)
+        except _Missing:
+            if absent_ok:
+                raise
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.location} answered 404 to a request for {key or 'the bucket'}: the endpoint or bucket "
+                "name is wrong (check AWS_ENDPOINT_URL and the URL).",
+            ) from None
         self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
         return response
 

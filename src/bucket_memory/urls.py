@@ -74,7 +74,9 @@ def check_prefix(prefix: str, bucket_url: str) -> None:
 
 
 def check_directory(root: Path) -> None:
-    """Refuse a local directory inside another local memory's log/ or checkpoints/ folder."""
+    """Refuse a local directory inside another local memory's log/ or checkpoints/ folder, and one
+    whose log/ or checkpoints/ folder is itself a memory (its first commit would make that memory
+    unreachable: it would then lie inside this one's objects)."""
     absolute = root.absolute()
     for folder in (absolute, *absolute.parents):
         if folder.name in RESERVED_FOLDERS and _holds_objects(folder):
@@ -82,6 +84,14 @@ def check_directory(root: Path) -> None:
                 "invalid_path",
                 f"{root} lies inside {folder}, where the memory at {folder.parent} keeps its objects; "
                 "choose a directory outside it.",
+            )
+    for name in RESERVED_FOLDERS:
+        inner = absolute / name
+        if any(_holds_objects(inner / reserved) for reserved in RESERVED_FOLDERS):
+            raise MemoryStoreError(
+                "invalid_path",
+                f"{inner} holds a memory of its own, whose objects a memory at {root} would be mixed with; "
+                f"choose another directory, or move that memory out of {name}/.",
             )
 
 
