@@ -12,12 +12,15 @@ import json
 import uuid
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 import pytest
+import regex
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory import search as search_module
 from bucket_memory.cli import app
 from bucket_memory.codec import Commit, CorruptObjectError, canonical, log_key
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClock
@@ -99,16 +102,40 @@ async def test_patterns_that_would_exhaust_memory_are_refused_before_compiling(p
     assert caught.value.code == "invalid_pattern"
 
 
-async def test_one_deadline_covers_the_whole_search(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every line is cheap, but the search as a whole runs past its budget: it must stop."""
-
+async def test_one_cpu_budget_covers_the_whole_regex_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line is cheap, but the search as a whole spends more CPU than its budget: it must stop.
+    A literal has no budget (its matching is linear): the same lines are searched whole."""
     ticks = count()
-    monkeypatch.setattr("bucket_memory.search._clock", lambda: float(next(ticks)) * 0.5)
+    monkeypatch.setattr("bucket_memory.search._cpu_clock", lambda: float(next(ticks)) * 0.5)
     store = LogFileStore(MemoryObjectStore())
     await store.write("a.md", "x\n" * 100, expected=None, origin=ORIGIN)
     with pytest.raises(MemoryStoreError) as caught:
-        await store.search("y", regex=False, case_sensitive=True, path="", limit=10)
-    assert caught.value.code == "invalid_pattern"
+        await store.search("y+", regex=True, case_sensitive=True, path="", limit=10)
+    assert caught.value.code == "invalid_pattern" and "CPU time" in str(caught.value)
+    matches, more = await store.search("x", regex=False, case_sensitive=True, path="", limit=1000)
+    assert len(matches) == 100 and not more
+
+
+async def test_a_busy_machine_does_not_fail_a_regex_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's wall-clock timeout fires while the thread got no CPU: the line is matched again."""
+    calls = count()
+
+    class Starved:
+        def __init__(self, compiled: Any) -> None:
+            self.compiled = compiled
+
+        def search(self, line: str, **options: object) -> object:
+            if next(calls) < 3:
+                raise TimeoutError("regex timed out")
+            return self.compiled.search(line)
+
+    original = regex.compile
+    monkeypatch.setattr(regex, "compile", lambda *args: Starved(original(*args)))
+    monkeypatch.setattr(search_module, "_cpu_clock", lambda: 0.0)  # no CPU spent: the machine was busy
+    store = LogFileStore(MemoryObjectStore())
+    await store.write("a.md", "needle\n", expected=None, origin=ORIGIN)
+    matches, _ = await store.search("need.e", regex=True, case_sensitive=True, path="", limit=10)
+    assert [match.text for match in matches] == ["needle"]
 
 
 def crafted(seq: int, prev: str, changes: list[dict[str, object]], fmt: int = 1) -> bytes:
