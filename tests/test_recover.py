@@ -108,18 +108,7 @@ async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(
     versioned_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer that may not list versions cannot tell the memory was deleted and starts it again."""
-    head = await written(versioned_url, BEFORE)
-    wipe(versioned_url)
-
-    async def may_not_list_versions(self: VersionedObjectStore, prefix: str) -> bool:
-        raise MemoryStoreError("forbidden", "no s3:ListBucketVersions")
-
-    with monkeypatch.context() as unknowing:
-        for backend in ("bucket_memory.s3.S3ObjectStore", "bucket_memory.gcs.GCSObjectStore"):
-            unknowing.setattr(f"{backend}.has_past", may_not_list_versions)
-        async with open_store(versioned_url) as ghost:
-            assert await ghost.write("notes/0.md", "rewritten after the wipe\n", expected=None, origin=ORIGIN) == "1"
-            await ghost.write("later.md", "later\n", expected=None, origin=Origin(principal_id="ghost"))
+    head = await ghost_forks(versioned_url, monkeypatch)
     async with open_store(versioned_url) as store:
         admin = MemoryAdmin(store)
         done = await admin.recover(None, origin=ORIGIN)
@@ -130,6 +119,74 @@ async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(
         assert await admin.verify() == []
         again = await admin.recover(None, origin=ORIGIN)
         assert not again.restoration.changed and again.restoration.head == head + 2
+
+
+async def ghost_forks(url: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A memory of `BEFORE`, wiped, then begun again by a writer that may not list versions: two
+    fork commits (notes/0.md rewritten, later.md). The head before the wipe."""
+    head = await written(url, BEFORE)
+    wipe(url)
+
+    async def may_not_list_versions(self: VersionedObjectStore, prefix: str) -> bool:
+        raise MemoryStoreError("forbidden", "no s3:ListBucketVersions")
+
+    with monkeypatch.context() as unknowing:
+        for backend in ("bucket_memory.s3.S3ObjectStore", "bucket_memory.gcs.GCSObjectStore"):
+            unknowing.setattr(f"{backend}.has_past", may_not_list_versions)
+        async with open_store(url) as ghost:
+            await ghost.write("notes/0.md", "rewritten after the wipe\n", expected=None, origin=ORIGIN)
+            await ghost.write("later.md", "later\n", expected=None, origin=Origin(principal_id="ghost"))
+    return head
+
+
+async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both runs find the same two forks before either re-applies one; an agent rewrites a file
+    between their re-applications. Each fork lands once, and the agent's text stays (the second run
+    used to re-apply both forks again, over the agent's write)."""
+    head = await ghost_forks(versioned_url, monkeypatch)
+    from bucket_memory import recovery
+
+    both_found = asyncio.Barrier(2)
+    first_done = asyncio.Event()
+    reapply = recovery._Reapplying.commit
+
+    async def racing(self: recovery._Reapplying, fork: Any, changes: Any) -> int | None:
+        if fork.seq == 1:
+            await both_found.wait()  # both runs have computed their forks
+            if first_done.is_set():
+                return await reapply(self, fork, changes)
+            seq = await reapply(self, fork, changes)
+            first_done.set()
+            async with open_store(versioned_url) as agent:  # an agent writes between the runs' attempts
+                current = await agent.read("notes/0.md")
+                await agent.write("notes/0.md", "the agent's newer text\n", expected=current.version, origin=ORIGIN)
+            return seq
+        return await reapply(self, fork, changes)
+
+    monkeypatch.setattr(recovery._Reapplying, "commit", racing)
+    async with open_store(versioned_url) as one, open_store(versioned_url) as two:
+        done = await asyncio.gather(
+            MemoryAdmin(one).recover(None, origin=ORIGIN), MemoryAdmin(two).recover(None, origin=ORIGIN)
+        )
+    reapplied = [seq for run in done for _, seq in run.restoration.reapplied if seq is not None]
+    assert len(reapplied) == 2, done  # each of the two forks once, by one run or the other
+    async with open_store(versioned_url) as store:
+        assert (await store.log.proven_state()).head == head + 3  # two re-applications and the agent's write
+        assert await files_of(store) == {**BEFORE, "notes/0.md": "the agent's newer text\n", "later.md": "later\n"}
+        assert await MemoryAdmin(store).verify() == []
+
+
+async def test_a_writer_cannot_forge_the_mark_of_a_reapplied_fork(versioned_url: str) -> None:
+    forged = Origin(run_id="bucket-memory recover", tool_call_id="reapplies:" + "ab" * 16)
+    async with open_store(versioned_url) as store:
+        for attempt in (
+            store.write("a.md", "x", expected=None, origin=forged),
+            MemoryAdmin(store).put_files({"a.md": "x"}, replace=False, origin=forged),
+        ):
+            with pytest.raises(MemoryStoreError) as refused:
+                await attempt
+            assert refused.value.code == "invalid_text" and "reserved" in str(refused.value)
+        assert await store.list() == []
 
 
 async def test_a_damaged_object_is_put_back_from_its_first_version(versioned_url: str) -> None:

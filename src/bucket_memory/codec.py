@@ -86,11 +86,44 @@ class CorruptObjectError(MemoryStoreError):
         self.reason = reason
 
 
+RECOVER_RUN = "bucket-memory recover"
+_REAPPLIES = "reapplies:"
+
+
+def reapplication(fork: str) -> Origin:
+    """The origin of the commit by which recovery re-applies fork commit `fork` (an id)."""
+    return Origin(run_id=RECOVER_RUN, tool_call_id=f"{_REAPPLIES}{fork}")
+
+
+def reapplied_fork(origin: Origin) -> str | None:
+    """The id of the fork commit whose re-application `origin` marks, if it marks one."""
+    tool_call = origin.tool_call_id or ""
+    return (
+        tool_call.removeprefix(_REAPPLIES)
+        if origin.run_id == RECOVER_RUN and tool_call.startswith(_REAPPLIES)
+        else None
+    )
+
+
 def checked_origin(origin: object) -> Origin:
     """The caller's origin if every field is None or a short string of UTF-8 text, else `invalid_text`.
 
-    Checked before a change is batched, so a bad origin fails its own caller and nobody else.
+    Checked before a change is batched, so a bad origin fails its own caller and nobody else. The
+    mark of a recovery's re-application is refused: recovery skips the forks it names, so a writer
+    that could forge it could make an acknowledged fork commit vanish.
     """
+    checked = _origin_text(origin)
+    if reapplied_fork(checked) is not None:
+        raise MemoryStoreError(
+            "invalid_text",
+            f"An origin with run_id {RECOVER_RUN!r} and a tool call id starting {_REAPPLIES!r} is reserved for "
+            "`bucket-memory recover`; use another run id or tool call id.",
+        )
+    return checked
+
+
+def _origin_text(origin: object) -> Origin:
+    """`origin` if every field is None or a short string of UTF-8 text, else `invalid_text`."""
     if not isinstance(origin, Origin):
         raise MemoryStoreError("invalid_text", f"An origin is an a13n_harness Origin, not {type(origin).__name__}.")
     for name in ("run_id", "principal_id", "tool_call_id"):
@@ -116,7 +149,7 @@ def _is_origin_text(value: object) -> bool:
 
 def _wire_origin(origin: Origin) -> Origin:
     try:
-        return checked_origin(origin)
+        return _origin_text(origin)
     except MemoryStoreError as error:
         raise ValueError(str(error)) from None
 

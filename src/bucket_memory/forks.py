@@ -1,0 +1,101 @@
+"""Fork commits: what writers committed off a memory's chain after a wipe, found among the versions.
+
+A fork commit is any commit among the stored versions whose `prev` links to the chain, or to a new
+commit 1, directly or through other fork commits: a writer whose cached head was older than the
+wipe found the next key gone and committed there, or one that could not tell the memory existed
+began it again. Recovery re-applies each once, as a commit whose origin marks it (`codec.reapplied_fork`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .codec import GENESIS_HASH, LOG_PREFIX, Change, Commit, CorruptObjectError, Edit, Write, log_key, reapplied_fork
+from .retry import gather_bounded
+from .state import State
+from .versions import StoredVersions
+
+logger = logging.getLogger(__name__)
+
+type Fork = tuple[Commit, tuple[Change, ...]]  # a fork commit, with its changes as its writer meant them
+
+
+def reapplied(commits: dict[str, Commit] | list[Commit]) -> set[str]:
+    """The ids of the fork commits that `commits` re-applied, by the marks in their origins."""
+    found = commits.values() if isinstance(commits, dict) else commits
+    return {
+        fork
+        for commit in found
+        for origin in (commit.origin, *(change.origin for change in commit.changes if change.origin))
+        if (fork := reapplied_fork(origin)) is not None
+    }
+
+
+async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: int, head: int) -> list[Fork]:
+    """The commits of forks off the chain `base`..`head` (or off a new commit 1) that no earlier run
+    re-applied, in seq order. Versions that are neither (damage, another memory's objects) are left out."""
+    chain = {seq: firsts[log_key(seq)] for seq in range(max(base, 1), head + 1)}
+    below = max(base, 1) - 1  # the chain's own history below its base, as far as it links
+    while below >= 1 and (older := firsts.get(log_key(below))) is not None and older.hash == chain[below + 1].prev:
+        chain[below] = older
+        below -= 1
+    others = [
+        version
+        for seq, key in stored.keys(LOG_PREFIX)
+        for version in stored.versions[key]
+        if seq not in chain or version is not stored.first(key)
+    ]
+    decoded: list[Commit] = []
+    for version, data in zip(others, await gather_bounded(others, stored.read), strict=True):
+        try:
+            decoded.append(await Commit.read(stored.location, version.key, data))
+        except CorruptObjectError:
+            continue
+    chain_ids = {commit.id for commit in chain.values()}
+    known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}
+    linked: dict[str, Commit] = {}
+    for commit in sorted(decoded, key=lambda commit: commit.seq):
+        if commit.id in chain_ids or commit.id in linked or (commit.seq - 1, commit.prev) not in known:
+            continue
+        known.add((commit.seq, commit.hash))
+        linked[commit.id] = commit
+    return await _as_written(stored, chain, list(linked.values()), set(linked) - reapplied(firsts))
+
+
+async def _as_written(
+    stored: StoredVersions, chain: dict[int, Commit], linked: list[Commit], wanted: set[str]
+) -> list[Fork]:
+    """The `wanted` fork commits, each with its changes as its writer meant them: an edit, made
+    against the fork's own text, becomes a write of the whole text it made. `linked` holds every
+    fork commit in seq order (those re-applied before too, whose texts later ones may edit)."""
+    if not any(isinstance(change, Edit) for commit in linked for change in commit.changes):
+        return [(commit, commit.changes) for commit in linked if commit.id in wanted]
+    after: dict[str, State] = {}  # by commit hash: the state each fork commit made
+    written: list[Fork] = []
+    for commit in linked:
+        base = after.get(commit.prev)
+        if base is None:
+            base = State(format=stored.format) if commit.seq == 1 else await stored.replayed(chain, commit.seq - 1)
+        changes = commit.changes
+        if base is not None:
+            state, whole = base.copy(), []
+            try:
+                for change in commit.changes:
+                    if isinstance(change, Edit):
+                        change = Write(path=change.path, text=state.edited(change), origin=change.origin)
+                    state.apply_change(change, commit.seq)
+                    whole.append(change)
+                after[commit.hash], changes = state, tuple(whole)
+            except MemoryStoreError as error:
+                logger.warning("%s: fork commit %s does not apply: %s", stored.location, commit.seq, error)
+        elif any(isinstance(change, Edit) for change in commit.changes):
+            logger.warning(
+                "%s: no stored state is the base of fork commit %s; its edits apply only where the text fits",
+                stored.location,
+                commit.seq,
+            )
+        if commit.id in wanted:
+            written.append((commit, changes))
+    return written

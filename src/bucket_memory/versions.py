@@ -1,0 +1,133 @@
+"""The bucket's stored versions of one memory's objects, and the memory they tell of.
+
+The log creates every key once, so the first stored version of a key is the memory's own; a later
+one can only be a re-creation after a wipe or an overwrite (damage). `StoredVersions` lists them,
+reads and decodes first versions, finds the longest chain they form, and replays states from them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError
+
+from .codec import (
+    CHECKPOINT_PREFIX,
+    GENESIS_HASH,
+    LOG_PREFIX,
+    Commit,
+    CorruptObjectError,
+    checkpoint_key,
+    key_seq,
+    log_key,
+)
+from .objects import ObjectVersion, VersionedObjectStore
+from .retry import gather_bounded, retrying
+from .state import State
+
+logger = logging.getLogger(__name__)
+
+
+class StoredVersions:
+    """Every stored version of a memory's own keys (each key's oldest first), as listed once.
+
+    Reading needs `s3:GetObjectVersion` (GCS: object reads with generations); the listing
+    `s3:ListBucketVersions`. A version that vanished since the listing is `unavailable`.
+    """
+
+    def __init__(self, objects: VersionedObjectStore, format: FileFormat, versions: dict[str, list[ObjectVersion]]):
+        self.objects = objects
+        self.format = format
+        self.versions = versions
+
+    @classmethod
+    async def listed(cls, objects: VersionedObjectStore, format: FileFormat, prefix: str = "") -> StoredVersions:
+        versions = await retrying(
+            functools.partial(objects.list_versions, prefix), what=f"Listing versions of {objects.location}"
+        )
+        found: dict[str, list[ObjectVersion]] = {}
+        for version in versions:
+            if key_seq(version.key) is not None:
+                found.setdefault(version.key, []).append(version)
+        return cls(objects, format, found)
+
+    @property
+    def location(self) -> str:
+        return self.objects.location
+
+    def first(self, key: str) -> ObjectVersion | None:
+        found = self.versions.get(key)
+        return found[0] if found else None
+
+    def keys(self, prefix: str) -> list[tuple[int, str]]:
+        return sorted((seq, key) for key in self.versions if key.startswith(prefix) and (seq := key_seq(key)))
+
+    async def read(self, version: ObjectVersion | None) -> bytes:
+        assert version is not None
+        data = await retrying(
+            functools.partial(self.objects.get_version, version.key, version.version),
+            what=f"Reading {self.location}/{version.key}",
+        )
+        if data is None:
+            raise MemoryStoreError("unavailable", f"{self.location}/{version.key} version {version.version} vanished.")
+        return data
+
+    async def first_commits(self) -> dict[str, Commit]:
+        """The first stored version of every log key, decoded; damaged ones left out."""
+        keys = [key for _, key in self.keys(LOG_PREFIX)]
+        data = await gather_bounded(keys, lambda key: self.read(self.first(key)))
+        decoded: dict[str, Commit] = {}
+        for key, body in zip(keys, data, strict=True):
+            try:
+                decoded[key] = await Commit.read(self.location, key, body)
+            except CorruptObjectError as error:
+                logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
+        return decoded
+
+    async def longest_chain(self, firsts: dict[str, Commit]) -> tuple[int, int]:
+        """The base (a checkpoint's seq, or 0) and head of the longest run of first versions that chain,
+        from a checkpoint of this memory (not of a log begun after a wipe) or from commit 1."""
+        by_seq = {commit.seq: commit for commit in firsts.values()}
+        runs: list[tuple[int, int]] = []
+        for base in [0, *(seq for seq, _ in self.keys(CHECKPOINT_PREFIX) if seq in by_seq)]:
+            previous = by_seq[base].hash if base else GENESIS_HASH
+            head = base
+            while (following := by_seq.get(head + 1)) is not None and following.prev == previous:
+                head, previous = head + 1, following.hash
+            runs.append((head, base))
+        for head, base in sorted(runs, reverse=True):
+            if head and (base == 0 or await self.fits(firsts, base)):
+                return base, head
+        raise MemoryStoreError("not_found", f"The bucket keeps no version of a commit of {self.location}.")
+
+    async def fits(self, firsts: dict[str, Commit], seq: int) -> bool:
+        """Whether the first version of checkpoint `seq` is the state at the first version of commit
+        `seq`, of the memory whose first commit 1 the bucket keeps (when it still does)."""
+        key = checkpoint_key(seq)
+        try:
+            state = await State.read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+        except CorruptObjectError:
+            return False
+        genesis = firsts.get(log_key(1))
+        return state.head_hash == firsts[log_key(seq)].hash and (
+            genesis is None or state.genesis in (None, genesis.hash)
+        )
+
+    async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
+        """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
+        below it from which they run without a gap, and those commits; None when there is none."""
+        bases = sorted((seq for seq, _ in self.keys(CHECKPOINT_PREFIX) if seq <= target), reverse=True)
+        for base in [*bases, 0]:
+            if not all(seq in commits for seq in range(base + 1, target + 1)):
+                continue
+            state = State(format=self.format)
+            if base:
+                key = checkpoint_key(base)
+                state = await State.read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+                if base in commits and state.head_hash != commits[base].hash:
+                    continue  # a checkpoint of another log at that seq
+            for seq in range(base + 1, target + 1):
+                state.apply(commits[seq], self.location)
+            return state
+        return None
