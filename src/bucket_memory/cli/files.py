@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +11,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 from rich.table import Table
 
 from ..admin import MemoryAdmin
+from ..diffs import unified_diff
 from .base import EXIT_PROBLEMS, Json, Url, command, emit, origin, out, run
 from .output import Diff, Entry, File, Match, Written
 
@@ -176,14 +176,7 @@ def diff(
         return before.text, after.text
 
     before, after = run(texts, url, read_only=True)
-    lines = "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            f"{path}@{start}",
-            f"{path}@{end or 'now'}",
-        )
-    )
+    lines = "".join(unified_diff(before, after, f"{path}@{start}", f"{path}@{end or 'now'}"))
     emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
 
 
