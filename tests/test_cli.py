@@ -92,7 +92,11 @@ def test_restore_rollback_export_import(url: str, tmp_path: Path) -> None:
     (exported / ".git").mkdir()
     (exported / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     imported = run("import", url, str(exported))
-    assert "committed as commit 6" in imported and "1 path skipped: .git" in imported
+    assert (
+        "committed as commit 6" in imported
+        and "1 path skipped" in imported
+        and "skipped .git: a version-control folder" in imported
+    )
     assert run("cat", url, "todo.md") == "buy tea\n"
     assert run("cat", url, ".hidden") == "imported too\n"
     assert "not an empty directory" in run("export", url, str(exported), expect=2)

@@ -16,6 +16,7 @@ from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
 from .helpers import cli
+from .test_cli_commands import cli_json
 
 ORIGIN = Origin(run_id="transfer-test")
 FILES = {"a.md": "a\r\nwith CRLF kept\r\n", ".hidden/notes.md": "dot-files are memory too\n", "b/c.md": "c\n"}
@@ -85,8 +86,54 @@ def test_replace_never_deletes_where_it_skipped(url: str, tmp_path: Path) -> Non
 
     asyncio.run(with_git_named_file())
     output = cli("import", url, str(source), "--replace", "--yes")
-    assert "delete .git/notes.md" not in output and "1 path skipped: .git" in output
+    assert "delete .git/notes.md" not in output and "1 path skipped" in output
+    assert "skipped .git: a version-control folder" in output
     assert asyncio.run(files_of(url)) == {"a.md": "new a\n", ".git/notes.md": "a memory file under .git\n"}
+
+
+def test_replace_never_deletes_a_file_whose_source_is_not_a_regular_file(url: str, tmp_path: Path) -> None:
+    """A FIFO or a socket at a memory file's path is skipped and named, and --replace keeps that
+    file (it planned its deletion, exit 0). The FIFO is never opened: reading it would block."""
+    import os
+    import socket
+
+    asyncio.run(seeded(url))
+    source = tmp_path / "source"
+    (source / "b").mkdir(parents=True)
+    os.mkfifo(source / "a.md")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(source / "b" / "c.md"))
+    try:
+        output = cli("import", url, str(source), "--replace", "--yes")
+    finally:
+        listener.close()
+    assert "skipped a.md: a FIFO, not a regular file" in output
+    assert "skipped b/c.md: a socket, not a regular file" in output
+    assert "delete a.md" not in output and "delete b/c.md" not in output
+    assert asyncio.run(files_of(url)) == {"a.md": FILES["a.md"], "b/c.md": FILES["b/c.md"]}
+
+
+def test_a_file_too_large_is_refused_by_its_size_and_named(url: str, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "ok.md").write_text("fine\n")
+    with (source / "huge.md").open("wb") as huge:  # sparse: its size says enough, nothing need be read
+        huge.truncate(1 << 40)
+    refused = cli("import", url, str(source), expect=3)
+    assert "huge.md" in refused and "too_large" in refused and str(1 << 40) in refused
+    assert "Nothing was imported" in refused
+
+
+def test_import_json_names_each_skipped_path_and_why(url: str, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    (source / ".git").mkdir(parents=True)
+    (source / "a.md").write_text("a\n")
+    (source / "link.md").symlink_to(source / "a.md")
+    imported = cli_json("import", url, str(source))
+    assert imported["skipped"] == [
+        {"path": ".git", "reason": "a version-control folder"},
+        {"path": "link.md", "reason": "a link, not a regular file"},
+    ]
 
 
 def test_restore_of_a_path_with_no_history_is_an_error(url: str) -> None:

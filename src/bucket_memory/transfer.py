@@ -2,14 +2,17 @@
 
 Export writes one snapshot, the state at one commit, which the store already holds: no request
 per file. Import reads every regular file as UTF-8 text under its path in NFC (the memory's
-spelling), dot-files included, and refuses two files whose names are one path in NFC; it
-skips only version-control folders and links, and names what it skipped so that `--replace`
-never deletes a memory file for being skipped.
+spelling), dot-files included, and refuses two files whose names are one path in NFC, or a file
+larger than a memory file may be (from its size, before reading it). It skips version-control
+folders, links and anything that is not a regular file (a FIFO, a socket, a device), and names
+each with why, so that `--replace` never deletes a memory file for being skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,23 +27,30 @@ type Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
+class Skipped:
+    """A relative path import left out, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class DirectoryFiles:
     """The files of a directory as memory paths and texts, and the relative paths left out."""
 
     files: dict[str, str]
-    skipped: tuple[str, ...]
+    skipped: tuple[Skipped, ...]
 
     def kept(self, path: str) -> bool:
         """Whether a memory path lies where import skipped something (so `--replace` keeps it)."""
-        parts = path.split("/")
-        return parts[0] in VERSION_CONTROL or path in self.skipped
+        return path.split("/")[0] in VERSION_CONTROL or path in {skipped.path for skipped in self.skipped}
 
 
 def read_directory(directory: Path, fmt: FileFormat, progress: Progress | None = None) -> DirectoryFiles:
     """Every regular file under `directory`, as memory path to text (blocking: run it in a thread)."""
     files: dict[str, str] = {}
     spelled: dict[str, str] = {}
-    skipped: list[str] = []
+    skipped: list[Skipped] = []
     candidates = sorted(directory.rglob("*"))
     for done, file in enumerate(candidates, start=1):
         if progress is not None:
@@ -48,12 +58,17 @@ def read_directory(directory: Path, fmt: FileFormat, progress: Progress | None =
         relative = file.relative_to(directory).as_posix()
         if relative.split("/")[0] in VERSION_CONTROL:
             if "/" not in relative:  # the folder, named once
-                skipped.append(relative)
+                skipped.append(Skipped(relative, "a version-control folder"))
             continue
-        if file.is_symlink():
-            skipped.append(unicodedata.normalize("NFC", relative))
+        try:
+            mode = file.lstat().st_mode
+        except FileNotFoundError:
+            continue  # removed since the directory was listed
+        kind = _kind(mode)
+        if kind == "directory":
             continue
-        if not file.is_file():
+        if kind != "file":
+            skipped.append(Skipped(unicodedata.normalize("NFC", relative), f"a {kind}, not a regular file"))
             continue
         try:
             path = validate_path(relative, fmt)
@@ -65,12 +80,40 @@ def read_directory(directory: Path, fmt: FileFormat, progress: Progress | None =
                 f"{directory / spelled[path]} and {file} are one memory path, {path}, once their names are in "
                 "Unicode NFC; rename one. Nothing was imported.",
             )
-        try:
-            files[path] = file.read_bytes().decode("utf-8")  # as stored: no newline translation
-        except UnicodeDecodeError:
-            raise MemoryStoreError("invalid_file", f"{file} is not UTF-8 text; nothing was imported.") from None
+        files[path] = _text(file, fmt.max_file_bytes)
         spelled[path] = relative
     return DirectoryFiles(files, tuple(skipped))
+
+
+def _kind(mode: int) -> str:
+    """What a directory entry is, from its `lstat` mode (links are not followed)."""
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
+
+
+def _text(file: Path, limit: int) -> str:
+    """A file's UTF-8 text as stored (no newline translation), refused by its size before it is read."""
+    with file.open("rb") as opened:
+        size = os.fstat(opened.fileno()).st_size
+        data = b"" if size > limit else opened.read(limit + 1)  # a file still growing stops at the limit
+    if max(size, len(data)) > limit:
+        raise MemoryStoreError(
+            "too_large",
+            f"{file} has {max(size, len(data))} bytes; a memory file has at most {limit}. Nothing was imported.",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MemoryStoreError("invalid_file", f"{file} is not UTF-8 text; nothing was imported.") from None
 
 
 async def export_snapshot(store: LogFileStore, directory: Path, progress: Progress | None = None) -> tuple[int, int]:

@@ -50,6 +50,7 @@ from .output import (
     Problem,
     Reapplied,
     Recovered,
+    SkippedPath,
     Step,
     Verified,
 )
@@ -95,12 +96,17 @@ def import_files(
 ) -> None:
     """Write a directory's files into the memory as one commit.
 
-    Every regular UTF-8 file is read, dot-files included; version-control folders (.git, .hg, .svn)
-    and links are skipped, and --replace never deletes memory files where something was skipped.
-    Two names that are one path in Unicode NFC are refused. Example: bucket-memory import s3://my-memories/team ./notes
+    Every regular UTF-8 file is read, dot-files included; version-control folders (.git, .hg, .svn),
+    links and anything else that is not a regular file (a FIFO, a socket) are skipped and named, and
+    --replace never deletes memory files where something was skipped. Two names that are one path in
+    Unicode NFC, and files larger than a memory file may be, are refused.
+    Example: bucket-memory import s3://my-memories/team ./notes
     """
     with store_errors(), progress("reading") as advance:
         found = read_directory(directory, FileFormat(), advance)
+    if not as_json:  # before any confirmation: what is skipped is never deleted, and the reader should know
+        for skipped in found.skipped:
+            out.print(f"skipped {skipped.path}: {skipped.reason}")
     who = origin("import", url)
     changes = run(
         lambda admin: admin.preview_put_files(found.files, replace=replace, keep=found.kept), url, new_ok=True
@@ -113,18 +119,18 @@ def import_files(
             url,
             new_ok=True,
         )
-    skipped = f" ({count(found.skipped, 'path')} skipped: {keys(found.skipped)})" if found.skipped else ""
     emit(
         Bulk(
             commit=seq,
             written=list(changes.written) if seq else [],
             deleted=list(changes.deleted) if seq else [],
-            skipped=list(found.skipped),
+            skipped=[SkippedPath(path=skipped.path, reason=skipped.reason) for skipped in found.skipped],
         ),
         as_json,
         lambda: out.print(
-            f"{count(found.files, 'file')} read{skipped}; "
-            + ("nothing changed" if seq is None else f"committed as commit {seq}")
+            f"{count(found.files, 'file')} read"
+            + (f", {count(found.skipped, 'path')} skipped" if found.skipped else "")
+            + ("; nothing changed" if seq is None else f"; committed as commit {seq}")
         ),
     )
 

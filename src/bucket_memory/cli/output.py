@@ -70,13 +70,20 @@ class Match(_Output):
     version: str
 
 
+class SkippedPath(_Output):
+    """A path `import` left out (a version-control folder, a link, a FIFO, a socket), and why."""
+
+    path: str
+    reason: str
+
+
 class Bulk(_Output):
     """A change of many files (`rollback`, `import`): the commit it made (None: nothing differed)."""
 
     commit: int | None
     written: list[str]
     deleted: list[str]
-    skipped: list[str] = []
+    skipped: list[SkippedPath] = []
 
 
 class Exported(_Output):
