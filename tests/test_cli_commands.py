@@ -99,6 +99,31 @@ def test_diff_restore_rollback(seeded: str) -> None:
     assert "exactly one of" in cli("rollback", seeded, expect=EXIT_USAGE)
 
 
+def test_a_restore_that_deletes_shows_it_and_asks(seeded: str) -> None:
+    """todo.md did not exist at version 1: restoring it to 1 deletes it (it used to, at exit 0 and
+    without a word)."""
+    refused = cli("restore", seeded, "todo.md", "--version", "1", expect=EXIT_USAGE)
+    assert "delete todo.md" in refused and "pass --yes" in refused
+    assert cli_json("cat", seeded, "todo.md")["text"] == "buy milk\n"
+    assert cli_json("restore", seeded, "todo.md", "--version", "1", "--yes") == {"path": "todo.md", "version": None}
+    assert "not_found" in cli("cat", seeded, "todo.md", expect=EXIT_STORE)
+
+
+def test_put_refuses_an_empty_standard_input_unless_told(seeded: str) -> None:
+    refused = cli("put", seeded, "todo.md", given="", expect=EXIT_USAGE)
+    assert "standard input was empty" in refused and "--allow-empty" in refused
+    assert cli_json("cat", seeded, "todo.md")["text"] == "buy milk\n"
+    assert cli_json("put", seeded, "todo.md", "--allow-empty", given="")["version"] == "4"
+    assert cli_json("cat", seeded, "todo.md")["text"] == ""
+
+
+def test_put_with_no_source_on_a_terminal_reads_nothing(seeded: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bucket_memory.cli.files._on_terminal", lambda: True)
+    refused = cli("put", seeded, "todo.md", expect=EXIT_USAGE)
+    assert "give a SOURCE file, or pipe the text in" in refused
+    assert cli_json("cat", seeded, "todo.md")["text"] == "buy milk\n"
+
+
 def test_export_import_stats_verify_compact(seeded: str, tmp_path: Path) -> None:
     exported = cli_json("export", seeded, str(tmp_path / "copy"))
     assert (exported["commit"], exported["files"]) == (3, 2)

@@ -135,14 +135,26 @@ class MemoryAdmin:
             )
         return before[-1]
 
-    async def restore(self, path: str, version: str, *, origin: Origin) -> str | None:
+    async def preview_restore(self, path: str, version: str) -> Changeset:
+        """What `restore` would change now, as of the head it was computed at."""
+        path = validate_path(path, self.store.format)
+        target = file_text(await self.history.state_at(version_seq(version)), path)
+        state = await self.store.log.fresh_state()
+        current = state.files.get(path)
+        if target is None:
+            return Changeset(state.head, (), (path,) if current is not None else ())
+        return Changeset(state.head, (path,) if current is None or current.text != target.text else (), ())
+
+    async def restore(self, path: str, version: str, *, origin: Origin, at: int | None = None) -> str | None:
         """Make `path` what it was at `version` with a new commit; its new version (None: deleted,
-        as it did not exist then). `not_found` when it existed neither then nor now."""
+        as it did not exist then). `not_found` when it existed neither then nor now. With `at` (the
+        head a preview showed), `version_mismatch` when the memory changed since."""
         path = validate_path(path, self.store.format)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         unchanged: list[str] = []
 
         def plan(state: State) -> Sequence[Change]:
+            _unchanged_since(state, at, self.store.location)
             current = state.files.get(path)
             if target is None and current is None:
                 raise MemoryStoreError(
@@ -226,12 +238,7 @@ class MemoryAdmin:
         sizes = await off_loop(sum(map(len, checked.values())), measured)
 
         def plan(state: State) -> Sequence[Change]:
-            if at is not None and state.head != at:
-                raise MemoryStoreError(
-                    "version_mismatch",
-                    f"{store.location} changed since the preview (commit {at}, now {state.head}); nothing was "
-                    "changed. Run the command again to see what it would change now.",
-                )
+            _unchanged_since(state, at, store.location)
             # The log applies the changes to a copy of the state, which checks the path rule.
             written, deleted = _differences(state, checked, replace, keep)
             replaced = [state.files[path].stored for path in [*deleted, *written] if path in state.files]
@@ -311,3 +318,14 @@ def _revisions(commit: Commit, change: Change) -> list[Revision]:
         case Purge():
             return [made("", "purge")]
     raise AssertionError("every kind of change is matched")
+
+
+def _unchanged_since(state: State, at: int | None, location: str) -> None:
+    """With `at` (the head a preview showed), refuse a plan on any other head: what was shown is
+    exactly what is done."""
+    if at is not None and state.head != at:
+        raise MemoryStoreError(
+            "version_mismatch",
+            f"{location} changed since the preview (commit {at}, now {state.head}); nothing was "
+            "changed. Run the command again to see what it would change now.",
+        )

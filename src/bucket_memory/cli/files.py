@@ -69,16 +69,24 @@ def cat(
 def put(
     url: Url,
     path: Path_,
-    source: Annotated[str, typer.Argument(help="A local file to read the text from, or - for standard input.")] = "-",
+    source: Annotated[
+        str | None,
+        typer.Argument(
+            help="A local file to read the text from, or - for standard input (read when piped).", show_default=False
+        ),
+    ] = None,
     expected: Expected = None,
     create: Annotated[bool, typer.Option(help="Only if the file does not exist yet.")] = False,
+    allow_empty: Annotated[bool, typer.Option(help="Write an empty text read from standard input.")] = False,
     as_json: Json = False,
 ) -> None:
     """Write a file's text, as one commit: a compare-and-swap on the version it has now.
 
+    With no SOURCE the text comes from standard input when it is piped or redirected; an empty
+    standard input is refused unless --allow-empty (a forgotten pipe would blank the file).
     Example: echo "green tea" | bucket-memory put s3://my-memories/team notes/tea.md
     """
-    text = _source_text(source)
+    text = _source_text(source, allow_empty=allow_empty)
 
     async def write(admin: MemoryAdmin) -> str:
         store = admin.store
@@ -180,10 +188,19 @@ def diff(
     emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
 
 
-def _source_text(source: str) -> str:
+def _on_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _source_text(source: str | None, *, allow_empty: bool) -> str:
     """The text `put` writes: standard input, or a local UTF-8 file, read as stored."""
-    if source == "-":
-        return sys.stdin.read()
+    if source is None and _on_terminal():
+        raise typer.BadParameter("give a SOURCE file, or pipe the text in (- reads it from the terminal)")
+    if source in (None, "-"):
+        text = sys.stdin.read()
+        if not text and not allow_empty:
+            raise typer.BadParameter("standard input was empty; pass --allow-empty to write an empty file")
+        return text
     try:
         return Path(source).read_bytes().decode("utf-8")
     except OSError as error:

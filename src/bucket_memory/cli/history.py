@@ -59,13 +59,22 @@ def restore(
     url: Url,
     path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False)],
     version: Annotated[str, typer.Option(help="The version to bring back (see `log URL PATH`).")],
+    yes: Yes = False,
     as_json: Json = False,
 ) -> None:
     """Make a file what it was at a version, as a new commit (itself undoable).
 
+    When the file did not exist at that version, restoring deletes it: that is shown first and
+    asked (or needs --yes off a terminal).
     Example: bucket-memory restore s3://my-memories/team notes/tea.md --version 3
     """
-    result = run(lambda admin: admin.restore(path, version, origin=origin("restore", url)), url)
+    changes = run(lambda admin: admin.preview_restore(path, version), url)
+    at = None
+    if changes.deleted:
+        confirm(changes, f"Restoring {path} to version {version}", yes)
+        at = changes.seq
+    who = origin("restore", url)
+    result = run(lambda admin: admin.restore(path, version, origin=who, at=at), url)
     said = f"deleted (it did not exist at version {version})" if result is None else f"now version {result}"
     emit(Written(path=path, version=result), as_json, lambda: out.print(f"{path}: {said}"))
 
