@@ -81,10 +81,11 @@ async def test_pages_show_the_memory(reader: httpx.AsyncClient) -> None:
 
 async def test_markup_in_the_memory_is_shown_as_text(writer: httpx.AsyncClient, url: str) -> None:
     async with open_store(url) as store:
-        hostile = '<script>alert("x")</script>\n'
+        hostile = '<script>alert("x")</script>\n<div hx-post="/rollback?to=1" hx-trigger="load">\n'
         await store.write("x.md", hostile, expected=None, origin=Origin(principal_id="<b>mallory</b>"))
     page = (await writer.get("/file", params={"path": "x.md"})).text
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+    assert "<div hx-post" not in page and "&lt;div hx-post" in page, "no element for htmx to act on"
     assert "<b>mallory</b>" not in page and "&lt;b&gt;mallory&lt;/b&gt;" in page
 
 
