@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from a13n_harness.providers.memory import Origin
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from bucket_memory import LogFileStore, open_store
+from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.records import LogRecordStore
 
 from .conftest import BUCKET, unique_prefix
@@ -122,6 +124,42 @@ def serve() -> Iterator[Callable[..., Served]]:
     yield start
     for served in running:
         served.stop()
+
+
+@pytest.fixture
+def lure() -> Iterator[Callable[[str], str]]:
+    """Serves pages from another port of 127.0.0.1: another origin than the browser's, but the same
+    site, so its requests carry the browser's SameSite cookie. Gives each page's address."""
+    pages: dict[str, bytes] = {}
+
+    class Pages(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = pages.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *arguments: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+
+    def host(html: str) -> str:
+        name = f"/{len(pages)}.html"
+        pages[name] = html.encode()
+        return f"http://127.0.0.1:{server.server_port}{name}"
+
+    yield host
+    server.shutdown()
+    server.server_close()
+    thread.join()
 
 
 def shots(page: Page, name: str) -> None:
@@ -278,3 +316,95 @@ def test_search_records_and_errors_are_pages(memory: str, serve: Callable[..., S
     page.get_by_label("Recall records like").fill("build")
     page.get_by_role("button", name="Recall").click()
     expect(page.locator("main table")).to_contain_text("the build runs on friday nights")
+
+
+# The two confirmations a lured click or a forged request would complete.
+CONFIRMATIONS = {
+    "rollback": ("/rollback?to=1", "Roll back to commit 1"),
+    "restore": ("/restore?path=notes/plan.md&version=1", "Restore version 1"),
+}
+
+
+def unchanged(memory: str) -> None:
+    async def check(store: LogFileStore) -> None:
+        assert (await store.read("notes/plan.md")).version == "2"
+        assert sorted(entry.path for entry in await store.list()) == ["notes/plan.md", "team.md"]
+        assert len(await MemoryAdmin(store).revisions()) == 3, "no commit was added"
+
+    written(memory, check)
+
+
+@pytest.mark.parametrize("confirmation", CONFIRMATIONS)
+def test_a_page_on_another_port_cannot_frame_a_confirmation(
+    memory: str, serve: Callable[..., Served], page: Page, lure: Callable[[str], str], confirmation: str
+) -> None:
+    """The attack of issue 27: a page frames the confirmation where its own bait is and lures the
+    one click that completes it."""
+    path, button = CONFIRMATIONS[confirmation]
+    served = serve(memory, write=True)
+    page.goto(served.link)  # signed in: the SameSite cookie goes with the framed request too
+    confirm_at = f"{served.base}{path}"
+    page.goto(confirm_at)  # the attacker knows the layout: where the button is on the page
+    box = page.get_by_role("button", name=button).bounding_box()
+    assert box is not None
+    refusals: list[str] = []
+    page.on("console", lambda message: refusals.append(message.text))
+    frame = f'<iframe src="{confirm_at}" width="1280" height="800" onload="document.title = \'loaded\'"></iframe>'
+    page.goto(lure(f"<style>body {{ margin: 0 }} iframe {{ border: 0 }}</style>{frame}"))
+    expect(page).to_have_title("loaded")
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # where the button would be
+    (framed,) = page.main_frame.child_frames
+    assert framed.url.startswith("chrome-error://"), f"the confirmation loaded in the frame: {framed.url}"
+    assert framed.get_by_role("button").count() == 0
+    assert any("frame-ancestors" in text for text in refusals), refusals
+    unchanged(memory)
+
+
+@pytest.mark.parametrize("confirmation", CONFIRMATIONS)
+def test_a_page_on_another_port_cannot_post_a_confirmation(
+    memory: str, serve: Callable[..., Served], page: Page, lure: Callable[[str], str], confirmation: str
+) -> None:
+    """A script on another port sends the change three ways: by fetch with its Origin, by fetch
+    with no referrer (Origin: null, as the browser's own forms send), then by submitting a form.
+    Each carries the cookie (same site) but not the form token, which the script cannot read."""
+    path, _ = CONFIRMATIONS[confirmation]
+    served = serve(memory, write=True)
+    page.goto(served.link)
+    target = f"{served.base}{path}"
+    send = 'method: "POST", mode: "no-cors", credentials: "include", body: new URLSearchParams({token: "guess"})'
+    page.goto(
+        lure(
+            f'<form id="change" method="post" action="{target}"><input name="token" value="guess"></form>\n'
+            f'<script>fetch("{target}", {{{send}}})'
+            f'.then(() => fetch("{target}", {{{send}, referrerPolicy: "no-referrer"}}))'
+            '.finally(() => document.getElementById("change").submit());</script>'
+        )
+    )
+    expect(page.locator("body")).to_have_text("A change must come from the browser's own page.")
+    unchanged(memory)
+
+
+def test_every_view_works_under_its_content_security_policy(
+    memory: str, serve: Callable[..., Served], page: Page
+) -> None:
+    """No inline script or style is refused, the stylesheet and htmx load, and htmx injects no styles."""
+    served = serve(memory, write=True)
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    failures: list[str] = []
+    page.on("pageerror", lambda error: failures.append(str(error)))
+    page.goto(served.link)
+    assert page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor") == "rgb(255, 255, 255)"
+    assert page.evaluate("htmx.config.includeIndicatorStyles") is False
+    assert page.evaluate("document.querySelectorAll('style').length") == 0, "no <style>: the policy refuses it"
+    for path in [
+        "/file?path=notes/plan.md",
+        "/diff?path=notes/plan.md&from=1&to=2",
+        "/search?q=ship",
+        "/records",
+        *(path for path, _ in CONFIRMATIONS.values()),
+        "/file?path=../x",
+    ]:
+        page.goto(f"{served.base}{path}")
+        expect(page.locator("header")).to_have_css("background-color", "rgb(255, 255, 255)")
+    assert [text for text in console if "Content Security Policy" in text] == [] and failures == []

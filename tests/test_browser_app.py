@@ -4,12 +4,14 @@ fake-gcs-server (the Chromium tests drive it on moto): pages, hostile query valu
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from a13n_harness.providers.memory import Origin
+from starlette.applications import Starlette
 
 from bucket_memory import MemoryAdmin, open_store
 from bucket_memory.browser import browser_app
@@ -33,9 +35,16 @@ async def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return where
 
 
+def starlette_of(app: Any) -> Starlette:
+    """The Starlette app inside the browser's middleware, whose lifespan opens the store."""
+    while not isinstance(app, Starlette):
+        app = app.app
+    return app
+
+
 async def client_for(url: str, *, write: bool) -> AsyncIterator[httpx.AsyncClient]:
     app = browser_app(url, token=TOKEN, host=HOST, writable=write, origin=Origin(run_id="bucket-memory browse"))
-    inner: Any = app.app
+    inner = starlette_of(app)
     async with inner.router.lifespan_context(inner):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=f"http://{HOST}") as client:
@@ -72,10 +81,11 @@ async def test_pages_show_the_memory(reader: httpx.AsyncClient) -> None:
 
 async def test_markup_in_the_memory_is_shown_as_text(writer: httpx.AsyncClient, url: str) -> None:
     async with open_store(url) as store:
-        hostile = '<script>alert("x")</script>\n'
+        hostile = '<script>alert("x")</script>\n<div hx-post="/rollback?to=1" hx-trigger="load">\n'
         await store.write("x.md", hostile, expected=None, origin=Origin(principal_id="<b>mallory</b>"))
     page = (await writer.get("/file", params={"path": "x.md"})).text
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+    assert "<div hx-post" not in page and "&lt;div hx-post" in page, "no element for htmx to act on"
     assert "<b>mallory</b>" not in page and "&lt;b&gt;mallory&lt;/b&gt;" in page
 
 
@@ -157,3 +167,140 @@ def test_browse_refuses_a_wrong_url_and_a_taken_port(tmp_path: Path) -> None:
         port = str(taken.getsockname()[1])
         refused = cli("browse", str(memory), "--no-open", "--port", port, expect=2)
     assert f"cannot listen on 127.0.0.1:{port}" in refused and "--port" in refused
+
+
+def assert_guarded(answer: httpx.Response) -> None:
+    """The answer carries the frame, script, referrer and sniffing headers, once each."""
+    where = f"{answer.request.method} {answer.request.url.path} -> {answer.status_code}"
+    for name, value in [
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        ("x-content-type-options", "nosniff"),
+    ]:
+        assert answer.headers.get_list(name) == [value], where
+    (policy,) = answer.headers.get_list("content-security-policy")
+    directives = {name: rest for name, *rest in (part.split() for part in policy.split(";"))}
+    assert directives["frame-ancestors"] == ["'none'"] and directives["default-src"] == ["'self'"], where
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy and "script-src" not in directives, where
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_every_answer_carries_the_security_headers(writer: httpx.AsyncClient, url: str) -> None:
+    index = await writer.get("/")
+    cursor = index.text.split("since=", 1)[1].split('"', 1)[0]
+    answers = [
+        index,
+        await writer.get("/file", params={"path": "notes/plan.md"}),
+        await writer.get("/diff", params={"path": "notes/plan.md", "from": "1", "to": "2"}),
+        await writer.get("/feed"),
+        await writer.get("/feed", params={"since": cursor}),  # 204
+        await writer.get("/search", params={"q": "ship"}),
+        await writer.get("/records"),
+        await writer.get("/restore", params={"path": "notes/plan.md", "version": "1"}),
+        await writer.get("/rollback", params={"to": "1"}),
+        await writer.get("/static/htmx.min.js"),
+        await writer.get("/static/browser.css"),
+        await writer.get("/static/absent.js"),  # 404 from the static files
+        await writer.get("/nowhere"),  # 404 from the router
+        await writer.get("/file", params={"path": "../x"}),  # a store error's page
+        await writer.get("/file", params={"path": "../x"}, headers={"HX-Request": "true"}),  # its panel
+        await writer.post("/rollback?to=1", data={}),  # no form token
+        await writer.post("/rollback?to=1", data={"token": TOKEN}, headers={"Origin": "http://127.0.0.1:8"}),
+        await writer.get(f"/?token={TOKEN}"),  # the redirect that sets the cookie
+        await writer.get("/", headers={"Host": "attacker.example"}),  # refused for its Host
+        await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN}),  # done: a redirect
+        await writer.post("/rollback?to=1", data={"token": TOKEN}),  # done: a page
+    ]
+    writer.cookies.clear()
+    answers.append(await writer.get("/"))  # refused for want of the token
+    statuses = [answer.status_code for answer in answers]
+    assert statuses == [200] * 4 + [204] + [200] * 6 + [404, 404, 400, 400, 403, 403, 303, 403, 303, 200, 403]
+    for answer in answers:
+        assert_guarded(answer)
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_an_unexpected_error_carries_the_security_headers(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = browser_app(url, token=TOKEN, host=HOST, writable=False, origin=Origin())
+    inner = starlette_of(app)
+
+    async def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug")
+
+    async with inner.router.lifespan_context(inner):
+        monkeypatch.setattr(inner.state.browser.store, "list", broken)
+        # Starlette answers 500 and then re-raises, for the server to log: the client is to see the answer.
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{HOST}") as client:
+            answer = await client.get("/", headers={"Cookie": f"bucket_memory_browse={TOKEN}"})
+    assert answer.status_code == 500 and "RuntimeError" in answer.text
+    assert_guarded(answer)
+
+
+class InlineCode(HTMLParser):
+    """What of a page the CSP would block: inline script or style, event handlers, javascript: links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if tag == "style" or (tag == "script" and not named.get("src")):
+            self.found.append(f"<{tag}> inline")
+        self.found += [f"<{tag} {name}>" for name in named if name.startswith("on") or name == "style"]
+        self.found += [f"<{tag} {name}={value}>" for name, value in attrs if (value or "").startswith("javascript:")]
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_no_page_has_inline_code(writer: httpx.AsyncClient) -> None:
+    pages = [
+        ("/", {}),
+        ("/file", {"path": "notes/plan.md"}),
+        ("/diff", {"path": "notes/plan.md", "from": "1", "to": "2"}),
+        ("/feed", {}),
+        ("/search", {"q": "ship"}),
+        ("/records", {}),
+        ("/restore", {"path": "notes/plan.md", "version": "1"}),
+        ("/rollback", {"to": "1"}),
+        ("/file", {"path": "../x"}),
+    ]
+    for path, params in pages:
+        parser = InlineCode()
+        parser.feed((await writer.get(path, params=params)).text)
+        assert parser.found == [], (path, parser.found)
+    # The parser sees what it should: a page it would pass does not hide inline code from it.
+    planted = InlineCode()
+    planted.feed('<script>x()</script><style>b{}</style><a onclick="x()" style="" href="javascript:x()">')
+    assert len(planted.found) == 5
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_a_change_from_another_page_is_refused(writer: httpx.AsyncClient, url: str) -> None:
+    """A page on another port of 127.0.0.1 is the same site, so the browser sends the SameSite
+    cookie with its POST; what it says of the request's source refuses it, and it cannot know the
+    form token. Under Referrer-Policy no-referrer the page's own forms send Origin: null."""
+    own = f"http://{HOST}"
+    refused_sources = [
+        {"Origin": "http://127.0.0.1:8"},
+        {"Origin": "http://localhost:8"},
+        {"Origin": "http://attacker.example"},
+        {"Origin": f"{own}.attacker.example"},
+        {"Origin": "null"},  # what any page gets by asking for no referrer
+        {"Origin": "null", "Sec-Fetch-Site": "same-site"},
+        {"Origin": own, "Sec-Fetch-Site": "same-site"},  # a forged Origin, but the browser's own word
+        {"Origin": own, "Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "none"},
+    ]
+    for headers in refused_sources:
+        for path in ("/rollback?to=1", "/restore?path=notes/plan.md&version=1"):
+            refused = await writer.post(path, data={"token": TOKEN}, headers=headers)
+            assert refused.status_code == 403 and "own page" in refused.text, (headers, path)
+    for token in ("", "guess", TOKEN + "x", TOKEN[:-1]):
+        refused = await writer.post("/rollback?to=1", data={"token": token}, headers={"Origin": own})
+        assert refused.status_code == 403 and "did not come from this page" in refused.text, token
+    async with open_store(url) as store:
+        assert (await store.read("notes/plan.md")).version == "2", "nothing changed"
+    own_form = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
+    done = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN}, headers=own_form)
+    assert done.status_code == 303, "the page's own form, as a browser sends it"

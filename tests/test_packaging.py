@@ -41,7 +41,11 @@ def test_the_wheel_and_sdist_carry_the_license(built: dict[str, Path]) -> None:
         text = wheel.read(metadata).decode()
     assert "License-Expression: Apache-2.0" in text and "License-File: LICENSE" in text
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
-    assert {"bucket_memory/browser/templates/base.html", "bucket_memory/browser/static/htmx.min.js"} <= set(names)
+    assert {
+        "bucket_memory/browser/templates/base.html",
+        "bucket_memory/browser/static/htmx.min.js",
+        "bucket_memory/browser/static/browser.css",
+    } <= set(names)
     assert not any(name.startswith(("tests/", "examples/", "benchmarks/")) for name in names)
     with tarfile.open(built["sdist"]) as sdist:
         members = {Path(name).relative_to(Path(name).parts[0]).as_posix() for name in sdist.getnames()}

@@ -204,9 +204,9 @@ def test_policy_prints_the_grants_for_one_bucket() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["s3://acme/te*ms"], "would grant more than the memory"),
-        (["s3://acme/a%3Fb"], "would grant more than the memory"),
-        (["s3://acme/${aws:username}"], "would grant more than the memory"),
+        (["s3://acme/te*ms"], "'*' (U+002A) cannot be in a prefix IAM grants"),
+        (["s3://acme/a%3Fb"], "'?' (U+003F) cannot be in a prefix IAM grants"),
+        (["s3://acme/${aws:username}"], "'$' (U+0024) cannot be in a prefix IAM grants"),
         (["s3://acme/a", "s3://other/b"], "one bucket"),
         (["s3://acme/a", "gs://acme/b"], "one bucket"),
         (["s3://acme/a", "--kms-key", "arn:aws:kms:eu-west-1:123456789012:alias/k"], "not a KMS key ARN"),

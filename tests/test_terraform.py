@@ -63,13 +63,30 @@ def test_init_and_validate_google(terraform: Terraform, root: str) -> None:
     assert "The configuration is valid" in terraform(root, "validate")
 
 
+# Prefixes that would change what a grant means, each with the words of the module's refusal.
+# `bucket-memory policy` refuses each too (test_policy.py).
+HOSTILE_PREFIXES: list[tuple[str, str]] = [
+    ('x") || !resource.name.startsWith("y', "no quote"),  # ends the GCS condition's string
+    ('x\\") || true || ("', "no quote"),  # beats an escaping of quotes alone
+    ("teams/*", "no wildcard"),
+    ("teams/blue?", "no wildcard"),
+    ("${aws:username}", "no wildcard"),  # an IAM policy variable
+    ("teams/blue\n", "no wildcard"),
+    ("teams/bl\u0435e", "ASCII letters"),  # a Cyrillic e
+    ("teams/blue ", "ASCII letters"),
+    ("/teams/blue", "no leading /"),
+    ("teams//blue", "no empty segment"),
+    ("teams/../red", "a . or .. segment"),
+    ("./teams", "a . or .. segment"),
+    ("teams/log", "log or checkpoints segment"),
+    ("x" * 987, "at most 986 characters"),
+]
+# Prefixes both accept.
+GOOD_PREFIXES = ["", "teams/blue", "teams/blue/", "a.b=c-d_E/F9", "..x/x..", "x" * 986]
+
 BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"bucket_name": "Memory_Bucket"}, "valid S3 bucket name"),
-    ({"prefixes": ["/teams/blue"]}, "no leading /"),
-    ({"prefixes": ["teams//blue"]}, "no empty segment"),
-    ({"prefixes": ["teams/*"]}, "no wildcard"),
-    ({"prefixes": ["teams/log"]}, "log or checkpoints segment"),
-    ({"prefixes": ["teams/../red"]}, "a . or .. segment"),
+    *(({"prefixes": [prefix]}, message) for prefix, message in HOSTILE_PREFIXES),
     ({"prefixes": []}, "at least one memory prefix"),
     ({"noncurrent_version_days": 0}, "at least 1"),
     ({"kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/memory"}, "alias ARN cannot be granted"),
@@ -83,13 +100,14 @@ def test_bad_inputs_are_refused_with_their_message(terraform: Terraform) -> None
         f"bad_{index}": {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", **inputs}
         for index, (inputs, _) in enumerate(BAD_INPUTS)
     }
-    calls["good"] = {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", "prefixes": ["a/b/", ""]}
+    calls["good"] = {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", "prefixes": GOOD_PREFIXES}
     root = terraform.tree / "bad-inputs"
     root.mkdir()
-    # JSON values are HCL literals; HCL syntax (not .tf.json) gives each diagnostic its module's name.
+    # JSON values are HCL literals but for templates, whose $ and % HCL escapes by doubling them.
+    # HCL syntax (not .tf.json) gives each diagnostic its module's name.
     (root / "main.tf").write_text(
         "\n".join(
-            f'module "{name}" {{\n' + "".join(f"  {key} = {json.dumps(value)}\n" for key, value in inputs.items()) + "}"
+            f'module "{name}" {{\n' + "".join(f"  {key} = {_hcl(value)}\n" for key, value in inputs.items()) + "}"
             for name, inputs in calls.items()
         )
     )
@@ -103,6 +121,10 @@ def test_bad_inputs_are_refused_with_their_message(terraform: Terraform) -> None
     assert set(refused) == {f"bad_{index}" for index in range(len(BAD_INPUTS))}, diagnostics
     for index, (inputs, message) in enumerate(BAD_INPUTS):
         assert message in refused[f"bad_{index}"], (inputs, refused[f"bad_{index}"])
+
+
+def _hcl(value: Any) -> str:
+    return json.dumps(value).replace("${", "$${").replace("%{", "%%{")
 
 
 def test_both_modules_validate_prefixes_alike() -> None:

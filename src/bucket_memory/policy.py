@@ -5,23 +5,39 @@ and the bucket's KMS key through S3 when there is one. `operator_policy` adds wh
 `compact`, `verify` and history read: old versions under the prefixes and the versioning status.
 `gcs_condition` is the IAM condition the GCS module binds `roles/storage.objectUser` with. A test
 holds each to what the modules apply.
+
+Each refuses a bucket or prefix the Terraform modules' validation refuses: the rules below are
+theirs (a test reads them out of variables.tf), so that nothing but letters, digits and `_ . = - /`
+reaches a document. IAM reads * and ? in a resource as wildcards and ${...} as a policy variable,
+and a quote or backslash would end a condition's string and let the rest be read as CEL: either
+would grant more than the memory.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .codec import RESERVED_FOLDERS, checkpoint_key
 from .urls import MemoryUrl
 
 type Policy = dict[str, Any]
 
-# IAM reads * and ? in a resource as wildcards and ${...} as a policy variable: a prefix holding
-# one would grant more than the memory.
-_WIDENING = re.compile(r"[*?$]")
+# The Terraform modules' rules, written as they write them.
+SEGMENT_CHARACTER = "[A-Za-z0-9_.=-]"
+PREFIX_PATTERN = f"^({SEGMENT_CHARACTER}+(/{SEGMENT_CHARACTER}+)*)?/?$"
+REFUSED_SEGMENTS = (".", "..", *RESERVED_FOLDERS)
+# An object key is at most 1024 bytes, and a memory's longest key adds /checkpoints/<seq>.json.
+MAX_PREFIX_CHARS = 1024 - len("/" + checkpoint_key(0))
+BUCKET_PATTERNS = {
+    "s3": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+    "gs": "^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$",
+}
+_ALLOWED = "a prefix is path segments of ASCII letters, digits and _ . = - joined by /, such as teams/blue"
 _KMS_KEY = re.compile(r"arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):[0-9]{12}:key/[A-Za-z0-9-]+")
 
 
@@ -32,12 +48,6 @@ def memory_prefixes(urls: Sequence[MemoryUrl]) -> tuple[str, list[str]]:
         raise MemoryStoreError("invalid_path", "Give memories of one bucket: one policy covers one bucket.")
     prefixes: list[str] = []
     for url in urls:
-        if _WIDENING.search(url.prefix):
-            raise MemoryStoreError(
-                "invalid_path",
-                f"{url.scheme}://{url.bucket}/{url.prefix}: a prefix with *, ? or $ would grant more than the "
-                "memory in IAM; rename the memory.",
-            )
         prefix = f"{url.prefix}/" if url.prefix else ""
         if prefix not in prefixes:
             prefixes.append(prefix)
@@ -46,6 +56,7 @@ def memory_prefixes(urls: Sequence[MemoryUrl]) -> tuple[str, list[str]]:
 
 def access_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
     """The agents' policy: read, write and list exactly what bucket-memory needs under the prefixes."""
+    check_grantable("s3", bucket, prefixes)
     arn = f"arn:aws:s3:::{bucket}"
     statements: list[dict[str, Any]] = [
         {
@@ -94,11 +105,65 @@ def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | Non
 
 def gcs_condition(bucket: str, prefixes: Sequence[str]) -> str | None:
     """The condition of the members' binding; None when a prefix is the whole bucket (no condition)."""
+    check_grantable("gs", bucket, prefixes)
     if "" in prefixes:
         return None
     objects = f"projects/_/buckets/{bucket}/objects/"
-    admitted = [f'resource.name.startsWith("{objects}{prefix}")' for prefix in prefixes]
-    return " || ".join([*admitted, 'resource.type == "storage.googleapis.com/Bucket"'])
+    admitted = [f"resource.name.startsWith({_cel_string(objects + prefix)})" for prefix in prefixes]
+    return " || ".join([*admitted, f"resource.type == {_cel_string('storage.googleapis.com/Bucket')}"])
+
+
+def _cel_string(text: str) -> str:
+    # The checks leave no quote or backslash to escape; should one come, JSON escapes it as CEL does.
+    return json.dumps(text)
+
+
+def check_grantable(scheme: Literal["s3", "gs"], bucket: str, prefixes: Sequence[str]) -> None:
+    """Refuse a bucket or prefix (each with its trailing /) that the Terraform modules refuse,
+    naming the memory, what is wrong and what is allowed."""
+    if _bucket_refused(scheme, bucket):
+        rule = "_ . and -" if scheme == "gs" else ". and - (no ..)"
+        raise MemoryStoreError(
+            "invalid_path",
+            f"{scheme}://{_shown(bucket)}: not a bucket an IAM grant can name: 3 to 63 lowercase letters, digits, "
+            f"{rule}, starting and ending with a letter or digit{', not with goog' if scheme == 'gs' else ''}.",
+        )
+    for prefix in prefixes:
+        if refusal := _prefix_refusal(prefix):
+            memory = f"{scheme}://{bucket}/{_shown(prefix.removesuffix('/'))}"
+            raise MemoryStoreError("invalid_path", f"{memory}: {refusal}; rename the memory to grant it.")
+
+
+def _bucket_refused(scheme: Literal["s3", "gs"], bucket: str) -> bool:
+    if re.fullmatch(BUCKET_PATTERNS[scheme], bucket) is None:
+        return True
+    return ".." in bucket if scheme == "s3" else bucket.startswith("goog")
+
+
+def _prefix_refusal(prefix: str) -> str | None:
+    if re.fullmatch(PREFIX_PATTERN, prefix) is None:
+        for character in prefix:
+            if character != "/" and re.fullmatch(SEGMENT_CHARACTER, character) is None:
+                return f"{character!a} (U+{ord(character):04X}) cannot be in a prefix IAM grants: {_ALLOWED}"
+        return f"a prefix has no empty segment (no leading / and no //): {_ALLOWED}"
+    stem = prefix.removesuffix("/")
+    for segment in stem.split("/"):
+        if segment in REFUSED_SEGMENTS:
+            return (
+                f"{segment!r} cannot be a segment of a prefix IAM grants (nor can any of . and .., which are "
+                "relative, and log and checkpoints, the folders a memory keeps its objects in)"
+            )
+    if len(stem) > MAX_PREFIX_CHARS:
+        return (
+            f"a prefix IAM grants is at most {MAX_PREFIX_CHARS} characters, for a memory's keys to fit in 1024 "
+            f"bytes; this one has {len(stem)}"
+        )
+    return None
+
+
+def _shown(text: str) -> str:
+    """`text` with whatever is not printable ASCII escaped, so that a message shows what was given."""
+    return ascii(text)[1:-1]
 
 
 def _listing(sid: str, action: str, arn: str, prefixes: Sequence[str]) -> dict[str, Any]:

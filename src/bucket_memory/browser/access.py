@@ -3,8 +3,9 @@
 The token comes once in the URL `bucket-memory browse` prints; the first request swaps it for an
 HttpOnly, SameSite=Strict cookie and a redirect that drops it from the address bar. Every later
 request needs the cookie. A request whose Host is not the loopback address the server bound
-(DNS rebinding), or a change (POST) whose Origin is another site or that lacks the token in its
-form, is refused before any handler runs.
+(DNS rebinding), or a change (POST) that a browser says came from another origin (its
+Sec-Fetch-Site or Origin), is refused before any handler runs; the handler of a change then
+needs the token in its form too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import secrets
 from urllib.parse import urlencode
 
+from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse, RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -54,15 +56,27 @@ class TokenAccess:
                 scope, receive, send
             )
             return
-        if scope["method"] not in ("GET", "HEAD"):
-            origin = headers.get("origin")
-            if origin is not None and origin.removeprefix("http://") not in self.hosts:
-                await _refuse("A change must come from the browser's own page.")(scope, receive, send)
-                return
+        if scope["method"] not in ("GET", "HEAD") and not self.from_own_page(headers):
+            await _refuse("A change must come from the browser's own page.")(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     def matches(self, given: object) -> bool:
         return same_token(given, self.token)
+
+    def from_own_page(self, headers: Headers) -> bool:
+        """Whether what the browser says of a change's source admits it. Another port of 127.0.0.1 is
+        the same site (so the cookie comes along) but another origin, and that is what is checked."""
+        site = headers.get("sec-fetch-site")
+        if site is not None and site != "same-origin":
+            return False
+        origin = headers.get("origin")
+        if origin == "null":
+            # Under Referrer-Policy no-referrer a browser sends this for the page's own forms, and
+            # so does any page that asks for it: only Sec-Fetch-Site tells them apart.
+            return site == "same-origin"
+        # No Origin: not a browser (every browser sends one with a POST); the form token decides.
+        return origin is None or origin.removeprefix("http://") in self.hosts
 
 
 def same_token(given: object, token: str) -> bool:

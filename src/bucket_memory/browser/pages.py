@@ -31,6 +31,7 @@ from ..connect import open_store
 from ..records import LogRecordStore, is_record_path
 from ..store import LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
+from .headers import SecurityHeaders
 
 FEED_ENTRIES = 20
 HISTORY_ENTRIES = 200
@@ -61,7 +62,7 @@ class Browser:
     token: str
 
 
-def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Origin) -> TokenAccess:
+def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Origin) -> SecurityHeaders:
     """The ASGI app serving the memory at `url` on `host` (127.0.0.1:port); the store opens in its lifespan."""
 
     @asynccontextmanager
@@ -86,7 +87,7 @@ def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Orig
         lifespan=lifespan,
         exception_handlers={MemoryStoreError: store_error, Exception: unexpected_error},
     )
-    return TokenAccess(app, token=token, host=host)
+    return SecurityHeaders(TokenAccess(app, token=token, host=host))
 
 
 def render(request: Request, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:

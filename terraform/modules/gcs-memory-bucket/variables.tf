@@ -33,7 +33,7 @@ variable "prefixes" {
     condition = alltrue([
       for prefix in var.prefixes : can(regex("^([A-Za-z0-9_.=-]+(/[A-Za-z0-9_.=-]+)*)?/?$", prefix))
     ])
-    error_message = "Each prefix is path segments of letters, digits and _ . = - joined by /, with no leading /, no empty segment and no wildcard (such as teams/blue)."
+    error_message = "Each prefix is path segments of ASCII letters, digits and _ . = - joined by /, with no leading /, no empty segment, no wildcard and no quote (such as teams/blue)."
   }
 
   validation {
@@ -43,6 +43,11 @@ variable "prefixes" {
       ])
     ])
     error_message = "A prefix may not have a . or .. segment, nor a log or checkpoints segment (the folders a memory keeps its objects in)."
+  }
+
+  validation {
+    condition     = alltrue([for prefix in var.prefixes : length(trimsuffix(prefix, "/")) <= 986])
+    error_message = "A prefix is at most 986 characters, for a memory's keys (38 more) to fit in the 1024 bytes of an object key."
   }
 }
 
