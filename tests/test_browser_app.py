@@ -304,3 +304,31 @@ async def test_a_change_from_another_page_is_refused(writer: httpx.AsyncClient, 
     own_form = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
     done = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN}, headers=own_form)
     assert done.status_code == 303, "the page's own form, as a browser sends it"
+
+
+async def test_a_diff_being_made_holds_up_no_other_page(
+    reader: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one diff is worked out (held here until the other page has answered), the tree still
+    loads: diffs run off the event loop (difflib on the loop stalled every page for minutes)."""
+    import asyncio
+    import threading
+
+    from bucket_memory.browser import pages
+    from bucket_memory.diffs import unified_diff
+
+    started, release = threading.Event(), threading.Event()
+
+    def held(*arguments: str) -> list[str]:
+        started.set()
+        release.wait()
+        return unified_diff(*arguments)
+
+    monkeypatch.setattr(pages, "unified_diff", held)
+    diffing = asyncio.create_task(reader.get("/diff", params={"path": "notes/plan.md", "from": "1", "to": "2"}))
+    await asyncio.to_thread(started.wait)
+    try:
+        assert (await reader.get("/")).status_code == 200
+    finally:
+        release.set()
+    assert '<span class="add">+ship friday</span>' in (await diffing).text

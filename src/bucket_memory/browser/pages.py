@@ -9,7 +9,7 @@ with its message, never a broken page.
 
 from __future__ import annotations
 
-import difflib
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..admin import MemoryAdmin, Revision, version_seq
 from ..connect import open_store
+from ..diffs import unified_diff
 from ..records import LogRecordStore, is_record_path
 from ..store import LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
@@ -253,11 +254,8 @@ async def _diff(browser: Browser, path: str, start: str, end: str, *, missing_ok
         return found.text
 
     before, after = await text(start), await text(end)
-    return list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"{path}@{start}", f"{path}@{end}"
-        )
-    )
+    # Off the loop: every other page (the feed, other tabs) keeps answering while a large pair is diffed.
+    return await asyncio.to_thread(unified_diff, before, after, f"{path}@{start}", f"{path}@{end}")
 
 
 @dataclass(frozen=True)
