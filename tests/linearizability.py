@@ -185,6 +185,11 @@ class Timeline:
                 return False
         return True
 
+    def by(self, version: object) -> str:
+        """Whose the commit a version names is, as the log holds it."""
+        seq = int(version) if isinstance(version, str) and version.isdigit() else -1
+        return next((op_id for op_id, placed in self.placed.items() if placed.seq == seq), f"no commit {seq}")
+
     def changed_between(self, after: int, upto: int) -> set[str]:
         return {path for seq in range(after + 1, upto + 1) for path in self.changed[seq]}
 
@@ -223,7 +228,10 @@ def check(history: Sequence[Operation], commits: Iterable[Commit]) -> list[str]:
             fixed[op.id] = 2 * placed.seq
             problems += _mutation_problems(op, placed, timeline)
         elif op.kind in MUTATIONS and isinstance(op.outcome, Done) and not _unchanged(op):
-            problems.append(f"{op.id} ({op.kind} {op.path}) was acknowledged but is not in the log")
+            problems.append(
+                f"{op.id} ({op.kind} {op.path}) was acknowledged as {op.outcome.value} but is not in the log, "
+                f"where that commit is {timeline.by(op.outcome.value)}"
+            )
         read = _read_of(op, placed is not None)
         if isinstance(read, str):
             problems.append(read)

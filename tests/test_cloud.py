@@ -221,3 +221,40 @@ def test_the_upload_checksum_is_the_one_the_sdk_would_send(data: bytes) -> None:
     expected = Crc32Checksum()
     expected.update(data)
     assert asyncio.run(_checksum(data)) == {"ChecksumCRC32": expected.b64digest()}
+
+
+def test_racing_creates_of_one_key_on_moto_have_one_winner(s3_endpoint: str) -> None:
+    """S3 lets exactly one of racing `If-None-Match: *` PUTs of a key succeed. moto checked, then
+    wrote, unlocked: two could both succeed, the second replacing an acknowledged commit. The test
+    server (`testing.moto_atomic`) locks them; every backend test relies on it."""
+    import botocore.session
+    from botocore.exceptions import ClientError
+
+    s3 = botocore.session.get_session().create_client("s3")
+    prefix = unique_prefix()
+    barrier = threading.Barrier(8)
+    won: Counter[str] = Counter()
+    stored: dict[str, bytes] = {}
+    refusals: list[str] = []
+
+    def racer(number: int) -> None:
+        for round_ in range(10):
+            key = f"{prefix}/{round_}"
+            barrier.wait()
+            try:
+                s3.put_object(Bucket=BUCKET, Key=key, Body=f"{number}".encode(), IfNoneMatch="*")
+            except ClientError as error:
+                refusals.append(error.response["Error"]["Code"])
+                continue
+            won[key] += 1
+            stored[key] = f"{number}".encode()
+
+    threads = [threading.Thread(target=racer, args=(number,)) for number in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(won.values()) == {1} and len(won) == 10, won
+    assert set(refusals) == {"PreconditionFailed"} and len(refusals) == 7 * 10
+    for key, body in stored.items():
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == body

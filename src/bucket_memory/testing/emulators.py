@@ -15,20 +15,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 _START_SECONDS = 30.0
 
 
 @contextmanager
 def moto_server(*, enforce_iam_after: int | None = None) -> Iterator[str]:
-    """A moto server (S3, IAM, ...); yields its endpoint URL and stops it on exit.
+    """A moto server (S3, IAM, ...) whose conditional writes are atomic (`moto_atomic`); yields its
+    endpoint URL and stops it on exit.
 
     With `enforce_iam_after`, requests are authorized by IAM policies once that many actions
     have run unchecked (enough to create the test's users and policies).
     """
-    binary = Path(sys.executable).with_name("moto_server")
-    command = [str(binary)] if binary.exists() else [sys.executable, "-m", "moto.server"]
+    command = [sys.executable, "-m", "bucket_memory.testing.moto_atomic"]
     environment = {} if enforce_iam_after is None else {"INITIAL_NO_AUTH_ACTION_COUNT": str(enforce_iam_after)}
     with _serving([*command, "-H", "127.0.0.1", "-p", "{port}"], "/moto-api/", environment) as url:
         yield url
