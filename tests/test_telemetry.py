@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -32,6 +33,8 @@ class Exported:
         self.reader = InMemoryMetricReader()
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.raising = Raising()
+        tracer_provider.add_span_processor(self.raising)
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(MeterProvider(metric_readers=[self.reader]))
 
@@ -52,6 +55,21 @@ class Exported:
                             # A counter's point has a value; a histogram's, a count.
                             total += point.value if isinstance(point, NumberDataPoint) else point.count
         return total
+
+
+class Raising(SpanProcessor):
+    """A host's span processor that raises when `on` (the SDK does not guard processors)."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.on:
+            raise RuntimeError("a processor failed on start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            raise RuntimeError("a processor failed on end")
 
 
 _exported: Exported | None = None
@@ -163,3 +181,28 @@ async def test_cold_starts_checkpoints_and_records_are_seen(exported: Exported) 
     (outer,) = exported.finished("bucket_memory.records.purge")
     (inner,) = exported.finished("bucket_memory.purge")
     assert attributes(outer)["bucket_memory.commits"] == attributes(inner)["bucket_memory.commits"] == 1
+
+
+async def test_a_raising_span_processor_or_metric_never_fails_an_operation(
+    exported: Exported, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write whose commit landed must be acknowledged whatever telemetry does after it."""
+    from bucket_memory import telemetry
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("a metric reader failed")
+
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    exported.raising.on = True
+    monkeypatch.setattr(telemetry._duration, "record", broken)
+    monkeypatch.setattr(telemetry._COUNTERS["commits"], "add", broken)
+    try:
+        assert await store.write("plan.md", "ship\n", expected=None, origin=ORIGIN) == "1"
+        assert (await store.read("plan.md")).text == "ship\n"
+        with pytest.raises(MemoryStoreError) as refused:
+            await store.write("plan.md", "x", expected=None, origin=ORIGIN)
+        assert refused.value.code == "version_mismatch"  # the operation's own outcome, unchanged
+    finally:
+        exported.raising.on = False
+    assert (await LogFileStore(objects).read("plan.md")).version == "1"

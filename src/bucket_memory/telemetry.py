@@ -6,13 +6,17 @@ and committed; a commit that other callers' writes joined counts for each of the
 events feed counters, and each operation's duration a histogram, by operation and outcome.
 Nothing is recorded unless the host installs an OpenTelemetry SDK: the API's default providers
 do nothing, so unused telemetry costs a context variable and a few additions per operation.
+Telemetry never changes an operation's outcome: the SDK does not guard the span processors a host
+adds, so every call into it is guarded here (a raising processor once failed every operation,
+a write that had landed included), and a failure is logged instead.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from functools import wraps
@@ -21,7 +25,9 @@ from typing import Any, Concatenate, Protocol
 
 from a13n_harness.providers.memory import MemoryStoreError
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
+
+logger = logging.getLogger(__name__)
 
 _SCOPE = "bucket_memory"
 _tracer = trace.get_tracer(_SCOPE, version("bucket-memory"))
@@ -71,16 +77,24 @@ _cold_starts = _meter.create_counter(
 _current: ContextVar[Tally | None] = ContextVar("bucket_memory_tally", default=None)
 
 
+def _guarded(record: Callable[[], object]) -> None:
+    """Call into the SDK; a failure there is logged, never raised into the operation."""
+    try:
+        record()
+    except Exception:
+        logger.warning("OpenTelemetry failed to record; the operation goes on", exc_info=True)
+
+
 def count(event: str, amount: int = 1) -> None:
     """Record `amount` of an event (a `Tally` field name) for the metrics and the current operation."""
-    _COUNTERS[event].add(amount)
+    _guarded(lambda: _COUNTERS[event].add(amount))
     tally = _current.get()
     if tally is not None:
         setattr(tally, event, getattr(tally, event) + amount)
 
 
 def count_cold_start() -> None:
-    _cold_starts.add(1)
+    _guarded(lambda: _cold_starts.add(1))
 
 
 def current() -> Tally | None:
@@ -108,35 +122,51 @@ async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
     enclosing = _current.get()
     # Without an SDK the span would be a no-op that still costs more than the rest together.
     tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    span_named = (
-        _tracer.start_as_current_span(
-            f"bucket_memory.{name}",
-            attributes={"bucket_memory.memory": memory},
-            record_exception=False,  # a store error's message is for its caller; the code says enough
-            set_status_on_exception=False,
-        )
-        if tracing
-        else nullcontext(None)
-    )
-    with span_named as span, tallied() as tally:
+    span_named: AbstractContextManager[Span] | None = None
+    span: Span | None = None
+    if tracing:
         try:
-            yield tally
-        except MemoryStoreError as error:
-            outcome = error.code
-            raise
-        except BaseException as error:
-            outcome = type(error).__name__
-            raise
-        finally:
-            if span is not None:
-                span.set_attributes(tally.attributes())
-                if outcome != "ok":
-                    span.set_attribute("error.type", outcome)
-                    span.set_status(Status(StatusCode.ERROR, outcome))
-            if enclosing is not None:
-                enclosing.add(tally)
-            elapsed = time.perf_counter() - started
-            _duration.record(elapsed, {"bucket_memory.operation": name, "bucket_memory.outcome": outcome})
+            span_named = _tracer.start_as_current_span(
+                f"bucket_memory.{name}",
+                attributes={"bucket_memory.memory": memory},
+                record_exception=False,  # a store error's message is for its caller; the code says enough
+                set_status_on_exception=False,
+            )
+            span = span_named.__enter__()
+        except Exception:
+            span_named = None
+            logger.warning("OpenTelemetry failed to start a span; the operation goes on", exc_info=True)
+    try:
+        with tallied() as tally:
+            try:
+                yield tally
+            except MemoryStoreError as error:
+                outcome = error.code
+                raise
+            except BaseException as error:
+                outcome = type(error).__name__
+                raise
+            finally:
+                if span is not None:
+                    _guarded(lambda: _close(span, tally, outcome))
+                if enclosing is not None:
+                    enclosing.add(tally)
+                elapsed = time.perf_counter() - started
+                _guarded(
+                    lambda: _duration.record(
+                        elapsed, {"bucket_memory.operation": name, "bucket_memory.outcome": outcome}
+                    )
+                )
+    finally:
+        if span_named is not None:
+            _guarded(lambda: span_named.__exit__(None, None, None))
+
+
+def _close(span: Span, tally: Tally, outcome: str) -> None:
+    span.set_attributes(tally.attributes())
+    if outcome != "ok":
+        span.set_attribute("error.type", outcome)
+        span.set_status(Status(StatusCode.ERROR, outcome))
 
 
 class _Located(Protocol):
