@@ -118,6 +118,28 @@ async def test_checkpoints_bound_the_cold_start() -> None:
     assert counted.calls == {"list": 2, "get": 1 + commits_after}
 
 
+async def test_small_writes_to_a_large_memory_keep_its_cold_start_short() -> None:
+    """A memory whose small writes never add up to its live size (the byte rule never fires) is
+    still checkpointed every `checkpoint_max_commits` (32): a cold start after any number of writes
+    sends at most 2 LISTs and 32 GETs (after 300 small writes it sent 303, replaying them)."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await MemoryAdmin(store).put_files(
+        {f"notes/{n}.md": "a settled note\n" * 60 for n in range(200)}, replace=False, origin=ORIGIN
+    )
+    version = await store.write("todo.md", "0", expected=None, origin=ORIGIN)
+    worst = 0
+    for round_ in range(1, 100):
+        version = await store.write("todo.md", f"{round_}", expected=version, origin=ORIGIN)
+        await store.settle()
+        counted = FaultyObjectStore(objects)
+        assert (await LogFileStore(counted).read("todo.md")).text == f"{round_}"
+        assert counted.calls["list"] == 2
+        worst = max(worst, counted.calls["get"])
+    assert worst <= 32  # a checkpoint and the 31 commits after it, at most
+    assert len(await objects.list(CHECKPOINT_PREFIX)) == 3  # one per 32 small commits, no more
+
+
 async def test_a_young_memory_does_not_checkpoint_every_commit() -> None:
     objects = MemoryObjectStore()
     store = LogFileStore(objects)
