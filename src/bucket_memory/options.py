@@ -18,7 +18,8 @@ class LogOptions:
     (invariant 2 of `log`). A checkpoint is written after `checkpoint_min_commits` commits once the
     bytes committed since the last one reach the live size (at once when they also reach 1 MiB),
     and after `checkpoint_max_commits` always (so a cold start replays fewer). Compaction keeps at
-    least `retain_commits` commits and those younger than `retain_seconds` as history; with `auto_compact` the writer of a checkpoint compacts too.
+    least `retain_commits` commits and those younger than `retain_seconds` as history; with
+    `auto_compact` the writer of a checkpoint compacts too.
     Every read and commit is given `operation_timeout` seconds in all, across its requests and
     retries; then it answers `unavailable` (`write_unconfirmed` when a create's outcome is unknown).
     With `probe_before_write_after`, a write whose head was confirmed longer ago than that first
