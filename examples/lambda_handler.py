@@ -11,6 +11,7 @@ A warm Lambda keeps its module state, so the loop, client and store are made onc
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from contextlib import AsyncExitStack
@@ -18,7 +19,7 @@ from typing import Any
 
 from a13n_harness.providers.memory import Origin
 
-from bucket_memory import LogFileStore, open_store
+from bucket_memory import LogFileStore, LogOptions, open_store
 from examples.agents import Transcript, memory_agent, note_filer
 
 INBOX = "inbox"
@@ -29,19 +30,30 @@ resources = AsyncExitStack()
 store: LogFileStore | None = None
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: object, context: Any) -> dict[str, Any]:
     note = _note(event)
     if note is None:
         return {"statusCode": 400, "body": json.dumps({"error": 'send {"note": "..."}'})}
     return loop.run_until_complete(file_note(note, getattr(context, "aws_request_id", None)))
 
 
-def _note(event: dict[str, Any]) -> str | None:
-    """The note of a direct invocation, or of a function URL request's JSON body."""
-    if "body" in event:
+def _note(event: object) -> str | None:
+    """The note of a direct invocation, or of a function URL request's JSON body (base64 when the
+    URL says so). Any other event (null, a number, a body nested past the parser's depth) is None."""
+    if isinstance(event, dict) and "body" in event:
+        body = event["body"]
+        if body is None:
+            return None
+        if not isinstance(body, str):
+            return None
+        if event.get("isBase64Encoded") is True:
+            try:
+                body = base64.b64decode(body, validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+                return None
         try:
-            event = json.loads(event["body"] or "{}")
-        except json.JSONDecodeError:
+            event = json.loads(body)
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; deep nesting recurses
             return None
     note = event.get("note") if isinstance(event, dict) else None
     return note if isinstance(note, str) and note.strip() else None
@@ -51,7 +63,10 @@ async def file_note(note: str, request_id: str | None) -> dict[str, Any]:
     global store
     if store is None:
         await load_model_key()
-        store = await resources.enter_async_context(open_store(os.environ["MEMORY_URL"]))
+        # Below the function's own timeout, so a slow store fails one operation with a message
+        # instead of the whole invocation (Terraform sets it to a third of the function's timeout).
+        options = LogOptions(operation_timeout=float(os.environ.get("MEMORY_OPERATION_TIMEOUT", "20")))
+        store = await resources.enter_async_context(open_store(os.environ["MEMORY_URL"], options=options))
     model = os.environ.get("MODEL") or note_filer(INBOX, note, Transcript())
     agent = memory_agent(store, model, origin=Origin(run_id=request_id, principal_id="lambda"))
     result = await agent.run(f"File this note in the team memory, on the last page of {INBOX}/: {note}")

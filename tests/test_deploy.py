@@ -4,6 +4,7 @@ fake-gcs-server through httpx's ASGI transport, and the Dockerfiles that package
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import json
 import os
@@ -52,9 +53,31 @@ def test_the_lambda_agent_keeps_filing_past_the_file_limit(lambda_function: Modu
 def test_the_lambda_takes_function_url_requests_and_refuses_bad_events(lambda_function: ModuleType) -> None:
     answer = lambda_function.handler({"body": json.dumps({"note": "via the URL"}), "requestContext": {}}, None)
     assert answer["pages"] == ["inbox/0001.md"]
-    for event in ({}, {"note": 7}, {"note": "  "}, {"body": "not json"}, {"body": None}, {"body": '["a"]'}):
+    deep = "[" * 100_000 + "]" * 100_000
+    hostile: list[object] = [
+        {},
+        {"note": 7},
+        {"note": "  "},
+        {"body": "not json"},
+        {"body": None},
+        {"body": '["a"]'},
+        None,
+        5,
+        "note",
+        [{"note": "x"}],
+        {"body": 5},
+        {"body": {"note": "x"}},
+        {"body": deep},
+        {"body": json.dumps({"note": deep})[:-1]},
+        {"body": "%%%", "isBase64Encoded": True},
+        {"body": base64.b64encode(b"\xff\xfe").decode(), "isBase64Encoded": True},
+    ]
+    for event in hostile:
         refused = lambda_function.handler(event, None)
-        assert refused["statusCode"] == 400 and "note" in json.loads(refused["body"])["error"], event
+        assert refused["statusCode"] == 400 and "note" in json.loads(refused["body"])["error"], str(event)[:80]
+    encoded = base64.b64encode(json.dumps({"note": "sent as base64"}).encode()).decode()
+    answer = lambda_function.handler({"body": encoded, "isBase64Encoded": True, "requestContext": {}}, None)
+    assert answer["answer"] == "done" and answer["pages"] == ["inbox/0001.md"]
 
 
 def test_the_lambda_reads_the_model_key_from_ssm(lambda_function: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,20 @@ terraform {
   }
 }
 
+provider "aws" {
+  region = var.region
+}
+
+variable "region" {
+  description = "The region of the function, the bucket and the image's ECR repository (its URI names it: 123456789012.dkr.ecr.REGION.amazonaws.com/...)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", var.region))
+    error_message = "region must be an AWS region such as eu-west-1."
+  }
+}
+
 variable "name" {
   description = "Prefix of every name this deployment creates (role, function, log group), so deployments in one account do not collide."
   type        = string
@@ -40,13 +54,24 @@ variable "image_uri" {
 }
 
 variable "reserved_concurrency" {
-  description = "Instances the function may run at once: a cap on cost and on writers racing for the memory's log."
+  description = "Instances the function may run at once, a cap on cost and on writers racing for the memory's log; null (the default) reserves none, since a new account's whole quota may be 10 and reserving needs 10 left unreserved."
   type        = number
-  default     = 10
+  default     = null
 
   validation {
-    condition     = var.reserved_concurrency >= 1
-    error_message = "reserved_concurrency must be at least 1 (0 would stop the function)."
+    condition     = var.reserved_concurrency == null || try(var.reserved_concurrency >= 1, false)
+    error_message = "reserved_concurrency must be null or at least 1 (0 would stop the function)."
+  }
+}
+
+variable "timeout" {
+  description = "Seconds one invocation may run. Each memory operation gets a third of it (MEMORY_OPERATION_TIMEOUT), so a slow store fails an operation, not the whole invocation."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.timeout >= 10 && var.timeout <= 900
+    error_message = "timeout must be 10 to 900 seconds (Lambda's limit)."
   }
 }
 
@@ -152,9 +177,9 @@ resource "aws_lambda_function" "agent" {
   role                           = aws_iam_role.agent.arn
   package_type                   = "Image"
   image_uri                      = var.image_uri
-  timeout                        = 60
+  timeout                        = var.timeout
   memory_size                    = 1024
-  reserved_concurrent_executions = var.reserved_concurrency
+  reserved_concurrent_executions = var.reserved_concurrency == null ? -1 : var.reserved_concurrency
 
   logging_config {
     log_format = "Text"
@@ -163,10 +188,18 @@ resource "aws_lambda_function" "agent" {
 
   environment {
     variables = {
-      MEMORY_URL              = module.memory.memory_urls[0]
-      MODEL                   = var.model
-      MODEL_API_KEY_PARAMETER = var.model_api_key_parameter
-      MODEL_API_KEY_ENV       = var.model_api_key_env
+      MEMORY_URL               = module.memory.memory_urls[0]
+      MEMORY_OPERATION_TIMEOUT = tostring(floor(var.timeout / 3))
+      MODEL                    = var.model
+      MODEL_API_KEY_PARAMETER  = var.model_api_key_parameter
+      MODEL_API_KEY_ENV        = var.model_api_key_env
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = can(regex("\\.dkr\\.ecr\\.${var.region}\\.amazonaws\\.com/", var.image_uri))
+      error_message = "image_uri must be in an ECR repository of var.region (${var.region}): Lambda pulls images only from its own region."
     }
   }
 
