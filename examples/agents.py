@@ -111,24 +111,38 @@ def note_on_page(folder: str, note: str) -> Step:
     return step
 
 
-def note_filer(folder: str, note: str, transcript: Transcript, *, attempts: int = 8) -> Model:
+NOT_FILED = "not filed"
+
+
+def note_filer(folder: str, note: str, transcript: Transcript, *, attempts: int = 64) -> Model:
     """The scripted model of the deployment examples: view the folder, file the note on its last
     page, and when the write fails (another writer created the page first, or filled it) view
-    again and decide again."""
+    again and decide again, as a real agent under contention must. Each round of racing writers
+    has one winner, so `attempts` covers that many messages filed at once on one instance; past
+    it the answer says the note was not filed (starting with `NOT_FILED`), never "done"."""
     file_note = note_on_page(folder, note)
 
     def script(seen: Transcript) -> ToolCall | None:
         turn = len(seen.answers)
         if turn % 2 == 0:  # before each attempt, and after each write
-            wrote = turn > 0 and error_of(seen.answers[-1]) is None
-            return None if wrote or turn >= 2 * attempts else call("view", path=folder)(seen)
+            return None if _wrote(seen) or turn >= 2 * attempts else call("view", path=folder)(seen)
         return file_note(seen)
 
-    return scripted_model(script, transcript)
+    def final(seen: Transcript) -> str:
+        return "done" if _wrote(seen) else f"{NOT_FILED}: {attempts} attempts lost to other writers"
+
+    return scripted_model(script, transcript, final=final)
 
 
-def scripted_model(script: Script, transcript: Transcript) -> Model:
-    """A model that makes the script's tool calls, one per turn, then answers "done"."""
+def _wrote(seen: Transcript) -> bool:
+    """Whether the last tool call was a write that succeeded (every odd answer is a write's)."""
+    return len(seen.answers) % 2 == 0 and len(seen.answers) > 0 and error_of(seen.answers[-1]) is None
+
+
+def scripted_model(
+    script: Script, transcript: Transcript, *, final: Callable[[Transcript], str] = lambda _: "done"
+) -> Model:
+    """A model that makes the script's tool calls, one per turn, then answers `final` (by default "done")."""
 
     async def turn(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
         last = messages[-1]
@@ -143,7 +157,7 @@ def scripted_model(script: Script, transcript: Transcript) -> Model:
             call_id = f"call-{len(transcript.answers)}"
             yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=call_id)}
         else:
-            yield "done"
+            yield final(transcript)
 
     return FunctionModel(stream_function=turn)
 

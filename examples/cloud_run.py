@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bucket_memory import open_store
-from examples.agents import Transcript, memory_agent, note_filer
+from examples.agents import NOT_FILED, Transcript, memory_agent, note_filer
 
 NOTES = "notes"
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,17 +53,18 @@ async def message(request: Request) -> JSONResponse:
         return _refusal(400, "invalid_conversation", "A conversation ID is 1 to 64 letters, digits, _ or -.")
     try:
         body = await request.json()
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON (JSONDecodeError, bad UTF-8), or nested past the parser
         body = None
     text = body.get("message") if isinstance(body, dict) else None
     if not isinstance(text, str) or not text.strip():
         return _refusal(400, "invalid_message", 'Send a JSON body such as {"message": "..."}.')
     try:
-        return JSONResponse(
-            await converse(request.app.state.memory, request.app.state.conversations, conversation, text)
-        )
+        answered = await converse(request.app.state.memory, request.app.state.conversations, conversation, text)
     except MemoryStoreError as error:
         return _refusal(STATUS_OF.get(error.code, 500), error.code, str(error))
+    if answered["answer"].startswith(NOT_FILED):  # the agent said so: never a 200 for a note not kept
+        return _refusal(503, "not_filed", f"{answered['answer']}; send the message again.")
+    return JSONResponse(answered)
 
 
 async def converse(memory: FileStore, conversations: FileStore, conversation: str, text: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, open_store
-from examples.agents import Transcript, memory_agent, note_filer
+from examples.agents import NOT_FILED, Transcript, memory_agent, note_filer
 
 INBOX = "inbox"
 
@@ -70,8 +70,11 @@ async def file_note(note: str, request_id: str | None) -> dict[str, Any]:
     model = os.environ.get("MODEL") or note_filer(INBOX, note, Transcript())
     agent = memory_agent(store, model, origin=Origin(run_id=request_id, principal_id="lambda"))
     result = await agent.run(f"File this note in the team memory, on the last page of {INBOX}/: {note}")
+    answer = result.output_or_raise()
+    if answer.startswith(NOT_FILED):  # the agent said so: never a success for a note not kept
+        return {"statusCode": 503, "body": json.dumps({"error": "not_filed", "message": answer})}
     pages = [entry.path for entry in await store.list() if entry.path.startswith(f"{INBOX}/")]
-    return {"answer": result.output_or_raise(), "pages": pages}
+    return {"answer": answer, "pages": pages}
 
 
 async def load_model_key() -> None:

@@ -143,6 +143,40 @@ async def test_racing_messages_of_one_conversation_both_land(service: tuple[http
     assert json.loads((await app.state.conversations.read("race.json")).text)["team"]
 
 
+@pytest.mark.parametrize("messages", [6, pytest.param(24, marks=pytest.mark.slow)])
+async def test_many_conversations_at_once_file_every_note(
+    service: tuple[httpx.AsyncClient, Any], messages: int
+) -> None:
+    """Messages in as many conversations at once, as Cloud Run sends up to 80 to one instance: every
+    200 is a filed note (of 24, 8 were filed and all 24 answered 200 "done")."""
+    client, app = service
+    answers = await asyncio.gather(
+        *(client.post(f"/conversations/c{index}/messages", json={"message": f"m{index}"}) for index in range(messages))
+    )
+    filed = {f"- m{index}" for index, answer in enumerate(answers) if answer.status_code == 200}
+    assert all(answer.status_code in (200, 503) for answer in answers), [answer.text for answer in answers]
+    for answer in answers:
+        if answer.status_code == 503:
+            assert answer.json()["error"] == "not_filed"
+    pages = [entry.path for entry in await app.state.memory.list() if entry.path.startswith("notes/")]
+    lines = [line for page in pages for line in (await app.state.memory.read(page)).text.splitlines()]
+    assert set(lines) == filed and len(lines) == len(filed), "a note is filed exactly when it is answered 200"
+    assert len(filed) == messages
+
+
+async def test_a_body_nested_past_the_parser_is_a_bad_request(service: tuple[httpx.AsyncClient, Any]) -> None:
+    client, _ = service
+    nested = '{"message": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    answer = await client.post(
+        "/conversations/deep/messages", content=nested, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_message"
+    bad = await client.post(
+        "/conversations/deep/messages", content=b"\xff\xfe", headers={"content-type": "application/json"}
+    )
+    assert bad.status_code == 400
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "code"),
     [
