@@ -226,3 +226,17 @@ def test_policy_on_gcs_prints_the_modules_condition() -> None:
     assert 'resource.type == \\"storage.googleapis.com/Bucket\\"' in module
     assert "the whole bucket" in run("policy", "gs://acme")
     assert "a local memory has no IAM" in run("policy", "/tmp/memory", expect=2)
+
+
+def test_missing_aws_credentials_are_forbidden_with_one_message_everywhere(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`init` said `unavailable` where `ls` and the guide say `forbidden`."""
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    said = [cli(*command, expect=3) for command in (["init", "s3://no-keys-here/x"], ["ls", "s3://no-keys-here/x"])]
+    for output in said:
+        assert "forbidden" in output and "No AWS credentials to reach s3://no-keys-here" in output, output

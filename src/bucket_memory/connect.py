@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
+from .credentials import no_google_credentials
 from .objects import ObjectStore
 from .options import LogOptions
 from .records import RECORD_CHARS, LogRecordStore
@@ -136,11 +137,7 @@ def _gcs_client() -> Any:
     try:
         return storage.Client()
     except DefaultCredentialsError as error:
-        raise MemoryStoreError(
-            "forbidden",
-            f"No Google Cloud credentials: {str(error).rstrip('.')}. "
-            "Run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS.",
-        ) from None
+        raise no_google_credentials("Google Cloud Storage", error) from None
 
 
 async def find_memories(url: str | os.PathLike[str]) -> list[str]:

@@ -21,6 +21,8 @@ from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .credentials import no_aws_credentials, no_google_credentials
+
 NONCURRENT_VERSION_DAYS = 30
 ABORT_MULTIPART_DAYS = 1
 LIFECYCLE_RULE_ID = "expire-noncurrent-versions"
@@ -113,7 +115,7 @@ _PUBLIC_ACCESS_FLAGS = ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolic
 
 def _init_s3(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
     import botocore.session
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
     s3 = botocore.session.get_session().create_client("s3")
     plan = Plan(bucket)
@@ -140,6 +142,8 @@ def _init_s3(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
         if code in ("AccessDenied", "AllAccessDisabled"):
             raise MemoryStoreError("forbidden", f"Setting up s3://{bucket} was denied: {error}.") from None
         raise MemoryStoreError("unavailable", f"Setting up s3://{bucket} failed: {error}.") from None
+    except (NoCredentialsError, PartialCredentialsError):
+        raise no_aws_credentials(f"s3://{bucket}") from None
     except BotoCoreError as error:
         raise MemoryStoreError("unavailable", f"Setting up s3://{bucket} failed: {error}.") from None
     return plan
@@ -326,9 +330,13 @@ def gcs_lifecycle(noncurrent_days: int) -> list[dict[str, Any]]:
 
 def _init_gcs(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
     from google.api_core import exceptions as api
+    from google.auth.exceptions import DefaultCredentialsError, RefreshError
     from google.cloud import storage
 
-    client = storage.Client(project=options.project or os.environ.get("GOOGLE_CLOUD_PROJECT"))
+    try:
+        client = storage.Client(project=options.project or os.environ.get("GOOGLE_CLOUD_PROJECT"))
+    except DefaultCredentialsError as error:
+        raise no_google_credentials(f"gs://{bucket}", error) from None
     plan = Plan(bucket)
     try:
         try:
@@ -350,6 +358,8 @@ def _init_gcs(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
             plan.applied = True
         elif not dry_run:
             plan.applied = True
+    except RefreshError as error:
+        raise no_google_credentials(f"gs://{bucket}", error) from None
     except (api.Forbidden, api.Unauthorized) as error:
         raise MemoryStoreError("forbidden", f"Setting up gs://{bucket} was denied: {error.message}.") from None
     except api.GoogleAPICallError as error:

@@ -26,6 +26,7 @@ from botocore.exceptions import (
 from botocore.handlers import add_expect_header
 
 from .codec import off_loop
+from .credentials import no_aws_credentials
 from .deadline import check_seconds
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
@@ -252,10 +253,7 @@ class S3ObjectStore:
                 raise _Exists from None
             raise _error(code, status, f"{self.location}/{key}", details.get("Message"), history) from None
         except (NoCredentialsError, PartialCredentialsError):
-            raise MemoryStoreError(
-                "forbidden",
-                f"No AWS credentials to reach {self.location}: set them the usual way (environment, profile, role).",
-            ) from None
+            raise no_aws_credentials(self.location) from None
         except (ConnectionError, HTTPClientError) as error:
             raise TransientError(f"{type(error).__name__}: {error}") from None
         except BotoCoreError as error:
