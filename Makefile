@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .venv-tools
 TOOLS_STAMP := $(TOOLS)/.installed
 
-.PHONY: demo test test-slow lint bench screenshots clean
+.PHONY: demo test test-slow lint bench screenshots dist clean
 
 # The browser tests drive Debian's chromium. Installing it takes a minute or two, so `make test`
 # starts it in the background and waits for it only before pytest; without root or apt-get the
@@ -61,6 +61,13 @@ screenshots: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m benchmarks.bench
+
+# The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.
+dist: $(STAMP)
+	$(PY) -m pip install --quiet 'twine>=6'
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 demo: $(STAMP)
 	$(PY) -m examples.demo

@@ -5,6 +5,7 @@ aws, gcloud, terraform apply) are not run; `test_terraform.py` validates what th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import runpy
@@ -133,11 +134,15 @@ def test_the_readme_quickstart_runs(
     for line in lines:
         piped = re.fullmatch(r'echo "(.*)" \| (bucket-memory .*)', line)
         command = piped[2] if piped else line.split(" > ")[0]
+        environment, _, rest = command.partition(" python ")
+        if rest == "agent.py" and re.fullmatch(r"(\w+=\S+ ?)+", environment):
+            for assignment in environment.split():
+                monkeypatch.setenv(*assignment.split("=", 1))
+            command = "python agent.py"
         if command.startswith("bucket-memory "):
             printed = cli(*shlex.split(command)[1:], given=f"{piped[1]}\n" if piped else None)
             ran.append((command.split()[1], printed))
         elif command == "python agent.py":
-            monkeypatch.setenv("MODEL", "test")
             script = tmp_path / "agent.py"
             script.write_text(agent)
             runpy.run_path(str(script), run_name="__main__")
@@ -145,3 +150,5 @@ def test_the_readme_quickstart_runs(
     assert [name for name, _ in ran] == ["init", "policy", "put", "cat", "agent.py"]
     assert "The release moves to Friday." in dict(ran)["cat"]
     assert "arn:aws:s3:::acme-team-memory/teams/blue/*" in dict(ran)["policy"]
+    listed = cli("ls", "s3://acme-team-memory/teams/blue", "--json")
+    assert [entry["path"] for entry in json.loads(listed)] == ["notes/release.md"], "the agent wrote no junk"
