@@ -211,3 +211,23 @@ def test_the_readme_quickstart_runs(
     assert "arn:aws:s3:::acme-team-memory/teams/blue/*" in dict(ran)["policy"]
     listed = cli("ls", "s3://acme-team-memory/teams/blue", "--json")
     assert [entry["path"] for entry in json.loads(listed)] == ["notes/release.md"], "the agent wrote no junk"
+
+
+SHELL_PAGES = ["README.md", *(f"docs/{page}" for page in ("guide.md", *PAGES[1:], "operations.md"))]
+# The first word of every shell line the pages print, by how the suite holds it to the page:
+RUN = {"bucket-memory", "python", "echo", "MODEL=test"}  # run as printed (here or in test_playbooks.py)
+NEEDS_A_CLOUD = {"aws", "gcloud", "docker", "terraform", "curl", "printf", "cd", "pip", "uvicorn"}
+
+
+@pytest.mark.parametrize("page", SHELL_PAGES)
+def test_every_shell_line_is_valid_and_accounted_for(page: str) -> None:
+    """Each `sh` block parses (`bash -n`), and each of its commands is one the suite runs as
+    printed, or one that needs a cloud account or a machine's setup (checked for syntax only)."""
+    text = (ROOT / page).read_text()
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
+        checked = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, f"{page}: {checked.stderr}\n{block}"
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                assert words[0] in RUN | NEEDS_A_CLOUD, f"{page}: nothing holds this line to the page: {line}"
