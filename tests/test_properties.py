@@ -186,3 +186,43 @@ def test_every_memory_the_properties_wrote_reads_in_another_process() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"read {len(LOCAL_MEMORIES)}"
+
+
+overlay_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), st.sampled_from("abcdef"), st.integers(0, 9)),
+        st.tuples(st.just("delete"), st.sampled_from("abcdef"), st.just(0)),
+        st.tuples(st.just("clear"), st.just(""), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 9)), overlay_steps)
+def test_an_overlay_is_the_dict_it_would_be_and_merges_into_it(
+    base: dict[str, int], steps: list[tuple[str, str, int]]
+) -> None:
+    """Every read of an overlay answers what the same changes made in place would, the base stays
+    as it was until `merge`, and then equals the changed copy, in the same order."""
+    from bucket_memory.overlay import Overlay
+
+    before, expected = dict(base), dict(base)
+    overlay = Overlay(base)
+    for action, key, value in steps:
+        if action == "set":
+            expected.pop(key, None)  # as State does: a file rewritten moves to the end
+            expected[key] = value
+            overlay.pop(key, None)
+            overlay[key] = value
+        elif action == "delete":
+            assert (key in overlay) == (key in expected)
+            assert overlay.pop(key, None) == expected.pop(key, None)
+        else:
+            expected.clear()
+            overlay.clear()
+        assert dict(overlay) == expected and len(overlay) == len(expected)
+        assert all((key in overlay) == (key in expected) and overlay.get(key) == expected.get(key) for key in "abcdef")
+    assert base == before, "the base is untouched until merge"
+    overlay.merge()
+    assert list(base.items()) == list(expected.items())

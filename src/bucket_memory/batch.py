@@ -30,14 +30,14 @@ class Request:
 
 
 def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool) -> tuple[State, list[Planned]]:
-    """Run the batch's plans in order on a copy of `state`: the state after every accepted
-    change, and each request's changes or its error. With `edits`, a write of an existing file
-    is planned as an edit where that is smaller.
+    """Run the batch's plans in order on `state` layered (left as it is): the state after every
+    accepted change, for `State.absorb` once the commit lands, and each request's changes or its
+    error. With `edits`, a write of an existing file is planned as an edit where that is smaller.
 
     Every change is applied as it is planned, so a change that breaks a rule is its caller's
     error, and the commit holds only changes every reader can apply.
     """
-    scratch = state.copy()
+    scratch = state.layered()
     planned: list[Planned] = []
     for request in batch:
         try:
@@ -55,8 +55,8 @@ def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool)
 
 
 def _applied(state: State, planned: Sequence[Planned], seq: int) -> State:
-    """A copy of `state` with the changes of every accepted request applied."""
-    scratch = state.copy()
+    """`state` layered with the changes of every accepted request applied."""
+    scratch = state.layered()
     for changes in planned:
         if not isinstance(changes, MemoryStoreError):
             for change in changes:

@@ -79,9 +79,9 @@ class Head:
     def forget(self) -> None:
         self._state, self._proven = None, float("-inf")
 
-    def advance(self, state: State) -> None:
-        """Take `state`, made by committing on the cached one, as the head (it holds all the cached one does)."""
-        self._state = state
+    def advance(self, planned: State) -> None:
+        """Take in `planned`, layered on the cached state by a commit that has landed."""
+        self.current().absorb(planned)
 
     def apply(self, commit: Commit, state: State | None = None) -> None:
         """Apply a commit to `state` (the cached one by default)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
@@ -25,6 +25,7 @@ from .codec import (
     time_text,
 )
 from .delta import spliced
+from .overlay import Overlay
 
 CURSOR_SEPARATOR = "~"
 
@@ -67,9 +68,9 @@ class State:
     head_hash: str = GENESIS_HASH
     floor: int = 0
     genesis: str | None = None
-    files: dict[str, LiveFile] = field(default_factory=dict)
+    files: MutableMapping[str, LiveFile] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)
-    directories: dict[str, int] = field(default_factory=dict)
+    directories: MutableMapping[str, int] = field(default_factory=dict)
     live_bytes: int = 0
     stored_bytes: int = 0
     since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
@@ -152,8 +153,30 @@ class State:
             )
 
     def copy(self) -> State:
-        """A copy to plan on; files are never changed in place, so sharing them is safe."""
+        """A copy of its own; files are never changed in place, so sharing them is safe."""
         return replace(self, files=dict(self.files), changed=dict(self.changed), directories=dict(self.directories))
+
+    def layered(self) -> State:
+        """A state to plan on whose changes this one sees only when it `absorb`s them, at a cost of
+        what the plan changes, not of the memory's size. Its `changed` holds only the paths the plan
+        changed: it is for `absorb`, not for a change feed."""
+        assert isinstance(self.files, dict) and isinstance(self.directories, dict), "layered on a whole state"
+        return replace(self, files=Overlay(self.files), changed={}, directories=Overlay(self.directories))
+
+    def absorb(self, layered: State) -> None:
+        """Take in the changes of a state `layered` on this one (once its commit has landed)."""
+        assert isinstance(layered.files, Overlay) and layered.files.base is self.files, "layered on this state"
+        assert isinstance(layered.directories, Overlay)
+        layered.files.merge()
+        layered.directories.merge()
+        if layered.floor != self.floor:  # a purge: only a purge moves the floor while changes apply
+            self.changed.clear()
+        for path, seq in layered.changed.items():
+            self.changed.pop(path, None)  # to the end: `changed` is kept in seq order
+            self.changed[path] = seq
+        self.head, self.head_hash, self.head_time = layered.head, layered.head_hash, layered.head_time
+        self.floor, self.genesis = layered.floor, layered.genesis
+        self.live_bytes, self.stored_bytes = layered.live_bytes, layered.stored_bytes
 
     def cursor(self) -> str:
         """The change cursor at the head: its seq, and the memory's name when known."""
