@@ -1,6 +1,7 @@
 """The memory browser end to end: `bucket-memory browse` as its own process on a moto-backed memory,
 driven by Playwright in Debian's headless Chromium. With BUCKET_MEMORY_SCREENSHOTS set to a
-folder (`make screenshots` sets docs/img), the tests save the main views there for the docs."""
+folder (`make screenshots` sets docs/img), the tests save every view there for the docs, 1280
+and 390 px wide."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +24,7 @@ from a13n_harness.providers.memory import Origin
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.browser.times import ago, exact
 from bucket_memory.records import LogRecordStore
 
 from .conftest import BUCKET, unique_prefix
@@ -162,10 +165,25 @@ def lure() -> Iterator[Callable[[str], str]]:
     thread.join()
 
 
-def shots(page: Page, name: str) -> None:
-    """Save the view for the docs when BUCKET_MEMORY_SCREENSHOTS names a folder."""
+# The widths the views are checked and shown at: a laptop's, and a phone's.
+WIDE, NARROW = 1280, 390
+
+
+def shot(page: Page, name: str) -> None:
+    """Save the view as it is now for the docs when BUCKET_MEMORY_SCREENSHOTS names a folder."""
     if folder := os.environ.get("BUCKET_MEMORY_SCREENSHOTS"):
-        page.screenshot(path=str(Path(folder) / f"browser-{name}.png"), full_page=True)
+        width = page.viewport_size["width"] if page.viewport_size else WIDE
+        page.screenshot(path=str(Path(folder) / f"browser-{name}-{width}.png"), full_page=True)
+
+
+def shots(page: Page, name: str) -> None:
+    """Save the view at both widths (the page laid out again at each), then back at the first."""
+    if os.environ.get("BUCKET_MEMORY_SCREENSHOTS"):
+        size = page.viewport_size or {"width": WIDE, "height": 800}
+        for width in (WIDE, NARROW):
+            page.set_viewport_size({"width": width, "height": size["height"]})
+            shot(page, name)
+        page.set_viewport_size(size)
 
 
 def test_tree_history_and_diff(memory: str, serve: Callable[..., Served], page: Page) -> None:
@@ -176,7 +194,6 @@ def test_tree_history_and_diff(memory: str, serve: Callable[..., Served], page: 
     expect(tree).to_contain_text("plan.md")
     expect(tree).to_contain_text("The release plan")
     expect(page.locator(".mode")).to_have_text("read-only")
-    shots(page, "tree")
     # Keyboard: the file's link takes focus, shows it, and Enter opens it.
     link = page.get_by_role("link", name="plan.md", exact=True)
     link.focus()
@@ -191,13 +208,20 @@ def test_tree_history_and_diff(memory: str, serve: Callable[..., Served], page: 
     expect(history.nth(0)).to_contain_text("call-9")
     expect(history.nth(1)).to_contain_text("agent-ada")
     assert page.get_by_role("link", name="restore this version").count() == 0, "read-only: no restore"
-    shots(page, "history")
     page.get_by_label("diff from version 1").check()
     page.get_by_label("diff to version 2").check()
     page.get_by_role("button", name="Show the diff").click()
-    expect(page.locator("pre.diff .del")).to_have_text("-ship on monday")
-    expect(page.locator("pre.diff .add")).to_have_text("+ship on friday")
-    shots(page, "diff")
+    removed, added = page.locator("table.diff tr.removed"), page.locator("table.diff tr.added")
+    expect(removed.locator("td.code")).to_have_text("ship on monday")
+    expect(removed.locator("del")).to_have_text("monday")
+    expect(added.locator("td.code")).to_have_text("ship on friday")
+    expect(added.locator("ins")).to_have_text("friday")
+    expect(removed.locator("td.num").first).to_have_text("4")  # the line's number before
+    expect(added.locator("td.num").last).to_have_text("4")  # and after
+    # The version is a link to its text.
+    page.get_by_role("link", name="version 1").click()
+    expect(page.locator("pre.text")).to_contain_text("ship on monday")
+    expect(page.locator(".notice")).to_contain_text("This is version 1. The file is at version 2 now.")
 
 
 def test_without_write_nothing_can_change(memory: str, serve: Callable[..., Served], page: Page) -> None:
@@ -244,8 +268,7 @@ def test_restore_with_write_makes_a_new_commit(memory: str, serve: Callable[...,
     page.get_by_role("link", name="plan.md", exact=True).click()
     page.get_by_role("link", name="restore this version").nth(1).click()
     expect(page.locator("h1")).to_have_text("Restore notes/plan.md to version 1?")
-    expect(page.locator("pre.diff .add")).to_have_text("+ship on monday")
-    shots(page, "restore")
+    expect(page.locator("table.diff tr.added td.code")).to_have_text("ship on monday")
     page.get_by_role("button", name="Restore version 1").click()
     expect(page.locator(".notice")).to_contain_text("now version 4")
     expect(page.locator("pre").first).to_contain_text("ship on monday")
@@ -305,10 +328,12 @@ def test_search_records_and_errors_are_pages(memory: str, serve: Callable[..., S
     expect(page.locator("main table")).to_contain_text("notes/plan.md")
     expect(page.locator("main table")).to_contain_text("ship on friday")
     page.goto(f"{served.base}/file?path=../../etc/passwd")
-    expect(page.locator("[role=alert]")).to_contain_text("invalid_path")
+    expect(page.locator("[role=alert]")).to_contain_text("not the name of a file in this memory")
     page.goto(f"{served.base}/diff?path=notes/plan.md&from=99&to=now")
-    expect(page.locator("[role=alert]")).to_contain_text("not_found")
+    expect(page.locator("[role=alert]")).to_contain_text("There is no version 99 yet")
     expect(page.locator("header")).to_be_visible()
+    page.get_by_role("link", name="See the history of notes/plan.md").click()
+    expect(page.locator("h1")).to_have_text("notes/plan.md")
     other = serve(records_url)
     page.goto(other.link)
     page.get_by_role("link", name="see them as records").click()
@@ -408,3 +433,142 @@ def test_every_view_works_under_its_content_security_policy(
         page.goto(f"{served.base}{path}")
         expect(page.locator("header")).to_have_css("background-color", "rgb(255, 255, 255)")
     assert [text for text in console if "Content Security Policy" in text] == [] and failures == []
+
+
+LONG_PATH = "projects/infrastructure/terraform-modules/network/readme.md"
+ROLE = "arn:aws:sts::123456789012:assumed-role/agent-runner/ada"
+
+
+@pytest.fixture
+def lived_in(memory: str) -> str:
+    """The memory with a longer history: a file of many lines changed in two places, a deep path, a
+    deleted file, and an agent known by its role's long ARN; and a memory of records beside it."""
+
+    async def more(store: LogFileStore) -> None:
+        role = Origin(run_id="run-12", principal_id=ROLE, tool_call_id="call-31")
+        steps = "".join(f"{n}. step {n} of the release\n" for n in range(1, 16))
+        head = "---\ndescription: The release plan\n---\n"
+        version = (await store.read("notes/plan.md")).version
+        version = await store.write(
+            "notes/plan.md", f"{head}ship on friday\nowner: grace\n{steps}", expected=version, origin=role
+        )
+        await store.write(
+            "notes/plan.md",
+            f"{head}ship on friday, after the review\nowner: ada\n{steps.replace('step 14', 'check 14')}",
+            expected=version,
+            origin=role,
+        )
+        await store.write(LONG_PATH, "the network module\n", expected=None, origin=role)
+        scratch = await store.write("scratch.md", "draft\n", expected=None, origin=role)
+        await store.delete("scratch.md", expected=scratch, origin=role)
+
+    async def add(store: LogFileStore) -> None:
+        records = LogRecordStore(store)
+        for text in ("the build runs on friday nights", "grace owns the release", "ada reviews the plan"):
+            await records.add(text)
+
+    written(memory, more)
+    written(f"{memory}-records", add)
+    return memory
+
+
+# Every view, by name: its address and what shows it loaded.
+VIEWS = {
+    "files": ("/", "Changes, newest first"),
+    "history": ("/file?path=notes/plan.md", "History"),
+    "version": ("/file?path=notes/plan.md&version=2", "This is version 2"),
+    "diff": ("/diff?path=notes/plan.md&from=2&to=now", "removed, 17 added"),
+    "restore": ("/restore?path=notes/plan.md&version=2", "Restore version 2"),
+    "rollback": ("/rollback?to=3", "Roll back to commit 3"),
+    "search": ("/search?q=release", "Lines matching"),
+    "error": ("/diff?path=notes/plan.md&from=99&to=now", "There is no version 99 yet"),
+}
+
+# What of a laid-out page would make it hard to read, as a list of complaints: a page wider than
+# the window, a box whose table must scroll sideways, a time broken over lines, a name in a path
+# broken inside (the pages show each part of a path, up to a /, as a span.part).
+LAYOUT_PROBLEMS = r"""() => {
+  const problems = [];
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth) problems.push(`page ${page.scrollWidth} px wide`);
+  for (const box of document.querySelectorAll(".scroll"))
+    if (box.scrollWidth > box.clientWidth + 1) problems.push(`a table scrolls: ${box.scrollWidth} px`);
+  for (const time of document.querySelectorAll("time"))
+    if (time.getClientRects().length !== 1) problems.push(`time over lines: ${time.textContent}`);
+  for (const part of document.querySelectorAll(".part")) {
+    const range = document.createRange();
+    range.selectNodeContents(part);
+    const lines = new Set([...range.getClientRects()].map(rect => Math.round(rect.top)));
+    if (lines.size > 1) problems.push(`a name broken over lines: ${part.textContent}`);
+  }
+  return problems;
+}"""
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+def test_every_view_reads_at_a_laptop_and_a_phone_width(
+    lived_in: str, serve: Callable[..., Served], browser: Browser, width: int
+) -> None:
+    served = serve(lived_in, write=True)
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    page.goto(served.link)
+    for name, (path, shows) in VIEWS.items():
+        page.goto(f"{served.base}{path}")
+        expect(page.locator("main")).to_contain_text(shows)
+        assert page.evaluate(LAYOUT_PROBLEMS) == [], name
+        shot(page, name)
+    page.goto(f"{served.base}/")
+    boxes = [item.bounding_box() for item in page.locator("header > *").all()]
+    middles = [box["y"] + box["height"] / 2 for box in boxes if box]
+    files, feed = page.locator("#files").bounding_box(), page.locator("#feed").bounding_box()
+    history = f"{served.base}/file?path=notes/plan.md"
+    if width == WIDE:
+        assert len(middles) == 5 and max(middles) - min(middles) < 4, f"the header is one row: {middles}"
+        assert files and feed and feed["x"] > files["x"] + files["width"], "the files and the feed side by side"
+        assert feed["width"] > 0.6 * width, "the feed has most of the width"
+        heights = [box["height"] for box in (row.bounding_box() for row in page.locator("#feed tbody tr").all()) if box]
+        line = heights[-1]  # the first change: short names, one line
+        assert heights[-3:] == [line] * 3 and line < 40, heights
+        assert max(heights) < 3.5 * line, f"the longest path and principal take at most three lines: {heights}"
+        page.goto(history)
+        assert page.locator("table.history thead").is_visible(), "a table with its headings"
+    else:
+        assert files and feed and feed["y"] > files["y"] + files["height"], "the feed below the files"
+        page.goto(history)
+        rows = page.locator("table.history tbody tr")
+        assert rows.count() == 4 and rows.first.evaluate("row => getComputedStyle(row).display") == "flex"
+        for n in range(rows.count()):  # each version a block of its own, all of it on the screen
+            for cell in rows.nth(n).locator("td").all():
+                box = cell.bounding_box()
+                assert box is None or box["x"] + box["width"] <= width, cell.inner_text()
+        expect(rows.first.locator("td.by")).to_have_text(re.compile(r"assumed-role/agent-runner/ada"))
+        expect(rows.first.locator("td.pick").first).to_be_visible()
+    # Last: the records' browser's cookie takes the place of the first's (cookies do not tell ports apart).
+    records = serve(f"{lived_in}-records")
+    page.goto(records.link)
+    page.goto(f"{records.base}/records")
+    expect(page.locator("main table")).to_contain_text("grace owns the release")
+    assert page.evaluate(LAYOUT_PROBLEMS) == [], "records"
+    shot(page, "records")
+    context.close()
+
+
+def test_times_say_how_long_ago_and_stay_true_while_the_page_is_open(
+    memory: str, serve: Callable[..., Served], page: Page
+) -> None:
+    """The server writes each time's label; the page's own script rewrites it by the same rule as the
+    page stays open. The page's clock is Playwright's: moved on, the labels follow it exactly."""
+    served = serve(memory)
+    page.clock.install()
+    page.goto(served.link)
+    times = page.locator("#feed time.ago")
+    expect(times).to_have_count(3)
+    for seconds in (90, 2 * 3600, 3 * 86400, 40 * 86400):  # on past a minute, 2 h, 3 days, 43 days
+        page.clock.fast_forward(seconds * 1000)
+        now = datetime.fromtimestamp(page.evaluate("Date.now()") / 1000, UTC)
+        for time in times.all():
+            then = datetime.fromisoformat(time.get_attribute("datetime") or "")
+            assert time.get_attribute("title") == exact(then)
+            expect(time).to_have_text(ago(then, now))
+    expect(times.first).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d$"))  # past 30 days, the date

@@ -3,7 +3,9 @@ fake-gcs-server (the Chromium tests drive it on moto): pages, hostile query valu
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,9 @@ import pytest
 from a13n_harness.providers.memory import Origin
 from starlette.applications import Starlette
 
-from bucket_memory import MemoryAdmin, open_store
+from bucket_memory import LogOptions, MemoryAdmin, open_store
 from bucket_memory.browser import browser_app
+from bucket_memory.browser.times import ago, time_element
 
 from .conftest import BUCKET, unique_prefix
 
@@ -71,7 +74,9 @@ async def test_pages_show_the_memory(reader: httpx.AsyncClient) -> None:
     history = await reader.get("/file", params={"path": "notes/plan.md"})
     assert "grace" in history.text and "ada" in history.text and "restore this version" not in history.text
     diff = await reader.get("/diff", params={"path": "notes/plan.md", "from": "1", "to": "2"})
-    assert '<span class="del">-ship monday</span>' in diff.text and '<span class="add">+ship friday</span>' in diff.text
+    assert '<tr class="removed"><td class="num">1</td><td class="num"></td>' in diff.text
+    assert '<tr class="added"><td class="num"></td><td class="num">1</td>' in diff.text
+    assert "ship <del>monday</del>" in diff.text and "ship <ins>friday</ins>" in diff.text, "the word that changed"
     cursor = index.text.split("since=", 1)[1].split('"', 1)[0]
     assert (await reader.get(f"/feed?since={cursor}")).status_code == 204, "nothing new: htmx keeps the feed"
     for hostile in ("x" * 10_000, "<script>", "../../0", "\u0000"):
@@ -83,32 +88,82 @@ async def test_markup_in_the_memory_is_shown_as_text(writer: httpx.AsyncClient, 
     async with open_store(url) as store:
         hostile = '<script>alert("x")</script>\n<div hx-post="/rollback?to=1" hx-trigger="load">\n'
         await store.write("x.md", hostile, expected=None, origin=Origin(principal_id="<b>mallory</b>"))
-    page = (await writer.get("/file", params={"path": "x.md"})).text
+    page = re.sub(r'<wbr>|<span class="part">|</span>', "", (await writer.get("/file", params={"path": "x.md"})).text)
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
     assert "<div hx-post" not in page and "&lt;div hx-post" in page, "no element for htmx to act on"
     assert "<b>mallory</b>" not in page and "&lt;b&gt;mallory&lt;/b&gt;" in page
 
 
+# Each with what the page says, in its own terms (no command to run: whoever reads it may have no
+# command line), and where it offers to go next.
 @pytest.mark.parametrize(
-    ("path", "params", "status", "words"),
+    ("path", "params", "status", "words", "link"),
     [
-        ("/file", {"path": "../etc/passwd"}, 400, "invalid_path"),
-        ("/file", {"path": "x" * 5000}, 400, "invalid_path"),
-        ("/file", {"path": "absent.md"}, 404, "does not exist"),
-        ("/diff", {"path": "notes/plan.md", "from": "99999999999999999999999", "to": "now"}, 404, "not_found"),
-        ("/diff", {"path": "notes/plan.md", "from": "-1", "to": "now"}, 404, "not a version"),
-        ("/rollback", {"to": "abc"}, 404, "not a version"),
-        ("/rollback", {"at": "next tuesday"}, 400, "is not a time"),
-        ("/rollback", {"at": "1990-01-01T00:00:00Z"}, 404, "nothing before"),
-        ("/records", {"cursor": "after:garbage"}, 400, "invalid_cursor"),
+        ("/file", {"path": "../etc/passwd"}, 400, "not the name of a file in this memory", "/"),
+        ("/file", {"path": "x" * 5000}, 400, "not the name of a file in this memory", "/"),
+        ("/file", {"path": "absent.md"}, 404, "There is no file absent.md in this memory", "/"),
+        ("/file", {"path": "notes/plan.md", "version": "99"}, 404, "There is no version 99 yet", "/file?path="),
+        ("/file", {"path": "notes/plan.md", "version": "v1"}, 404, "“v1” is not a version", "/file?path="),
+        ("/diff", {"path": "notes/plan.md", "from": "99", "to": "now"}, 404, "no version 99 yet", "/file?path="),
+        ("/diff", {"path": "notes/plan.md", "from": "9" * 23, "to": "now"}, 404, "is not a version", "/file?path="),
+        ("/diff", {"path": "notes/plan.md", "from": "-1", "to": "now"}, 404, "“-1” is not a version", "/file?path="),
+        ("/diff", {"path": "absent.md", "from": "1", "to": "now"}, 404, "did not exist at version 1 or now", "/"),
+        ("/restore", {"path": "notes/plan.md", "version": "99"}, 404, "There is no version 99 yet", "/file?path="),
+        ("/rollback", {"to": "abc"}, 404, "“abc” is not a version", "/"),
+        ("/rollback", {"to": "", "at": ""}, 400, "Give the version to roll the memory back to", "/"),
+        ("/rollback", {"to": "99"}, 404, "There is no version 99 yet", "/"),
+        ("/rollback", {"at": "next tuesday"}, 400, "“next tuesday” is not a time", "/"),
+        ("/rollback", {"at": "1990-01-01T00:00:00Z"}, 404, "nothing before 1990-01-01", "/"),
+        ("/records", {"cursor": "after:garbage"}, 400, "start again from its first page", "/records"),
     ],
 )
 async def test_hostile_values_get_messages(
-    writer: httpx.AsyncClient, path: str, params: dict[str, str], status: int, words: str
+    writer: httpx.AsyncClient, path: str, params: dict[str, str], status: int, words: str, link: str
 ) -> None:
     answer = await writer.get(path, params=params)
-    assert answer.status_code == status and words in answer.text, answer.text[-400:]
+    assert answer.status_code == status and words in answer.text, answer.text[-600:]
     assert 'role="alert"' in answer.text and "<header>" in answer.text, "a page with the message, not a traceback"
+    assert_advice_in_page_terms(answer.text, link)
+
+
+def assert_advice_in_page_terms(page: str, link: str) -> None:
+    """The error's message names no command or option, and it links somewhere to go from here."""
+    (alert,) = re.findall(r'<div class="error" role="alert">(.*?)</div>', page, re.DOTALL)
+    said = alert.split("<details>", 1)[0]  # the store's own words, for whoever runs the browser, below
+    for command_like in ("bucket-memory", "--", "`", "recover", "Run "):
+        assert command_like not in said, (command_like, said)
+    assert re.search(rf'<ul class="actions">.*<a href="{re.escape(link)}', said, re.DOTALL), said
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_a_version_older_than_the_memory_keeps_says_so(url: str) -> None:
+    keep_little = LogOptions(
+        checkpoint_min_commits=1, checkpoint_max_commits=2, grace_period=0, retain_commits=1, retain_seconds=0
+    )
+    async with open_store(url, options=keep_little) as store:
+        version = (await store.read("notes/plan.md")).version
+        for text in ("a\n", "b\n", "c\n", "d\n"):
+            version = await store.write("notes/plan.md", text, expected=version, origin=Origin())
+    async for reader in client_for(url, write=False):
+        for path, params in [
+            ("/diff", {"path": "notes/plan.md", "from": "1", "to": "now"}),
+            ("/file", {"path": "notes/plan.md", "version": "1"}),
+            ("/rollback", {"to": "1"}),
+        ]:
+            answer = await reader.get(path, params=params)
+            assert answer.status_code == 404 and "Version 1 is older than the memory keeps" in answer.text, path
+            assert "its history starts at version" in answer.text
+            assert_advice_in_page_terms(answer.text, "/")
+
+
+async def test_a_refused_change_says_what_to_do_on_the_page(reader: httpx.AsyncClient, url: str) -> None:
+    refused = await reader.post("/rollback?to=1", data={"token": TOKEN})
+    assert refused.status_code == 403 and "read-only" in refused.text and "whoever started" in refused.text
+    assert_advice_in_page_terms(refused.text, "/")
+    async for writer in client_for(url, write=True):
+        forged = await writer.post("/rollback?to=1", data={})
+        assert forged.status_code == 403 and "open it from the file&#39;s history" in forged.text
+        assert_advice_in_page_terms(forged.text, "/")
 
 
 async def test_feed_errors_are_panels_for_htmx(reader: httpx.AsyncClient) -> None:
@@ -200,6 +255,7 @@ async def test_every_answer_carries_the_security_headers(writer: httpx.AsyncClie
         await writer.get("/rollback", params={"to": "1"}),
         await writer.get("/static/htmx.min.js"),
         await writer.get("/static/browser.css"),
+        await writer.get("/static/times.js"),
         await writer.get("/static/absent.js"),  # 404 from the static files
         await writer.get("/nowhere"),  # 404 from the router
         await writer.get("/file", params={"path": "../x"}),  # a store error's page
@@ -214,7 +270,7 @@ async def test_every_answer_carries_the_security_headers(writer: httpx.AsyncClie
     writer.cookies.clear()
     answers.append(await writer.get("/"))  # refused for want of the token
     statuses = [answer.status_code for answer in answers]
-    assert statuses == [200] * 4 + [204] + [200] * 6 + [404, 404, 400, 400, 403, 403, 303, 403, 303, 200, 403]
+    assert statuses == [200] * 4 + [204] + [200] * 7 + [404, 404, 400, 400, 403, 403, 303, 403, 303, 200, 403]
     for answer in answers:
         assert_guarded(answer)
 
@@ -257,6 +313,7 @@ async def test_no_page_has_inline_code(writer: httpx.AsyncClient) -> None:
     pages = [
         ("/", {}),
         ("/file", {"path": "notes/plan.md"}),
+        ("/file", {"path": "notes/plan.md", "version": "1"}),
         ("/diff", {"path": "notes/plan.md", "from": "1", "to": "2"}),
         ("/feed", {}),
         ("/search", {"q": "ship"}),
@@ -264,6 +321,7 @@ async def test_no_page_has_inline_code(writer: httpx.AsyncClient) -> None:
         ("/restore", {"path": "notes/plan.md", "version": "1"}),
         ("/rollback", {"to": "1"}),
         ("/file", {"path": "../x"}),
+        ("/diff", {"path": "notes/plan.md", "from": "99", "to": "now"}),
     ]
     for path, params in pages:
         parser = InlineCode()
@@ -315,20 +373,115 @@ async def test_a_diff_being_made_holds_up_no_other_page(
     import threading
 
     from bucket_memory.browser import pages
-    from bucket_memory.diffs import unified_diff
+    from bucket_memory.diffs import LineDiff, line_diff
 
     started, release = threading.Event(), threading.Event()
 
-    def held(*arguments: str) -> list[str]:
+    def held(before: str, after: str) -> LineDiff:
         started.set()
         release.wait()
-        return unified_diff(*arguments)
+        return line_diff(before, after)
 
-    monkeypatch.setattr(pages, "unified_diff", held)
+    monkeypatch.setattr(pages, "line_diff", held)
     diffing = asyncio.create_task(reader.get("/diff", params={"path": "notes/plan.md", "from": "1", "to": "2"}))
     await asyncio.to_thread(started.wait)
     try:
         assert (await reader.get("/")).status_code == 200
     finally:
         release.set()
-    assert '<span class="add">+ship friday</span>' in (await diffing).text
+    assert "ship <ins>friday</ins>" in (await diffing).text
+
+
+async def test_versions_link_to_their_text(writer: httpx.AsyncClient, url: str) -> None:
+    history = (await writer.get("/file", params={"path": "notes/plan.md"})).text
+    link = "/file?path=notes/plan.md&amp;version=1"
+    assert f'<a href="{link}" aria-label="version 1">1</a>' in history
+    assert link in (await writer.get("/")).text, "the feed links each version too"
+    old = await writer.get(link.replace("&amp;", "&"))
+    assert old.status_code == 200 and '<pre class="text">ship monday\n</pre>' in old.text
+    assert "This is version 1. The file is at version 2 now." in old.text
+    assert 'class="shown" aria-current="true"' in old.text, "its row in the history is marked"
+    assert "/diff?path=notes/plan.md&amp;from=1&amp;to=now" in old.text
+    assert "/restore?path=notes/plan.md&amp;version=1" in old.text
+    now = (await writer.get("/file", params={"path": "notes/plan.md", "version": "2"})).text
+    assert "ship friday" in now and "This is version" not in now, "the version it is at now is the file now"
+    async with open_store(url) as store:
+        await store.delete("notes/plan.md", expected="2", origin=Origin(principal_id="grace"))
+    history = (await writer.get("/file", params={"path": "notes/plan.md"})).text
+    assert "This file is deleted now" in history and "version=3" not in history, "a deletion has no text to link"
+    after = (await writer.get(link.replace("&amp;", "&"))).text
+    assert "ship monday" in after and "The file is deleted now." in after
+    gone = await writer.get("/file", params={"path": "notes/plan.md", "version": "3"})
+    assert gone.status_code == 404 and "notes/plan.md did not exist at version 3" in gone.text
+    assert_advice_in_page_terms(gone.text, "/file?path=notes/plan.md")
+    # The history's preselected diff ends at the deletion: every line shows as removed.
+    diff = (await writer.get("/diff", params={"path": "notes/plan.md", "from": "2", "to": "3"})).text
+    assert "The file did not exist at version 3: every line shows as removed." in diff
+    assert '<tr class="removed"><td class="num">1</td>' in diff and "1 line removed, 0 added" in diff
+
+
+async def test_read_only_pages_offer_no_change(reader: httpx.AsyncClient, url: str) -> None:
+    def offers_change(page: str) -> list[str]:
+        return re.findall(
+            r'<form[^>]*method="post"[^>]*>|action="/rollback"|href="/restore|<button class="danger"', page
+        )
+
+    pages = [
+        ("/", {}),
+        ("/file", {"path": "notes/plan.md"}),
+        ("/file", {"path": "notes/plan.md", "version": "1"}),
+        ("/diff", {"path": "notes/plan.md", "from": "1", "to": "2"}),
+        ("/restore", {"path": "notes/plan.md", "version": "1"}),
+        ("/rollback", {"to": "1"}),
+        ("/search", {"q": "ship"}),
+        ("/records", {}),
+    ]
+    for path, params in pages:
+        page = (await reader.get(path, params=params)).text
+        assert offers_change(page) == [], (path, offers_change(page))
+    assert "cannot restore" in (await reader.get("/restore", params=pages[4][1])).text
+    assert "cannot roll back" in (await reader.get("/rollback", params=pages[5][1])).text
+    # The same pages writable offer each change (the test above finds them).
+    async for writer in client_for(url, write=True):
+        offered = [offers_change((await writer.get(path, params=params)).text) for path, params in pages]
+        assert [bool(found) for found in offered] == [True, True, True, False, True, True, False, False], offered
+
+
+@pytest.mark.parametrize("url", ["local"], indirect=True)
+async def test_times_read_how_long_ago_with_the_exact_time_on_hover(url: str) -> None:
+    async with open_store(url) as store:
+        (newest, *_) = await MemoryAdmin(store).revisions()
+    written = datetime.fromisoformat(newest.time)
+    app = browser_app(url, token=TOKEN, host=HOST, writable=False, origin=Origin())
+    inner = starlette_of(app)
+    async with inner.router.lifespan_context(inner):
+        inner.state.browser.clock = lambda: written + timedelta(minutes=3, seconds=5)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{HOST}") as client:
+            client.cookies.set("bucket_memory_browse", TOKEN)
+            pages = [(await client.get(path)).text for path in ("/", "/file?path=notes/plan.md")]
+    stamp = written.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    title = written.strftime("%Y-%m-%d %H:%M:%S UTC")
+    for page in pages:
+        assert f'<time class="ago" datetime="{stamp}" title="{title}">3 min ago</time>' in page
+
+
+def test_how_long_ago_reads() -> None:
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    cases = {
+        timedelta(0): "just now",
+        timedelta(seconds=59.9): "just now",
+        timedelta(seconds=-59): "just now",  # a writer's clock a little ahead
+        timedelta(seconds=60): "1 min ago",
+        timedelta(minutes=59, seconds=59): "59 min ago",
+        timedelta(hours=1): "1 h ago",
+        timedelta(hours=23, minutes=59): "23 h ago",
+        timedelta(days=1): "1 day ago",
+        timedelta(days=29, hours=23): "29 days ago",
+        timedelta(days=30): "2026-11-02",
+        timedelta(minutes=-5): "in 5 min",
+    }
+    assert {before: ago(now - before, now) for before in cases} == cases
+    assert str(time_element("not a time", now)) == "not a time"
+    assert str(time_element("<b>", now)) == "&lt;b&gt;"
+    assert time_element(None, now) == ""

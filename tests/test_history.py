@@ -51,6 +51,11 @@ async def test_read_at_any_retained_version(store: LogFileStore) -> None:
         with pytest.raises(MemoryStoreError) as caught:
             await MemoryAdmin(store).read_at("f.md", missing)
         assert caught.value.code == "not_found"
+    assert await MemoryAdmin(store).text_at("f.md", "3") is None, "deleted at 3: no text, and no error"
+    for missing in ("999", "abc"):
+        with pytest.raises(MemoryStoreError) as caught:
+            await MemoryAdmin(store).text_at("f.md", missing)
+        assert caught.value.code == "not_found"
 
 
 async def test_restore_is_a_new_commit_and_can_itself_be_undone(store: LogFileStore) -> None:

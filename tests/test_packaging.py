@@ -45,6 +45,7 @@ def test_the_wheel_and_sdist_carry_the_license(built: dict[str, Path]) -> None:
         "bucket_memory/browser/templates/base.html",
         "bucket_memory/browser/static/htmx.min.js",
         "bucket_memory/browser/static/browser.css",
+        "bucket_memory/browser/static/times.js",
     } <= set(names)
     assert not any(name.startswith(("tests/", "examples/", "benchmarks/")) for name in names)
     with tarfile.open(built["sdist"]) as sdist:

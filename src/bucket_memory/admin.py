@@ -114,11 +114,16 @@ class MemoryAdmin:
 
     async def read_at(self, path: str, version: str) -> FileText:
         """The file as it was once commit `version` had landed (`not_found` if it did not exist then)."""
-        path = validate_path(path, self.store.format)
-        old = file_text(await self.history.state_at(version_seq(version)), path)
+        old = await self.text_at(path, version)
         if old is None:
             raise MemoryStoreError("not_found", f"{path} did not exist at version {version}.")
         return old
+
+    async def text_at(self, path: str, version: str) -> FileText | None:
+        """The file as it was once commit `version` had landed, None if it did not exist then;
+        `not_found` for a version the retained history does not hold."""
+        path = validate_path(path, self.store.format)
+        return file_text(await self.history.state_at(version_seq(version)), path)
 
     async def seq_at(self, moment: datetime) -> int:
         """The last commit of the run of commits made at or before `moment`, from the retained log.

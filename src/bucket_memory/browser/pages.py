@@ -1,25 +1,30 @@
 """The memory browser's pages, rendered on the server; htmx keeps the change feed (and with it the
 file tree) live.
 
-Reading is open to whoever holds the token. Restore and rollback are shown, and accepted, only
-when the browser was started writable; each first shows what it would change and needs a
-confirming POST carrying the token. A store error becomes a page (or, inside a page, a panel)
-with its message, never a broken page.
+Reading is open to whoever holds the token: the files, each file's text now or at any version it
+had, its history, diffs (line numbers, and the words that changed), search and records, with
+times as how long ago. Restore and rollback are shown, and accepted, only when the browser was
+started writable; each first shows what it would change and needs a confirming POST carrying the
+token. Anything a page cannot do becomes a page (or, inside a page, a panel) that says, in the
+page's own terms, what happened and where to go from here, never a broken page.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from a13n_harness.providers.memory import Changes, FileEntry, MemoryStoreError, Origin
-from jinja2 import Environment, PackageLoader, select_autoescape
+from a13n_harness.providers.memory import Changes, FileEntry, FileText, MemoryStoreError, Origin
+from jinja2 import Environment, PackageLoader, pass_context, select_autoescape
+from jinja2.runtime import Context
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -28,11 +33,12 @@ from starlette.staticfiles import StaticFiles
 
 from ..admin import MemoryAdmin, Revision, version_seq
 from ..connect import open_store
-from ..diffs import unified_diff
+from ..diffs import LineDiff, line_diff
 from ..records import LogRecordStore, is_record_path
 from ..store import LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
 from .headers import SecurityHeaders
+from .times import time_element
 
 FEED_ENTRIES = 20
 HISTORY_ENTRIES = 200
@@ -51,6 +57,28 @@ STATUS_OF = {
 _templates = Environment(loader=PackageLoader("bucket_memory.browser", "templates"), autoescape=select_autoescape())
 
 
+@pass_context
+def _when(context: Context, time: str | datetime | None) -> Markup:
+    """`{{ time|when }}`: how long before the page was rendered, the exact time on hover."""
+    now: datetime = context["now"]
+    return time_element(time, now)
+
+
+# Where a path or a principal (an ARN) may break across lines: after a / or a :, never inside a name.
+_BREAKS = re.compile(r"(?<=[/:])")
+
+
+def _breakable(text: str | None) -> Markup:
+    """`{{ path|breakable }}`: the text escaped, each part up to a / or : kept whole on its line (a
+    <span class="part">, unless it is wider than the line), with a <wbr> after each."""
+    parts = [part for part in _BREAKS.split(text or "") if part]
+    return Markup("<wbr>").join(Markup('<span class="part">{}</span>').format(part) for part in parts)
+
+
+_templates.filters["when"] = _when
+_templates.filters["breakable"] = _breakable
+
+
 @dataclass
 class Browser:
     """One memory as the browser shows it: its store, its operator view, whether changes are allowed."""
@@ -61,6 +89,8 @@ class Browser:
     writable: bool
     origin: Origin
     token: str
+    # What "now" is for the relative times ("3 min ago") on the pages.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
 def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Origin) -> SecurityHeaders:
@@ -86,7 +116,7 @@ def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Orig
             Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
         ],
         lifespan=lifespan,
-        exception_handlers={MemoryStoreError: store_error, Exception: unexpected_error},
+        exception_handlers={Trouble: trouble, MemoryStoreError: store_error, Exception: unexpected_error},
     )
     return SecurityHeaders(TokenAccess(app, token=token, host=host))
 
@@ -94,7 +124,12 @@ def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Orig
 def render(request: Request, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
     browser = _browser(request)
     page = _templates.get_template(template).render(
-        url=browser.url, writable=browser.writable, token=browser.token, token_field=FORM_FIELD, **values
+        url=browser.url,
+        writable=browser.writable,
+        token=browser.token,
+        token_field=FORM_FIELD,
+        now=browser.clock(),
+        **values,
     )
     return HTMLResponse(page, status_code=status_code)
 
@@ -104,6 +139,36 @@ def _browser(request: Request) -> Browser:
     return browser
 
 
+def _file_link(path: str, version: str | None = None) -> str:
+    return f"/file?path={quote(path)}" + (f"&version={quote(version, safe='')}" if version else "")
+
+
+class Trouble(Exception):
+    """Something the page cannot do, said in its own terms: what happened and where to go from here
+    (links, as (address, words)); `detail` is the store's own message, for whoever runs the browser."""
+
+    def __init__(
+        self, status: int, message: str, links: Sequence[tuple[str, str]] = (), detail: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.links = list(links) or [FILES]
+        self.detail = detail
+
+
+FILES = ("/", "Go back to the file list")
+
+
+def _about_file(path: str) -> list[tuple[str, str]]:
+    return [(_file_link(path), f"See the history of {_shown(path)}"), FILES]
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """A value from the address, cut short to be shown in a sentence."""
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
 async def index(request: Request) -> Response:
     latest = await _latest(_browser(request), None)
     assert latest is not None, "a feed from no cursor always has something to show"
@@ -111,20 +176,32 @@ async def index(request: Request) -> Response:
 
 
 async def file_view(request: Request) -> Response:
+    """A file: its text now, or at `version`, and its whole retained history."""
     browser = _browser(request)
-    path = request.query_params.get("path", "")
+    path, version = request.query_params.get("path", ""), request.query_params.get("version", "")
     history = await browser.admin.revisions(path, limit=HISTORY_ENTRIES)
-    try:
-        current = await browser.store.read(path)
-    except MemoryStoreError as error:
-        if error.code != "not_found" or not history:
-            raise
-        current = None  # deleted: its history still shows, and a restore brings it back
+    current = await _text_at(browser, path, "now")
+    if current is None and not history:
+        raise Trouble(
+            404,
+            f"There is no file {_shown(path)} in this memory, nor one by that name in the history it keeps.",
+        )
+    shown = current
+    if version and (current is None or version != current.version):
+        shown = await _text_at(browser, path, version)
+        if shown is None:
+            raise Trouble(
+                404,
+                f"{_shown(path)} did not exist at version {version}: it was deleted or moved away then, or not yet "
+                "written. Its history shows the versions it had.",
+                _about_file(path),
+            )
     return render(
         request,
         "file.html",
         path=path,
         current=current,
+        shown=shown,
         history=[_row(revision) for revision in history],
         restored=request.query_params.get("restored"),
     )
@@ -134,8 +211,20 @@ async def diff_view(request: Request) -> Response:
     browser = _browser(request)
     path = request.query_params.get("path", "")
     start, end = request.query_params.get("from", ""), request.query_params.get("to", "now")
-    lines = await _diff(browser, path, start, end)
-    return render(request, "diff.html", path=path, start=start, end=end, lines=lines)
+    before, after = await _text_at(browser, path, start), await _text_at(browser, path, end)
+    if before is None and after is None:
+        where = " or ".join("now" if version == "now" else f"at version {version}" for version in {start: 0, end: 0})
+        raise Trouble(404, f"{_shown(path)} did not exist {where}: there is nothing to compare.", _about_file(path))
+    diff = await _diff(before, after)
+    return render(
+        request,
+        "diff.html",
+        path=path,
+        start=start,
+        end=end,
+        diff=diff,
+        missing=[version for version, text in ((start, before), (end, after)) if text is None],
+    )
 
 
 async def feed(request: Request) -> Response:
@@ -192,12 +281,12 @@ async def restore(request: Request) -> Response:
     browser = _browser(request)
     path, version = request.query_params.get("path", ""), request.query_params.get("version", "")
     if request.method == "GET":
-        lines = await _diff(browser, path, "now", version, missing_ok=True)
-        return render(request, "restore.html", path=path, version=version, lines=lines)
-    if (refusal := await _refused_change(request)) is not None:
-        return refusal
+        current, wanted = await _text_at(browser, path, "now"), await _text_at(browser, path, version)
+        diff = await _diff(current, wanted)
+        return render(request, "restore.html", path=path, version=version, diff=diff, deletes=wanted is None)
+    await _check_change(request)
     made = await browser.admin.restore(path, version, origin=browser.origin)
-    where = f"/file?path={quote(path, safe='')}&restored={made or 'deleted'}"
+    where = f"{_file_link(path)}&restored={made or 'deleted'}"
     return RedirectResponse(where, status_code=303)
 
 
@@ -206,35 +295,63 @@ async def rollback(request: Request) -> Response:
     browser = _browser(request)
     target = await _rollback_target(browser, request.query_params.get("to", ""), request.query_params.get("at", ""))
     if request.method == "GET":
-        preview = await browser.admin.preview_rollback(target)
+        try:
+            preview = await browser.admin.preview_rollback(target)
+        except MemoryStoreError as error:
+            if error.code != "not_found":
+                raise
+            raise await _unknown_version(browser, str(target), [FILES]) from None
         return render(request, "rollback.html", target=target, preview=preview)
-    if (refusal := await _refused_change(request)) is not None:
-        return refusal
+    await _check_change(request)
     made = await browser.admin.rollback(target, origin=browser.origin)
     return render(request, "done.html", message=_rolled_back(target, made))
 
 
-async def _refused_change(request: Request) -> Response | None:
+async def _check_change(request: Request) -> None:
+    """Refuse a change unless the browser is writable and the form carries the page's token."""
     browser = _browser(request)
     if not browser.writable:
-        message = "This browser is read-only: nothing was changed. Start it with --write to restore or roll back."
-        return render(request, "error.html", status_code=403, message=message)
+        raise Trouble(
+            403,
+            "This browser is read-only: it shows the memory but changes nothing, so nothing was changed. "
+            "Restoring a file or rolling back needs a browser started to allow changes: ask whoever started this one.",
+        )
     form = await request.form()
     if not same_token(form.get(FORM_FIELD), browser.token):
-        return render(request, "error.html", status_code=403, message="The change did not come from this page.")
-    return None
+        raise Trouble(
+            403,
+            "The change did not come from this page, so nothing was changed. To make it, open it from the "
+            "file's history (restore) or the file list (roll back) and confirm it there.",
+        )
 
 
 async def _rollback_target(browser: Browser, to: str, at: str) -> int:
+    if not (to.strip() or at.strip()):
+        raise Trouble(400, "Give the version to roll the memory back to, or a time.")
     if at.strip():
         try:
             moment = datetime.fromisoformat(at.strip())
         except ValueError:
-            raise MemoryStoreError(
-                "invalid_path", f"{at[:40]!r} is not a time: give one such as 2026-12-01T17:00:00Z (UTC if no zone)."
+            raise Trouble(
+                400,
+                f"“{_shown(at, 40)}” is not a time: give one such as 2026-12-01T17:00:00Z (UTC if no zone is given).",
             ) from None
-        return await browser.admin.seq_at(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
-    return version_seq(to)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        try:
+            return await browser.admin.seq_at(moment)
+        except MemoryStoreError as error:
+            if error.code != "not_found":
+                raise
+            kept = await browser.admin.stats()
+            since = f"from version {kept.history_floor} on" if kept.history_floor is not None else "no history yet"
+            raise Trouble(
+                404,
+                f"There is nothing before {moment.isoformat()} to roll back to: the memory keeps {since}.",
+            ) from None
+    try:
+        return version_seq(to)
+    except MemoryStoreError:
+        raise await _unknown_version(browser, to, [FILES]) from None
 
 
 def _rolled_back(target: int, made: int | None) -> str:
@@ -243,24 +360,47 @@ def _rolled_back(target: int, made: int | None) -> str:
     return f"The memory is now what it was at commit {target}, as new commit {made} (itself undoable)."
 
 
-async def _diff(browser: Browser, path: str, start: str, end: str, *, missing_ok: bool = False) -> list[str]:
-    async def text(version: str) -> str:
-        try:
-            found = await (browser.store.read(path) if version == "now" else browser.admin.read_at(path, version))
-        except MemoryStoreError as error:
-            if missing_ok and error.code == "not_found":
-                return ""
+async def _text_at(browser: Browser, path: str, version: str) -> FileText | None:
+    """The file at `version` ("now": as it is), None where it did not exist then; a version the
+    memory does not hold is Trouble, said in the page's terms."""
+    try:
+        if version == "now":
+            return await browser.store.read(path)
+        return await browser.admin.text_at(path, version)
+    except MemoryStoreError as error:
+        if error.code != "not_found":
             raise
-        return found.text
+        if version == "now":
+            return None
+        raise await _unknown_version(browser, version, _about_file(path)) from None
 
-    before, after = await text(start), await text(end)
+
+async def _unknown_version(browser: Browser, version: str, links: Sequence[tuple[str, str]]) -> Trouble:
+    """Why the memory has no `version`: not a version at all, not made yet, or older than it keeps."""
+    try:
+        seq = version_seq(version)
+    except MemoryStoreError:
+        return Trouble(
+            404,
+            f"“{_shown(version, 40)}” is not a version: versions are the numbers in the list of changes and in "
+            "each file's history.",
+            links,
+        )
+    kept = await browser.admin.stats()
+    if seq > kept.head:
+        return Trouble(404, f"There is no version {seq} yet: the memory's newest version is {kept.head}.", links)
+    since = f"its history starts at version {kept.history_floor}" if kept.history_floor is not None else "it has none"
+    return Trouble(404, f"Version {seq} is older than the memory keeps: {since}.", links)
+
+
+async def _diff(before: FileText | None, after: FileText | None) -> LineDiff:
     # Off the loop: every other page (the feed, other tabs) keeps answering while a large pair is diffed.
-    return await asyncio.to_thread(unified_diff, before, after, f"{path}@{start}", f"{path}@{end}")
+    return await asyncio.to_thread(line_diff, before.text if before else "", after.text if after else "")
 
 
 @dataclass(frozen=True)
 class Row:
-    """One change as the pages show it."""
+    """One change as the pages show it; `has_text` when the file exists at its version (a link to it)."""
 
     path: str
     version: str
@@ -271,6 +411,10 @@ class Row:
     principal: str | None
     run: str | None
     tool_call: str | None
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.path) and self.action in ("write", "moved-in")
 
 
 def _row(revision: Revision) -> Row:
@@ -309,17 +453,55 @@ def _tree(entries: list[FileEntry]) -> Folder:
     return root
 
 
+# What a store error means to someone looking at the page, and what they can do; the store's own
+# message (which may name commands) goes below it, for whoever runs the browser.
+ADVICE = {
+    "invalid_path": "That is not the name of a file in this memory: names are like notes/plan.md.",
+    "invalid_cursor": "That page of the list is no longer where the link points: start again from its first page.",
+    "forbidden": "The bucket refused to let this browser do that: the account it runs as is not allowed to.",
+    "read_only": "This browser is read-only: it shows the memory but changes nothing, so nothing was changed.",
+    "version_mismatch": "The memory changed while you were looking, so nothing was changed. Look again at what "
+    "the change would do now, and confirm it again.",
+    "unavailable": "The bucket did not answer as it should, so this could not be shown. Try again in a moment.",
+}
+
+
 async def store_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, MemoryStoreError)
     status = STATUS_OF.get(error.code, 503)
-    return _error_page(request, status, f"{error.code}: {error}")
+    advice = ADVICE.get(error.code, "The memory could not do that.")
+    links = [FILES]
+    if error.code == "invalid_cursor":
+        links = [(request.url.path, "Start again from the first page"), FILES]
+    elif error.code == "version_mismatch":
+        links = [(_here(request), "See what it would change now"), FILES]  # a GET of a change is its preview
+    elif error.code == "unavailable" and request.method == "GET":
+        links = [(_here(request), "Try again"), FILES]
+    return _error_page(request, Trouble(status, advice, links, detail=f"{error.code}: {error}"))
+
+
+async def trouble(request: Request, error: Exception) -> Response:
+    assert isinstance(error, Trouble)
+    return _error_page(request, error)
 
 
 async def unexpected_error(request: Request, error: Exception) -> Response:
-    return _error_page(request, 500, f"Something failed that nobody expected ({type(error).__name__}); try again.")
+    message = (
+        "Something went wrong that this page did not expect. Try again; if it keeps failing, tell whoever runs "
+        "the browser."
+    )
+    links = [(_here(request), "Try again"), FILES] if request.method == "GET" else [FILES]
+    return _error_page(request, Trouble(500, message, links, detail=type(error).__name__))
 
 
-def _error_page(request: Request, status: int, message: str) -> Response:
+def _here(request: Request) -> str:
+    """This request's own address (path and query), to try it again."""
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def _error_page(request: Request, trouble: Trouble) -> Response:
     # An htmx request swaps the answer into part of a page: a panel, not a whole page inside it.
     template = "error-panel.html" if request.headers.get("hx-request") else "error.html"
-    return render(request, template, status_code=status, message=message)
+    values = {"message": trouble.message, "links": trouble.links, "detail": trouble.detail}
+    return render(request, template, status_code=trouble.status, **values)
