@@ -176,7 +176,9 @@ async def test_restore_needs_write_and_the_form_token(reader: httpx.AsyncClient,
     assert refused.status_code == 403 and "read-only" in refused.text
     async for writer in client_for(url, write=True):
         assert (await writer.post("/restore?path=notes/plan.md&version=1", data={})).status_code == 403
-        done = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN})
+        unsaid = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN})
+        assert unsaid.status_code == 400 and "open it again" in unsaid.text
+        done = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN, "shown": "2"})
         assert done.status_code == 303 and "restored=3" in done.headers["location"]
     async with open_store(url) as store:
         assert (await store.read("notes/plan.md")).text == "ship monday\n"
@@ -202,7 +204,8 @@ async def test_rollback_to_a_time_previews_then_commits(writer: httpx.AsyncClien
     preview = await writer.get("/rollback", params={"at": first.time})
     assert preview.status_code == 200 and "Written back (1)" in preview.text, preview.text[-300:]
     assert "Roll back to commit 1" in preview.text
-    done = await writer.post("/rollback?to=1", data={"token": TOKEN})
+    assert 'name="shown" value="2"' in preview.text
+    done = await writer.post("/rollback?to=1", data={"token": TOKEN, "shown": "2"})
     assert "as new commit 3" in done.text
     async with open_store(url) as store:
         assert (await store.read("notes/plan.md")).text == "ship monday\n"
@@ -485,3 +488,21 @@ def test_how_long_ago_reads() -> None:
     assert str(time_element("not a time", now)) == "not a time"
     assert str(time_element("<b>", now)) == "&lt;b&gt;"
     assert time_element(None, now) == ""
+
+
+async def test_a_change_made_after_the_confirmation_was_shown_is_refused(writer: httpx.AsyncClient, url: str) -> None:
+    """What the confirmation showed is exactly what is done: a commit landing between the preview
+    and the click makes the click refused, with nothing changed and a link to see it anew."""
+    for confirm, change in (
+        ("/restore?path=notes/plan.md&version=1", "/restore?path=notes/plan.md&version=1"),
+        ("/rollback?to=1", "/rollback?to=1"),
+    ):
+        page = await writer.get(confirm)
+        shown = page.text.split('name="shown" value="', 1)[1].split('"', 1)[0]
+        async with open_store(url) as store:
+            current = await store.read("notes/plan.md")
+            await store.write("notes/plan.md", current.text + "and more\n", expected=current.version, origin=Origin())
+        refused = await writer.post(change, data={"token": TOKEN, "shown": shown})
+        assert refused.status_code == 409 and "changed since the preview" in refused.text, refused.text[-500:]
+        async with open_store(url) as store:
+            assert (await store.read("notes/plan.md")).text.endswith("and more\n"), "nothing was changed"

@@ -281,11 +281,16 @@ async def restore(request: Request) -> Response:
     browser = _browser(request)
     path, version = request.query_params.get("path", ""), request.query_params.get("version", "")
     if request.method == "GET":
+        # The head first: texts read after it are at least as new, so a POST made on what this page
+        # shows is refused if anything was committed since (never done on a newer memory unseen).
+        shown = (await browser.store.log.fresh_state()).head
         current, wanted = await _text_at(browser, path, "now"), await _text_at(browser, path, version)
         diff = await _diff(current, wanted)
-        return render(request, "restore.html", path=path, version=version, diff=diff, deletes=wanted is None)
-    await _check_change(request)
-    made = await browser.admin.restore(path, version, origin=browser.origin)
+        return render(
+            request, "restore.html", path=path, version=version, diff=diff, deletes=wanted is None, shown=shown
+        )
+    at = await _check_change(request)
+    made = await browser.admin.restore(path, version, origin=browser.origin, at=at)
     where = f"{_file_link(path)}&restored={made or 'deleted'}"
     return RedirectResponse(where, status_code=303)
 
@@ -301,14 +306,15 @@ async def rollback(request: Request) -> Response:
             if error.code != "not_found":
                 raise
             raise await _unknown_version(browser, str(target), [FILES]) from None
-        return render(request, "rollback.html", target=target, preview=preview)
-    await _check_change(request)
-    made = await browser.admin.rollback(target, origin=browser.origin)
+        return render(request, "rollback.html", target=target, preview=preview, shown=preview.seq)
+    at = await _check_change(request)
+    made = await browser.admin.rollback(target, origin=browser.origin, at=at)
     return render(request, "done.html", message=_rolled_back(target, made))
 
 
-async def _check_change(request: Request) -> None:
-    """Refuse a change unless the browser is writable and the form carries the page's token."""
+async def _check_change(request: Request) -> int:
+    """Refuse a change unless the browser is writable and the form carries the page's token; the
+    memory's head the confirmation showed (the change is made only on that head)."""
     browser = _browser(request)
     if not browser.writable:
         raise Trouble(
@@ -323,6 +329,13 @@ async def _check_change(request: Request) -> None:
             "The change did not come from this page, so nothing was changed. To make it, open it from the "
             "file's history (restore) or the file list (roll back) and confirm it there.",
         )
+    shown = form.get(SHOWN_FIELD)
+    if not isinstance(shown, str) or not (shown.isascii() and shown.isdecimal() and len(shown) <= 20):
+        raise Trouble(400, "The confirmation did not say which state of the memory it showed; open it again.")
+    return int(shown)
+
+
+SHOWN_FIELD = "shown"
 
 
 async def _rollback_target(browser: Browser, to: str, at: str) -> int:
