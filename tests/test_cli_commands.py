@@ -31,6 +31,15 @@ def cli_json(command: str, *arguments: str, expect: int = 0, given: str | None =
     return value
 
 
+def cli_failure(*arguments: str, expect: int, given: str | None = None) -> Any:
+    """What a failing command prints with --json: one object on stdout, checked against error.json."""
+    result = CliRunner().invoke(app, [*arguments, "--json"], input=given)
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    value = json.loads(result.stdout)
+    jsonschema.validate(value, json.loads((SCHEMAS / "error.json").read_text()))
+    return value["error"]
+
+
 @pytest.fixture(params=["local", "s3"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "local":
@@ -179,6 +188,37 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
     assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
+
+
+def test_with_json_every_failure_is_one_object_on_stdout(url: str) -> None:
+    """Each kind of failure, each with its exit code: a script reads stdout and finds why (it used to
+    find nothing there, and text on stderr)."""
+    missing = cli_failure("ls", url, expect=EXIT_NO_MEMORY)
+    assert missing["code"] == "no_memory" and url in missing["message"] and "memories" in missing["hint"]
+    cli_json("put", url, "a.md", given="a\n")
+    cli_json("put", url, "a.md", given="b\n")
+    assert cli_failure("cat", url, "nope.md", expect=EXIT_STORE)["code"] == "not_found"
+    usages = [
+        cli_failure("cat", url, expect=EXIT_USAGE),  # click: a missing argument
+        cli_failure("lss", url, expect=EXIT_USAGE),  # click: no such command
+        cli_failure("log", url, "--since", "yesterday", expect=EXIT_USAGE),  # BadParameter in the command
+        cli_failure("rollback", url, expect=EXIT_USAGE),  # the command's own check
+    ]
+    assert [usage["code"] for usage in usages] == ["usage"] * 4
+    assert "Missing argument 'PATH'" in usages[0]["message"] and "cat --help" in usages[0]["hint"]
+    refused = cli_failure("rollback", url, "--to", "1", expect=EXIT_USAGE, given="")  # not on a terminal
+    assert refused["code"] == "needs_yes" and "--yes" in refused["message"]
+
+
+def test_without_json_a_failure_is_text_on_stderr(url: str) -> None:
+    result = CliRunner().invoke(app, ["ls", url])
+    assert (result.exit_code, result.stdout) == (EXIT_NO_MEMORY, "")
+    assert (
+        result.stderr.startswith(f"error (no_memory): no memory at {url}") and "\nhint: Check the URL" in result.stderr
+    )
+    result = CliRunner().invoke(app, ["put", url, "a.md", "--", "--json"], input="a\n")
+    assert result.exit_code == EXIT_USAGE and result.stdout == "", "--json after -- is a SOURCE, not the flag"
+    assert "cannot read --json" in result.stderr
 
 
 @given(st.text(max_size=40) | st.from_regex(r"\d{1,30}\s*[smhdw]", fullmatch=True))

@@ -1,5 +1,5 @@
-"""What every command shares: the app, its consoles and exit codes, the options that reach a store,
-opening one, the time syntax, confirmation of bulk changes, and JSON output."""
+"""What every command shares: the app, its consoles, the options that reach a store, opening one,
+the time syntax, confirmation of bulk changes, and JSON output."""
 
 from __future__ import annotations
 
@@ -23,17 +23,13 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from pydantic import TypeAdapter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.text import Text
 
 from ..admin import Changeset, MemoryAdmin
 from ..connect import open_store
 from ..head import deleted
 from ..store import LogFileStore
+from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 
-EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
-EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
-command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
-message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
 
 app = typer.Typer(
@@ -41,6 +37,7 @@ app = typer.Typer(
     help=f"Look after agent file memories kept in S3, GCS or a local directory.\n\nURLs: {URL_FORMS}.\n\n{EXIT_CODES}",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=JsonFailuresGroup,
 )
 # Paths, texts and messages come from the memory: printed literally, never read as rich markup.
 out = Console(soft_wrap=True, markup=False, highlight=False)
@@ -190,9 +187,12 @@ def run[T](
         try:
             return asyncio.run(opened())
         except _NoMemory:
-            err.print(Text("error", style="red"), Text(f": no memory at {url}: nothing was ever written there."))
-            err.print("Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).")
-            raise typer.Exit(EXIT_NO_MEMORY) from None
+            fail(
+                "no_memory",
+                f"no memory at {url}: nothing was ever written there.",
+                hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
+                exit_code=EXIT_NO_MEMORY,
+            )
 
 
 async def _check_memory_there(store: LogFileStore) -> None:
@@ -208,17 +208,20 @@ async def _check_memory_there(store: LogFileStore) -> None:
 
 @contextmanager
 def store_errors() -> Iterator[None]:
-    """A store error becomes its code and message on stderr, and exit code 3."""
+    """A store error becomes a failure with its code and message, and exit code 3."""
     try:
         yield
     except MemoryStoreError as error:
-        err.print(Text("error", style="red"), Text(f"({error.code}): {error}"))
-        raise typer.Exit(EXIT_STORE) from None
+        fail(error.code, str(error), exit_code=EXIT_STORE)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
-        err.print(Text("error", style="red"), Text(f"(unexpected): {type(error).__name__}: {error}"))
-        raise typer.Exit(EXIT_STORE) from None
+        fail(
+            "unexpected",
+            f"{type(error).__name__}: {error}",
+            hint="bucket-memory did not expect this failure: if it persists, report it with its command line.",
+            exit_code=EXIT_STORE,
+        )
 
 
 _RELATIVE = re.compile(r"(\d+)\s*(s|m|h|d|w)")
@@ -255,11 +258,13 @@ def confirm(changes: Changeset, what: str, yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        err.print("Not on a terminal: pass --yes to make these changes. Nothing was changed.")
-        raise typer.Exit(EXIT_USAGE)
+        fail(
+            "needs_yes",
+            "Not on a terminal: pass --yes to make these changes. Nothing was changed.",
+            exit_code=EXIT_USAGE,
+        )
     if not typer.confirm("Make these changes?", default=False, err=True):
-        err.print("Nothing was changed.")
-        raise typer.Exit(EXIT_PROBLEMS)
+        fail("declined", "Nothing was changed.", exit_code=EXIT_PROBLEMS)
     return True
 
 

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from ..admin import MemoryAdmin
 from ..diffs import unified_diff
-from .base import EXIT_PROBLEMS, Json, Url, command, emit, origin, out, run
+from .base import Json, Url, command, emit, origin, out, run
+from .failures import EXIT_PROBLEMS
 from .output import Diff, Entry, File, Match, Written
 
 Path_ = Annotated[str, typer.Argument(help="A file's path in the memory, such as notes/tea.md.", show_default=False)]

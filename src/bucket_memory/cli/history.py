@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import click
 import typer
 from rich.table import Table
 
 from ..admin import Changeset, MemoryAdmin
-from .base import EXIT_USAGE, TIME_HELP, Json, Url, Yes, command, confirm, emit, err, moment, origin, out, run
+from .base import TIME_HELP, Json, Url, Yes, command, confirm, emit, moment, origin, out, run
 from .output import Bulk, Revision, Written
 
 
@@ -93,8 +94,7 @@ def rollback(
     Example: bucket-memory rollback s3://my-memories/team --as-of 2h --yes
     """
     if (to is None) == (as_of is None):
-        err.print("Give exactly one of --to SEQ or --as-of TIME.")
-        raise typer.Exit(EXIT_USAGE)
+        raise click.UsageError("Give exactly one of --to SEQ or --as-of TIME.")
     when = moment(as_of) if as_of is not None else None
 
     async def preview(admin: MemoryAdmin) -> tuple[int, Changeset]:

@@ -18,9 +18,6 @@ from ..policy import access_policy, gcs_condition, memory_prefixes, operator_pol
 from ..transfer import export_snapshot, read_directory
 from ..urls import parse_url
 from .base import (
-    EXIT_PROBLEMS,
-    EXIT_STORE,
-    EXIT_USAGE,
     TIME_HELP,
     URL_FORMS,
     Json,
@@ -40,6 +37,7 @@ from .base import (
     run,
     store_errors,
 )
+from .failures import EXIT_PROBLEMS, EXIT_STORE
 from .output import (
     Bulk,
     Checked,
@@ -67,8 +65,7 @@ def export_files(
     Example: bucket-memory export s3://my-memories/team ./backup
     """
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        err.print(f"{directory} is not an empty directory; export into a new or empty one.")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.BadParameter(f"{directory} is not an empty directory; export into a new or empty one.")
 
     async def work(admin: MemoryAdmin) -> tuple[int, int]:
         with progress("exporting") as advance:
@@ -360,9 +357,9 @@ def policy(
     """
     with store_errors():
         parsed = [parse_url(url) for url in urls]
-        if any(url.scheme == "file" for url in parsed):
-            err.print("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
-            raise typer.Exit(EXIT_USAGE)
+    if any(url.scheme == "file" for url in parsed):
+        raise typer.BadParameter("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
+    with store_errors():
         bucket, prefixes = memory_prefixes(parsed)
         if parsed[0].scheme == "gs":
             condition = gcs_condition(bucket, prefixes)
