@@ -72,6 +72,23 @@ def test_put_cat_ls(url: str) -> None:
     assert [entry["path"] for entry in cli_json("ls", url, "notes")] == ["notes/b.md"]
 
 
+def test_a_conflict_names_the_version_now_and_the_newest_commit(seeded: str) -> None:
+    """A refused compare-and-swap says what it found, so the next try can be decided (it used to say
+    only "changed since it was read"); a create over a file says that it exists."""
+    exists = cli_failure("put", seeded, "todo.md", "--create", given="tea\n", expect=EXIT_STORE)
+    assert exists["code"] == "version_mismatch"
+    assert exists["message"] == "todo.md already exists, at version 2 (the memory's newest commit is 3)."
+    assert "--expected 2" in exists["hint"] and "log URL todo.md" in exists["hint"]
+    stale = cli_failure("put", seeded, "notes/tea.md", "--expected", "1", given="tea\n", expect=EXIT_STORE)
+    assert "notes/tea.md is at version 3, not 1: it changed since it was read" in stale["message"]
+    assert "newest commit is 3" in stale["message"] and "--expected 3" in stale["hint"]
+    gone = cli_failure("rm", seeded, "never.md", "--expected", "2", expect=EXIT_STORE)
+    assert gone["message"].startswith("never.md does not exist now; it was expected at version 2")
+    said = cli("mv", seeded, "todo.md", "done.md", "--expected", "1", expect=EXIT_STORE)
+    assert "todo.md is at version 2, not 1" in said and "\nhint: Pass --expected 2" in said
+    assert cli_json("cat", seeded, "todo.md")["text"] == "buy milk\n"
+
+
 def test_rm_and_mv(seeded: str) -> None:
     assert cli_json("mv", seeded, "todo.md", "done/todo.md") == {"path": "done/todo.md", "version": "4"}
     assert cli_json("rm", seeded, "done/todo.md") == {"path": "done/todo.md", "version": None}

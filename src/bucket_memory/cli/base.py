@@ -212,7 +212,7 @@ def store_errors() -> Iterator[None]:
     try:
         yield
     except MemoryStoreError as error:
-        fail(error.code, str(error), exit_code=EXIT_STORE)
+        fail(error.code, str(error), hint=_hint(error), exit_code=EXIT_STORE)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
@@ -222,6 +222,18 @@ def store_errors() -> Iterator[None]:
             hint="bucket-memory did not expect this failure: if it persists, report it with its command line.",
             exit_code=EXIT_STORE,
         )
+
+
+def _hint(error: MemoryStoreError) -> str | None:
+    """What the command line adds to a store's message: for a file found at another version, the
+    option that changes it at that version."""
+    if error.code != "version_mismatch" or error.current is None:
+        return None
+    found = error.current
+    return (
+        f"Pass --expected {found.version} to change it only while it is at version {found.version} "
+        f"(`bucket-memory log URL {found.path}` shows who changed it)."
+    )
 
 
 _RELATIVE = re.compile(r"(\d+)\s*(s|m|h|d|w)")
