@@ -3,17 +3,21 @@ its --json output validated against the JSON Schema kept in docs/cli/schemas/.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from a13n_harness.providers.memory import Origin
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from bucket_memory import LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
+from bucket_memory.codec import log_key
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
 from .helpers import cli
@@ -87,6 +91,29 @@ def test_a_conflict_names_the_version_now_and_the_newest_commit(seeded: str) -> 
     said = cli("mv", seeded, "todo.md", "done.md", "--expected", "1", expect=EXIT_STORE)
     assert "todo.md is at version 2, not 1" in said and "\nhint: Pass --expected 2" in said
     assert cli_json("cat", seeded, "todo.md")["text"] == "buy milk\n"
+
+
+def test_a_version_outside_the_history_says_where_the_history_is(url: str) -> None:
+    """`cat --version 99` at commit 5 advised `recover`; it says that the newest commit is 5. Below
+    the retained log (its oldest commits compacted), it names the commits held, `log` and `recover`."""
+
+    async def five_commits_the_first_two_compacted() -> None:
+        async with open_store(url, options=LogOptions(checkpoint_max_commits=3)) as store:
+            version = None
+            for text in "abcde":
+                version = await store.write("a.md", text, expected=version, origin=Origin(principal_id="test"))
+        async with open_store(url) as store:
+            assert [seq for seq, _ in await store.log.reader.list_checkpoints()] == [3]
+            await store.log.objects.delete([log_key(1), log_key(2)])  # as a compaction to commit 3 does
+
+    asyncio.run(five_commits_the_first_two_compacted())
+    ahead = cli_failure("cat", url, "a.md", "--version", "99", expect=EXIT_STORE)
+    assert ahead["code"] == "not_found" and "There is no commit 99 yet: the newest commit of" in ahead["message"]
+    assert ahead["message"].endswith(" is 5. `bucket-memory log` lists its commits.")
+    older = cli_failure("cat", url, "a.md", "--version", "2", expect=EXIT_STORE)
+    assert "Commit 2 is older than the retained history of" in older["message"]
+    assert "which holds commits 3 to 5" in older["message"] and "recover --as-of TIME" in older["message"]
+    assert cli_json("cat", url, "a.md", "--version", "3")["text"] == "c"
 
 
 def test_rm_and_mv(seeded: str) -> None:
