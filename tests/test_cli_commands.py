@@ -130,6 +130,16 @@ def test_grep(seeded: str) -> None:
     assert cli_json("grep", seeded, "nowhere", expect=EXIT_PROBLEMS) == []
 
 
+def test_grep_and_ls_take_a_folder_the_same_ways(seeded: str) -> None:
+    """`grep --path notes` was refused (the store's directories end in /) while `ls URL notes` worked."""
+    for folder in ("notes", "notes/", "/notes/"):
+        assert [match["path"] for match in cli_json("grep", seeded, "i", "--path", folder)] == ["notes/tea.md"]
+        assert [entry["path"] for entry in cli_json("ls", seeded, folder)] == ["notes/tea.md"]
+    assert cli_json("grep", seeded, "milk", "--path", "notes", expect=EXIT_PROBLEMS) == []
+    assert [match["path"] for match in cli_json("grep", seeded, "i", "--path", "/")] == ["notes/tea.md", "todo.md"]
+    assert cli_json("ls", seeded, "note") == [], "a folder, not a start of a name"
+
+
 def test_log_walks_back_and_filters_by_time(seeded: str) -> None:
     history = cli_json("log", seeded)
     assert [(entry["version"], entry["path"]) for entry in history] == [

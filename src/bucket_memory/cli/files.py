@@ -33,11 +33,11 @@ def ls(
 
     Example: bucket-memory ls s3://my-memories/team notes/
     """
-    folder = prefix.strip("/")
+    under = _folder(prefix)
     entries = [
         Entry(path=entry.path, version=entry.version, size=entry.size, description=entry.description)
         for entry in run(lambda admin: admin.store.list(), url, read_only=True)
-        if not folder or entry.path.startswith(f"{folder}/")
+        if entry.path.startswith(under)
     ]
 
     def table() -> None:
@@ -151,7 +151,9 @@ def grep(
     Example: bucket-memory grep s3://my-memories/team -i "green tea"
     """
     found, _ = run(
-        lambda admin: admin.store.search(pattern, regex=regex, case_sensitive=not ignore_case, path=path, limit=limit),
+        lambda admin: admin.store.search(
+            pattern, regex=regex, case_sensitive=not ignore_case, path=_folder(path), limit=limit
+        ),
         url,
         read_only=True,
     )
@@ -187,6 +189,13 @@ def diff(
     before, after = run(texts, url, read_only=True)
     lines = "".join(unified_diff(before, after, f"{path}@{start}", f"{path}@{end or 'now'}"))
     emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
+
+
+def _folder(text: str) -> str:
+    """A folder as given on the command line (notes, notes/ or /notes/) as the store names one: "" for
+    the whole memory, else ending in /."""
+    folder = text.strip("/")
+    return f"{folder}/" if folder else ""
 
 
 def _on_terminal() -> bool:
