@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import typer
 from a13n_harness.providers.memory import Origin
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from bucket_memory import LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
+from bucket_memory.cli.base import store_errors
 from bucket_memory.codec import log_key
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
@@ -262,6 +264,37 @@ def test_with_json_every_failure_is_one_object_on_stdout(url: str) -> None:
     assert "Missing argument 'PATH'" in usages[0]["message"] and "cat --help" in usages[0]["hint"]
     refused = cli_failure("rollback", url, "--to", "1", expect=EXIT_USAGE, given="")  # not on a terminal
     assert refused["code"] == "needs_yes" and "--yes" in refused["message"]
+
+
+def test_a_wrong_command_line_is_exit_2_before_anything_is_opened(seeded: str) -> None:
+    """A URL, a path, a folder, a version, a pattern or a principal that the command line got wrong
+    exited 3, as if the store had failed."""
+    wrong: dict[str, list[tuple[str, ...]]] = {
+        "'URL'": [("ls", "http://example.com/x"), ("ls", "s3://"), ("memories", "ftp://x"), ("init", "a/folder")],
+        "'[PREFIX]'": [("ls", seeded, "a//b")],
+        "'PATH'": [("cat", seeded, "../etc/passwd")],
+        "'[PATH]'": [("log", seeded, "/todo.md")],
+        "'--version'": [
+            ("cat", seeded, "todo.md", "--version", "abc"),
+            ("restore", seeded, "todo.md", "--version", "1.0"),
+        ],
+        "'--to'": [("diff", seeded, "todo.md", "--from", "1", "--to", "yesterday")],
+        "'--expected'": [("put", seeded, "todo.md", "--expected", "v2"), ("rm", seeded, "todo.md", "--expected", "-1")],
+        "'--principal'": [("put", seeded, "todo.md", "--principal", "x" * 1025)],
+        "'PATTERN'": [("grep", seeded, "(", "--regex")],
+        "'--path'": [("grep", seeded, "milk", "--path", "../notes")],
+    }
+    for name, command_lines in wrong.items():
+        for arguments in command_lines:
+            failure = cli_failure(*arguments, expect=EXIT_USAGE, given="tea\n")
+            assert failure["code"] == "usage" and f"Invalid value for {name}" in failure["message"], failure
+    assert cli_json("cat", seeded, "todo.md") == {"path": "todo.md", "version": "2", "text": "buy milk\n"}
+
+
+def test_a_usage_error_inside_a_command_s_work_stays_one() -> None:
+    """store_errors turned every exception it did not know, click's usage errors included, into exit 3."""
+    with pytest.raises(typer.BadParameter), store_errors():
+        raise typer.BadParameter("a value the command line gave")
 
 
 def test_without_json_a_failure_is_text_on_stderr(url: str) -> None:

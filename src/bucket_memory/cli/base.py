@@ -18,16 +18,19 @@ from datetime import UTC, datetime, timedelta
 from importlib.metadata import version as package_version
 from typing import Annotated, Any
 
+import click
 import typer
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
 from pydantic import TypeAdapter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..admin import Changeset, MemoryAdmin
+from ..admin import Changeset, MemoryAdmin, version_seq
+from ..codec import checked_origin
 from ..connect import open_store
 from ..head import deleted
 from ..store import LogFileStore
+from ..urls import parse_url
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
@@ -43,7 +46,46 @@ app = typer.Typer(
 out = Console(soft_wrap=True, markup=False, highlight=False)
 err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
-Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False)]
+
+@contextmanager
+def as_usage(param_hint: str | None = None) -> Iterator[None]:
+    """The store's refusal of something the command line gave (a URL, a path, a version, a pattern)
+    as a usage error, exit code 2: checked before anything is opened, it is the command line that
+    is wrong."""
+    try:
+        yield
+    except MemoryStoreError as error:
+        raise typer.BadParameter(str(error), param_hint=param_hint) from None
+
+
+def checked_url(value: str) -> str:
+    with as_usage():
+        parse_url(value)
+    return value
+
+
+def checked_version(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            version_seq(value)
+    return value
+
+
+def checked_path(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            validate_path(value, FileFormat())  # the format every command opens its store with
+    return value
+
+
+def _checked_principal(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            checked_origin(Origin(principal_id=value))
+    return value
+
+
+Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False, callback=checked_url)]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (its schema: docs/cli/schemas/).")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Make the changes without asking (needed off a terminal).")]
 _LISTED = 20
@@ -78,14 +120,18 @@ _CLOUD_PARAMETERS = [
         name,
         inspect.Parameter.KEYWORD_ONLY,
         default=None,
-        annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud")],
+        annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud", callback=check)],
     )
-    for name, text in (
-        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE)."),
-        ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION)."),
-        ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL)."),
-        ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT)."),
-        ("principal", "Who changes are attributed to (else the cloud identity, else the OS user)."),
+    for name, text, check in (
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", None),
+        ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION).", None),
+        ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL).", None),
+        ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT).", None),
+        (
+            "principal",
+            "Who changes are attributed to (else the cloud identity, else the OS user).",
+            _checked_principal,
+        ),
     )
 ]
 
@@ -213,8 +259,8 @@ def store_errors() -> Iterator[None]:
         yield
     except MemoryStoreError as error:
         fail(error.code, str(error), hint=_hint(error), exit_code=EXIT_STORE)
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
-        raise
+    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise  # a usage error keeps its exit code 2
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
         fail(
             "unexpected",

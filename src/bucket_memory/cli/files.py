@@ -7,26 +7,49 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from a13n_harness.providers.memory import MemoryStoreError
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_directory
 from rich.table import Table
 
 from ..admin import MemoryAdmin
 from ..diffs import unified_diff
-from .base import Json, Url, command, emit, origin, out, run
+from ..search import check_pattern, compile_pattern
+from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, origin, out, run
 from .failures import EXIT_PROBLEMS
 from .output import Diff, Entry, File, Match, Written
 
-Path_ = Annotated[str, typer.Argument(help="A file's path in the memory, such as notes/tea.md.", show_default=False)]
+
+def _folder(text: str) -> str:
+    """A folder as given on the command line (notes, notes/ or /notes/) as the store names one: "" for
+    the whole memory, else ending in /."""
+    folder = text.strip("/")
+    return f"{folder}/" if folder else ""
+
+
+def _checked_folder(value: str) -> str:
+    with as_usage():
+        validate_directory(_folder(value), FileFormat())  # the format every command opens its store with
+    return value
+
+
+Path_ = Annotated[
+    str,
+    typer.Argument(
+        help="A file's path in the memory, such as notes/tea.md.", show_default=False, callback=checked_path
+    ),
+]
 Expected = Annotated[
     str | None,
-    typer.Option(help="Change the file only while it is at this version (default: the version it has now)."),
+    typer.Option(
+        help="Change the file only while it is at this version (default: the version it has now).",
+        callback=checked_version,
+    ),
 ]
 
 
 @command()
 def ls(
     url: Url,
-    prefix: Annotated[str, typer.Argument(help="Only files under this folder.")] = "",
+    prefix: Annotated[str, typer.Argument(help="Only files under this folder.", callback=_checked_folder)] = "",
     as_json: Json = False,
 ) -> None:
     """List the files with their versions, sizes and descriptions.
@@ -53,7 +76,9 @@ def ls(
 def cat(
     url: Url,
     path: Path_,
-    version: Annotated[str | None, typer.Option(help="The file as of this version (a commit number).")] = None,
+    version: Annotated[
+        str | None, typer.Option(help="The file as of this version (a commit number).", callback=checked_version)
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Print a file, now or as of a version.
@@ -140,7 +165,7 @@ def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, a
 def grep(
     url: Url,
     pattern: Annotated[str, typer.Argument(help="What to look for: text, or a regular expression with --regex.")],
-    path: Annotated[str, typer.Option("--path", help="Only files under this folder.")] = "",
+    path: Annotated[str, typer.Option("--path", help="Only files under this folder.", callback=_checked_folder)] = "",
     regex: Annotated[bool, typer.Option("--regex", "-E", help="Read PATTERN as a regular expression.")] = False,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match regardless of case.")] = False,
     limit: Annotated[int, typer.Option(min=1, help="At most this many matching lines.")] = 100,
@@ -150,6 +175,9 @@ def grep(
 
     Example: bucket-memory grep s3://my-memories/team -i "green tea"
     """
+    with as_usage("'PATTERN'"):
+        check_pattern(pattern, is_regex=regex)
+        compile_pattern(pattern, is_regex=regex, case_sensitive=not ignore_case)
     found, _ = run(
         lambda admin: admin.store.search(
             pattern, regex=regex, case_sensitive=not ignore_case, path=_folder(path), limit=limit
@@ -172,8 +200,10 @@ def grep(
 def diff(
     url: Url,
     path: Path_,
-    start: Annotated[str, typer.Option("--from", help="The older version.")],
-    end: Annotated[str | None, typer.Option("--to", help="The newer version (default: now).")] = None,
+    start: Annotated[str, typer.Option("--from", help="The older version.", callback=checked_version)],
+    end: Annotated[
+        str | None, typer.Option("--to", help="The newer version (default: now).", callback=checked_version)
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Show how a file changed between two versions, as a unified diff.
@@ -189,13 +219,6 @@ def diff(
     before, after = run(texts, url, read_only=True)
     lines = "".join(unified_diff(before, after, f"{path}@{start}", f"{path}@{end or 'now'}"))
     emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
-
-
-def _folder(text: str) -> str:
-    """A folder as given on the command line (notes, notes/ or /notes/) as the store names one: "" for
-    the whole memory, else ending in /."""
-    folder = text.strip("/")
-    return f"{folder}/" if folder else ""
 
 
 def _on_terminal() -> bool:

@@ -9,14 +9,28 @@ import typer
 from rich.table import Table
 
 from ..admin import Changeset, MemoryAdmin
-from .base import TIME_HELP, Json, Url, Yes, command, confirm, emit, moment, origin, out, run
+from .base import (
+    TIME_HELP,
+    Json,
+    Url,
+    Yes,
+    checked_path,
+    checked_version,
+    command,
+    confirm,
+    emit,
+    moment,
+    origin,
+    out,
+    run,
+)
 from .output import Bulk, Revision, Written
 
 
 @command()
 def log(
     url: Url,
-    path: Annotated[str | None, typer.Argument(help="Only changes to this file.")] = None,
+    path: Annotated[str | None, typer.Argument(help="Only changes to this file.", callback=checked_path)] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many entries, newest first.")] = 50,
     since: Annotated[str | None, typer.Option(help=f"Only changes made since: {TIME_HELP}.")] = None,
     until: Annotated[str | None, typer.Option(help=f"Only changes made until: {TIME_HELP}.")] = None,
@@ -58,8 +72,10 @@ def log(
 @command()
 def restore(
     url: Url,
-    path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False)],
-    version: Annotated[str, typer.Option(help="The version to bring back (see `log URL PATH`).")],
+    path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False, callback=checked_path)],
+    version: Annotated[
+        str, typer.Option(help="The version to bring back (see `log URL PATH`).", callback=checked_version)
+    ],
     yes: Yes = False,
     as_json: Json = False,
 ) -> None:
