@@ -4,7 +4,9 @@ its --json output validated against the JSON Schema kept in docs/cli/schemas/.""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +308,30 @@ def test_without_json_a_failure_is_text_on_stderr(url: str) -> None:
     result = CliRunner().invoke(app, ["put", url, "a.md", "--", "--json"], input="a\n")
     assert result.exit_code == EXIT_USAGE and result.stdout == "", "--json after -- is a SOURCE, not the flag"
     assert "cannot read --json" in result.stderr
+
+
+def test_with_no_region_changes_are_attributed_to_the_cloud_identity(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no region configured, every change was attributed to the OS user (botocore wants a
+    region for STS); STS answers from us-east-1 for any caller. A local memory has no cloud identity."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))  # nor a region from ~/.aws/config
+    cli_json("put", url, "a.md", given="a\n")
+    by = cli_json("log", url)[0]["principal"]
+    assert by.startswith("arn:aws:") if url.startswith("s3://") else by == getpass.getuser()
+
+
+def test_when_sts_cannot_answer_changes_are_attributed_to_the_os_user(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on: STS refuses at once
+        closed.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", f"http://127.0.0.1:{closed.getsockname()[1]}")
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    cli_json("put", url, "a.md", given="a\n")
+    assert cli_json("log", url)[0]["principal"] == getpass.getuser()
 
 
 @given(st.text(max_size=40) | st.from_regex(r"\d{1,30}\s*[smhdw]", fullmatch=True))

@@ -185,14 +185,27 @@ def origin(command_name: str, url: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
 
 
+_STS_SECONDS = 3  # each of connecting and reading, once: a command does not wait long to name its caller
+
+
 def _cloud_identity(url: str) -> str | None:
     """The caller's ARN (S3, from STS) or the credentials' account (GCS); None where it cannot be told."""
     try:
         if url.startswith("s3://"):
+            import botocore.config
             import botocore.session
 
-            identity = botocore.session.get_session().create_client("sts").get_caller_identity()
-            return str(identity["Arn"])
+            session = botocore.session.get_session()
+            # STS names any caller from any region, but botocore wants one: with none configured
+            # (a laptop, a CI runner), us-east-1, where STS's global endpoint also lives.
+            sts = session.create_client(
+                "sts",
+                region_name=session.get_config_variable("region") or "us-east-1",
+                config=botocore.config.Config(
+                    connect_timeout=_STS_SECONDS, read_timeout=_STS_SECONDS, retries={"total_max_attempts": 1}
+                ),
+            )
+            return str(sts.get_caller_identity()["Arn"])
         if url.startswith("gs://"):
             import google.auth
 
