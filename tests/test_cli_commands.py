@@ -7,6 +7,7 @@ import asyncio
 import getpass
 import json
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,13 @@ import typer
 from a13n_harness.providers.memory import Origin
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from bucket_memory import LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 from bucket_memory.cli.base import store_errors
+from bucket_memory.cli.tables import age
 from bucket_memory.codec import log_key
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
@@ -332,6 +335,98 @@ def test_when_sts_cannot_answer_changes_are_attributed_to_the_os_user(
     url = f"s3://{BUCKET}/{unique_prefix()}"
     cli_json("put", url, "a.md", given="a\n")
     assert cli_json("log", url)[0]["principal"] == getpass.getuser()
+
+
+AGENT = Origin(
+    run_id="run-3ccb49c5-3099-44ff-9a48-069e850288f5",
+    principal_id="arn:aws:sts::123456789012:assumed-role/agent-role/i-0123456789abcdef0",
+    tool_call_id="call_1ec65da565ab4014ba1877730b1facaa",
+)
+
+
+def table_at(columns: int, *arguments: str) -> list[str]:
+    """A command's table on a terminal `columns` wide, its lines checked to fit."""
+    result = CliRunner().invoke(app, list(arguments), env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(cell_len(line.rstrip()) <= columns for line in lines), result.stdout
+    return lines
+
+
+def cells(lines: list[str], header: str, after: str | None) -> list[str]:
+    """Each row's cell under `header` (up to the column `after`), the lines it wraps onto joined
+    with no spaces (where the wrap fell is the table's choice): a row starts where the first
+    column has a value."""
+    start = lines[0].index(f" {header}")
+    end = lines[0].index(f" {after}") if after else None
+    found: list[str] = []
+    for line in lines[1:]:
+        piece = line[start:end].strip()
+        if line[:2].strip():
+            found.append(piece)
+        else:
+            found[-1] += piece
+    return found
+
+
+def test_log_and_records_fit_80_columns_and_wide_shows_everything(url: str) -> None:
+    """At 80 columns, `log` cut its times, ran principal and run together and cut ids; now versions
+    and ids are whole, paths fold onto more lines, times are ages, and --wide shows every value
+    (`ls` too)."""
+    long = "notes/projects/2026/release-planning-for-the-q3-launch.md"
+
+    async def history() -> None:
+        async with open_store(url) as store:
+            version = await store.write(long, "plan\n", expected=None, origin=AGENT)
+            await store.write("todo.md", "milk\n", expected=None, origin=Origin(principal_id="alice"))
+            await store.move(long, "notes/archive/release-planning.md", expected=version, origin=AGENT)
+
+    asyncio.run(history())
+    revisions = cli_json("log", url)
+    lines = table_at(80, "log", url)
+    assert lines[0].split() == ["version", "time", "action", "path", "by", "run"]
+    assert cells(lines, "version", "time") == [revision["version"] for revision in revisions] == ["3", "3", "2", "1"]
+    assert [cell.replace(" ", "") for cell in cells(lines, "path", "by")] == [
+        f"{long}->notes/archive/release-planning.md",
+        f"notes/archive/release-planning.md<-{long}",
+        "todo.md",
+        long,
+    ], "folded, nothing lost"
+    assert all(age.endswith(" ago") for age in cells(lines, "time", "action"))
+    by = cells(lines, "by", "run")
+    assert by[2] == "alice" and all(by[row].startswith("agent-role") for row in (0, 1, 3)), "an ARN by its name"
+    wide = "\n".join(table_at(1000, "log", url, "--wide"))
+    assert cells(wide.splitlines(), "time", "action") == [revision["time"] for revision in revisions]
+    assert all(f" {value} " in wide for value in (AGENT.principal_id, AGENT.run_id, AGENT.tool_call_id, long))
+
+    listed = table_at(80, "ls", url)
+    assert cells(listed, "path", "version") == ["notes/archive/release-planning.md", "todo.md"]
+    assert cells(listed, "version", "bytes") == ["3", "2"]
+
+    statement = "The team drinks green tea at standup, every morning at nine, except on Fridays (coffee)."
+    added = [cli_json("records add", url, text) for text in (statement, "Deploys happen on Tuesdays.")]
+    lines = table_at(80, "records", "ls", url)
+    assert sorted(cells(lines, "id", "updated")) == sorted(record["id"] for record in added), "ids whole"
+    texts = cells(lines, "text", None)
+    assert "Deploys happen on Tuesdays." in texts, "whole where it fits"
+    assert any(text.endswith("…") and statement.startswith(text[:-1]) for text in texts), "cut on one line"
+    wide = "\n".join(table_at(1000, "records", "ls", url, "--wide"))
+    assert statement in wide and all(record["updated_at"] in wide for record in added)
+
+
+def test_ages_are_short_and_exact_past_a_month() -> None:
+    now = datetime(2026, 11, 30, 17, 6, 47, tzinfo=UTC)
+    ages = {
+        "2026-11-30T17:06:47Z": "0s ago",
+        "2026-11-30T17:06:02Z": "45s ago",
+        "2026-11-30T16:54:47.5Z": "11m ago",
+        "2026-11-30T14:00:00+00:00": "3h ago",
+        "2026-11-25T17:06:47Z": "5d ago",
+        "2026-10-31T17:06:48Z": "29d ago",
+        "2026-10-01T00:00:00Z": "2026-10-01",
+        "2026-11-30T17:08:50Z": "in 2m",  # a writer whose clock runs ahead
+    }
+    assert {moment: age(moment, now) for moment in ages} == ages
 
 
 @given(st.text(max_size=40) | st.from_regex(r"\d{1,30}\s*[smhdw]", fullmatch=True))

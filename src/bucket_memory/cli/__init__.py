@@ -1,7 +1,8 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `failures` how a command fails; `files`, `history`,
-`operations`, `records` and `browse` hold the commands; `output` the models of their --json output.
+`base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
+table; `files`, `history`, `operations`, `records` and `browse` hold the commands; `output` the
+models of their --json output.
 Importing this package registers every command.
 """
 

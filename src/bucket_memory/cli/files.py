@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_directory
-from rich.table import Table
 
 from ..admin import MemoryAdmin
 from ..diffs import unified_diff
@@ -16,6 +15,7 @@ from ..search import check_pattern, compile_pattern
 from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, origin, out, run
 from .failures import EXIT_PROBLEMS
 from .output import Diff, Entry, File, Match, Written
+from .tables import Column, Wide, show
 
 
 def _folder(text: str) -> str:
@@ -50,6 +50,7 @@ Expected = Annotated[
 def ls(
     url: Url,
     prefix: Annotated[str, typer.Argument(help="Only files under this folder.", callback=_checked_folder)] = "",
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """List the files with their versions, sizes and descriptions.
@@ -64,10 +65,9 @@ def ls(
     ]
 
     def table() -> None:
-        rows = Table("path", "version", "bytes", "description", box=None)
-        for entry in entries:
-            rows.add_row(entry.path, entry.version, str(entry.size), entry.description or "")
-        out.print(rows)
+        columns = [Column("path", "fold", share=2), Column("version"), Column("bytes"), Column("description", "cut")]
+        rows = [[entry.path, entry.version, str(entry.size), entry.description or ""] for entry in entries]
+        show(columns, rows, wide=wide)
 
     emit(entries, as_json, table)
 

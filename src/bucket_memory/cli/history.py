@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import click
 import typer
-from rich.table import Table
 
 from ..admin import Changeset, MemoryAdmin
 from .base import (
@@ -25,6 +25,7 @@ from .base import (
     run,
 )
 from .output import Bulk, Revision, Written
+from .tables import Column, Wide, age, show
 
 
 @command()
@@ -34,6 +35,7 @@ def log(
     limit: Annotated[int, typer.Option(min=1, help="At most this many entries, newest first.")] = 50,
     since: Annotated[str | None, typer.Option(help=f"Only changes made since: {TIME_HELP}.")] = None,
     until: Annotated[str | None, typer.Option(help=f"Only changes made until: {TIME_HELP}.")] = None,
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """Show the retained history, newest first: who changed what, when.
@@ -59,14 +61,50 @@ def log(
     ]
 
     def table() -> None:
-        rows = Table("version", "time", "action", "path", "by", box=None)
-        for revision in revisions:
-            action = f"{revision.action} {revision.other}" if revision.other else revision.action
-            who = " ".join(part for part in (revision.principal, revision.run) if part)
-            rows.add_row(revision.version, revision.time, action, revision.path or "*", who)
-        out.print(rows)
+        now = datetime.now(UTC)
+        columns = [
+            Column("version"),
+            Column("time"),
+            Column("action"),
+            Column("path", "fold", share=2),
+            Column("by", "cut"),
+            Column("run", "cut"),
+            *([Column("tool call")] if wide else []),
+        ]
+        rows = [
+            [
+                revision.version,
+                revision.time if wide else age(revision.time, now),
+                revision.action,
+                _moved(revision),
+                (revision.principal or "") if wide else _short(revision.principal),
+                revision.run or "",
+                *([revision.tool_call or ""] if wide else []),
+            ]
+            for revision in revisions
+        ]
+        show(columns, rows, wide=wide)
 
     emit(revisions, as_json, table)
+
+
+def _moved(revision: Revision) -> str:
+    """The path a change made, with where a move came from or went to; * for a purge (every file)."""
+    if revision.action == "moved-in":
+        return f"{revision.path} <- {revision.other}"
+    if revision.action == "moved-out":
+        return f"{revision.path} -> {revision.other}"
+    return revision.path or "*"
+
+
+def _short(principal: str | None) -> str:
+    """A principal as a narrow table shows it: an ARN by the name in its resource (agent/i-0ab for
+    arn:aws:sts::123456789012:assumed-role/agent/i-0ab, alice for ...:user/alice), which tells the
+    callers of one account apart."""
+    if principal is None or not principal.startswith("arn:"):
+        return principal or ""
+    resource = principal.rpartition(":")[2]
+    return resource.partition("/")[2] or resource
 
 
 @command()
