@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import re
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,13 +15,13 @@ from typing import Any
 import jsonschema
 import pytest
 import typer
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from typer.testing import CliRunner
 
-from bucket_memory import LogOptions, open_store
+from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 from bucket_memory.cli.base import store_errors
 from bucket_memory.cli.tables import age
@@ -300,6 +301,29 @@ def test_a_usage_error_inside_a_command_s_work_stays_one() -> None:
     """store_errors turned every exception it did not know, click's usage errors included, into exit 3."""
     with pytest.raises(typer.BadParameter), store_errors():
         raise typer.BadParameter("a value the command line gave")
+
+
+def test_every_failure_names_its_code(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "No memory at" printed as `error : ...`, with no code, and so would a store error made with an
+    empty code: each failure now says `error (code): ...`, a code nobody defined as `unexpected`."""
+
+    def error_line(*arguments: str, expect: int) -> str:
+        result = CliRunner().invoke(app, list(arguments))
+        assert result.exit_code == expect, result.output
+        (line,) = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        assert re.match(r"error \([a-z_]+\): \S", line), line
+        return line
+
+    assert error_line("ls", url, expect=EXIT_NO_MEMORY).startswith("error (no_memory): no memory at")
+    cli_json("put", url, "a.md", given="a\n")
+    assert error_line("cat", url, "nope.md", expect=EXIT_STORE).startswith("error (not_found): nope.md")
+
+    async def broken(*_: object, **__: object) -> None:
+        raise MemoryStoreError("", "the store broke")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogFileStore, "read", broken)
+    assert error_line("cat", url, "a.md", expect=EXIT_STORE) == "error (unexpected): the store broke (code '')"
+    assert cli_failure("cat", url, "a.md", expect=EXIT_STORE)["code"] == "unexpected"
 
 
 def test_without_json_a_failure_is_text_on_stderr(url: str) -> None:

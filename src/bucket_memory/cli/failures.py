@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 import typer
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
@@ -27,6 +28,7 @@ message says why and what to do); 4 no memory at the URL (nothing was ever writt
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
 _stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+_CODES: TypeAdapter[FailureCode] = TypeAdapter(FailureCode)
 
 
 def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = None) -> NoReturn:
@@ -36,6 +38,12 @@ def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = 
 
 
 def report(code: FailureCode, message: str, hint: str | None = None) -> None:
+    """Say why a command failed; a code nobody defined (a store error made with an empty one) is
+    told as `unexpected`, naming it: no failure is printed without a code."""
+    try:
+        code = _CODES.validate_python(code)
+    except ValidationError:
+        code, message = "unexpected", f"{message} (code {code!r})"
     if _as_json.get():
         failed = Failed(error=Failure(code=code, message=message, hint=hint))
         sys.stdout.write(failed.model_dump_json(indent=2) + "\n")
