@@ -326,6 +326,15 @@ def test_every_failure_names_its_code(url: str, monkeypatch: pytest.MonkeyPatch)
     assert cli_failure("cat", url, "a.md", expect=EXIT_STORE)["code"] == "unexpected"
 
 
+def test_a_mistyped_command_is_suggested_once(url: str) -> None:
+    """Typer and click each added "Did you mean 'ls'?"."""
+    for words, suggestion in ((["lss", url], "Did you mean 'ls'?"), (["records", "serch", url], "'search'")):
+        said = CliRunner().invoke(app, words, env={"COLUMNS": "400"})
+        assert said.exit_code == EXIT_USAGE and said.stderr.count("Did you mean") == 1, said.stderr
+        assert suggestion in said.stderr
+        assert cli_failure(*words, expect=EXIT_USAGE)["message"].count("Did you mean") == 1
+
+
 def test_without_json_a_failure_is_text_on_stderr(url: str) -> None:
     result = CliRunner().invoke(app, ["ls", url])
     assert (result.exit_code, result.stdout) == (EXIT_NO_MEMORY, "")

@@ -40,6 +40,7 @@ app = typer.Typer(
     help=f"Look after agent file memories kept in S3, GCS or a local directory.\n\nURLs: {URL_FORMS}.\n\n{EXIT_CODES}",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # click suggests a near command itself: typer's would say it twice
     cls=JsonFailuresGroup,
 )
 # Paths, texts and messages come from the memory: printed literally, never read as rich markup.

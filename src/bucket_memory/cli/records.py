@@ -18,6 +18,7 @@ from .tables import Column, Wide, age, show
 records = typer.Typer(
     help="Record memories: short records recalled by similarity (ranked by BM25 here, with no embedder).",
     no_args_is_help=True,
+    suggest_commands=False,  # as the app's
 )
 app.add_typer(records, name="records")
 
