@@ -109,7 +109,12 @@ async def test_history_below_the_retained_log_is_not_found() -> None:
     assert (await MemoryAdmin(store).read_at("f5.md", "6")).version == "6"
     with pytest.raises(MemoryStoreError) as caught:
         await MemoryAdmin(store).read_at("f1.md", "2")
-    assert caught.value.code == "not_found" and "recover" in str(caught.value)
+    assert caught.value.code == "not_found" and "is older than the retained history" in str(caught.value)
+    assert "which holds commits 6 to 7" in str(caught.value) and "recover --as-of" in str(caught.value)
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).read_at("f1.md", "8")
+    assert caught.value.code == "not_found" and "There is no commit 8 yet: the newest commit" in str(caught.value)
+    assert "recover" not in str(caught.value), "no commit to bring back: it was never made"
     assert [r.version for r in await MemoryAdmin(store).revisions()] == ["7", "6"]
 
 

@@ -214,7 +214,7 @@ def test_policy_prints_the_grants_for_one_bucket() -> None:
     ],
 )
 def test_policy_refuses_what_would_grant_too_much(arguments: list[str], message: str) -> None:
-    assert message in run("policy", *arguments, expect=3)
+    assert message in run("policy", *arguments, expect=2)
 
 
 def test_policy_on_gcs_prints_the_modules_condition() -> None:

@@ -102,7 +102,7 @@ async def test_move(store: LogFileStore) -> None:
     onto_itself = await refused("already_exists", store.move("b/new.md", "b/new.md", expected=moved, origin=ORIGIN))
     assert onto_itself.current is not None and onto_itself.current.path == "b/new.md"
     missing = await refused("version_mismatch", store.move("nope.md", "x.md", expected="1", origin=ORIGIN))
-    assert missing.current is None
+    assert missing.current is None and "nope.md does not exist now; it was expected at version 1" in str(missing)
     await refused("version_mismatch", store.move("b/new.md", "x.md", expected=version, origin=ORIGIN))
     assert [entry.path for entry in await store.list()] == ["b/new.md", "taken.md"]
 
@@ -115,6 +115,7 @@ async def test_dependencies_are_checked_first_and_atomically(store: LogFileStore
         "read_conflict", store.write("a.md", "a2", expected=a, origin=ORIGIN, dependencies={"b.md": b})
     )
     assert stale.current is not None and (stale.current.text, stale.current.version) == ("b2", b2)
+    assert f"(it is at version {b2}; the memory's newest commit is {b2})" in str(stale)
     # Checked before `expected`: both wrong gives read_conflict.
     await refused("read_conflict", store.write("a.md", "a2", expected="99", origin=ORIGIN, dependencies={"b.md": b}))
     absent = await refused(
@@ -124,7 +125,7 @@ async def test_dependencies_are_checked_first_and_atomically(store: LogFileStore
     missing = await refused(
         "read_conflict", store.write("a.md", "a2", expected=a, origin=ORIGIN, dependencies={"c.md": "3"})
     )
-    assert missing.current is None
+    assert missing.current is None and "c.md changed since it was observed (it does not exist now;" in str(missing)
     await refused("invalid_path", store.write("a.md", "a2", expected=a, origin=ORIGIN, dependencies={"../x": None}))
     for operation in (
         store.move("a.md", "z.md", expected=a, origin=ORIGIN, dependencies={"b.md": b}),

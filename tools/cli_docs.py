@@ -11,8 +11,9 @@ import click
 import typer.main
 
 from bucket_memory.cli import app
-from bucket_memory.cli.base import EXIT_CODES, URL_FORMS
-from bucket_memory.cli.output import OUTPUTS, schema
+from bucket_memory.cli.base import URL_FORMS
+from bucket_memory.cli.failures import EXIT_CODES
+from bucket_memory.cli.output import OUTPUTS, failure_schema, schema
 
 DOCS = Path(__file__).parent.parent / "docs"
 REFERENCE = DOCS / "cli.md"
@@ -35,6 +36,10 @@ def reference() -> str:
         "`bucket-memory --version` prints the version; `--install-completion` installs shell completion.",
         "",
         " ".join(EXIT_CODES.split()),
+        "",
+        'With `--json`, a command that fails prints `{"error": {"code": ..., "message": ..., "hint": ...}}` on',
+        "stdout instead of text on stderr, with the same exit code, whatever failed (the command line included):",
+        "[cli/schemas/error.json](cli/schemas/error.json) describes it and lists the codes.",
         "",
     ]
     for name, command, parent in _commands(group, context):
@@ -72,7 +77,8 @@ def _commands(group: click.Group, context: click.Context) -> list[tuple[str, cli
 
 
 def schemas() -> dict[str, str]:
-    return {f"{command}.json": json.dumps(schema(command), indent=2) + "\n" for command in OUTPUTS}
+    made = {f"{command}.json": json.dumps(schema(command), indent=2) + "\n" for command in OUTPUTS}
+    return {**made, "error.json": json.dumps(failure_schema(), indent=2) + "\n"}
 
 
 def main() -> None:
@@ -80,7 +86,7 @@ def main() -> None:
     for name, text in schemas().items():
         (SCHEMAS / name).write_text(text)
     REFERENCE.write_text(reference())
-    sys.stdout.write(f"wrote {REFERENCE} and {len(OUTPUTS)} schemas in {SCHEMAS}\n")
+    sys.stdout.write(f"wrote {REFERENCE} and {len(OUTPUTS) + 1} schemas in {SCHEMAS}\n")
 
 
 if __name__ == "__main__":

@@ -90,18 +90,31 @@ class History:
                 state = loaded
             listed = [(number, info) for number, info in await log.reader.list_log(after=state.head) if number <= seq]
             if state.head + len(listed) != seq or (listed and listed[0][0] != state.head + 1):
-                first = await log.reader.list_log()
-                held = f"commits from {first[0][0]}" if first else "nothing"
-                raise MemoryStoreError(
-                    "not_found",
-                    f"Commit {seq} is not in the retained history of {log.location} (the log holds {held}). "
-                    "`bucket-memory recover` rebuilds older states from bucket versioning.",
-                )
+                raise await self._not_retained(seq)
             for commit in await log.reader.fetch_commits(listed):
                 state.apply(commit, log.location)
             return state
         raise MemoryStoreError(
             "unavailable", f"{log.location} kept changing while commit {seq} was rebuilt; try again."
+        )
+
+    async def _not_retained(self, seq: int) -> MemoryStoreError:
+        """Why commit `seq` cannot be rebuilt: it is not made yet, or it is older than the retained log."""
+        log = self.log
+        held = [number for number, _ in await log.reader.list_log()]
+        newest = max([*held, *(number for number, _ in await log.reader.list_checkpoints())], default=0)
+        if seq > newest:
+            return MemoryStoreError(
+                "not_found",
+                f"There is no commit {seq} yet: the newest commit of {log.location} is {newest}. "
+                "`bucket-memory log` lists its commits.",
+            )
+        return MemoryStoreError(
+            "not_found",
+            f"Commit {seq} is older than the retained history of {log.location}, which holds commits "
+            f"{held[0] if held else newest} to {newest} (older ones were compacted). `bucket-memory log` lists them; "
+            "where the bucket keeps object versions, `bucket-memory recover --as-of TIME` makes the memory what it "
+            "was at an older time, as a new commit.",
         )
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:

@@ -32,6 +32,12 @@ async def search_files(
     pattern: str, *, is_regex: bool, case_sensitive: bool, files: Sequence[tuple[str, str, str]], limit: int
 ) -> tuple[list[GrepMatch], bool]:
     """Matching lines of `files` (path, text, version) in order, and whether more matched than `limit`."""
+    check_pattern(pattern, is_regex=is_regex)
+    return await asyncio.to_thread(_search, pattern, is_regex, case_sensitive, files, max(limit, 0))
+
+
+def check_pattern(pattern: str, *, is_regex: bool) -> None:
+    """`invalid_pattern` for a pattern refused before compiling: too long, or too large once unrolled."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise MemoryStoreError("invalid_pattern", f"A pattern has at most {MAX_PATTERN_CHARS} characters.")
     if is_regex and (size := program_size(pattern)) > MAX_PROGRAM_SIZE:
@@ -40,7 +46,15 @@ async def search_files(
             f"The pattern's counted repeats expand to about {size} steps (at most {MAX_PROGRAM_SIZE}); "
             "use smaller counts or + and * instead of nested {n} repeats.",
         )
-    return await asyncio.to_thread(_search, pattern, is_regex, case_sensitive, files, max(limit, 0))
+
+
+def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> regex.Pattern[str]:
+    """A checked pattern (`check_pattern`) compiled, or `invalid_pattern` saying why it is not one."""
+    flags = regex.VERSION0 | (0 if case_sensitive else regex.IGNORECASE)
+    try:
+        return regex.compile(pattern if is_regex else regex.escape(pattern), flags)
+    except (regex.error, RecursionError, OverflowError, ValueError) as error:
+        raise MemoryStoreError("invalid_pattern", f"The pattern is not a valid regular expression: {error}.") from None
 
 
 def program_size(pattern: str) -> int:
@@ -107,11 +121,7 @@ def _class_end(pattern: str, index: int) -> int:
 def _search(
     pattern: str, is_regex: bool, case_sensitive: bool, files: Sequence[tuple[str, str, str]], limit: int
 ) -> tuple[list[GrepMatch], bool]:
-    flags = regex.VERSION0 | (0 if case_sensitive else regex.IGNORECASE)
-    try:
-        compiled = regex.compile(pattern if is_regex else regex.escape(pattern), flags)
-    except (regex.error, RecursionError, OverflowError, ValueError) as error:
-        raise MemoryStoreError("invalid_pattern", f"The pattern is not a valid regular expression: {error}.") from None
+    compiled = compile_pattern(pattern, is_regex=is_regex, case_sensitive=case_sensitive)
     budget = _CpuBudget(SEARCH_CPU_SECONDS) if is_regex else None
     matches: list[GrepMatch] = []
     for path, text, version in files:

@@ -272,9 +272,11 @@ def _check_dependencies(state: State, dependencies: Mapping[str, str | None]) ->
     for path, version in dependencies.items():
         current = file_text(state, path)
         if (current.version if current is not None else None) != version:
+            now = f"it is at version {current.version}" if current is not None else "it does not exist now"
             raise MemoryStoreError(
                 "read_conflict",
-                f"{path} changed since it was observed; reread it and reconsider the write.",
+                f"{path} changed since it was observed ({now}; the memory's newest commit is {state.head}); "
+                "reread it and reconsider the write.",
                 current=current,
             )
 
@@ -282,5 +284,16 @@ def _check_dependencies(state: State, dependencies: Mapping[str, str | None]) ->
 def _check_expected(state: State, path: str, expected: str | None) -> FileText | None:
     current = file_text(state, path)
     if (current.version if current is not None else None) != expected:
-        raise MemoryStoreError("version_mismatch", f"{path} changed since it was read.", current=current)
+        raise MemoryStoreError("version_mismatch", _mismatch(path, expected, current, state.head), current=current)
     return current
+
+
+def _mismatch(path: str, expected: str | None, current: FileText | None, head: int) -> str:
+    """Why a compare-and-swap failed, with what the caller needs to decide again: the file's version
+    now and the memory's newest commit."""
+    newest = f"the memory's newest commit is {head}"
+    if current is None:
+        return f"{path} does not exist now; it was expected at version {expected} ({newest})."
+    if expected is None:
+        return f"{path} already exists, at version {current.version} ({newest})."
+    return f"{path} is at version {current.version}, not {expected}: it changed since it was read ({newest})."

@@ -1,11 +1,14 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `files`, `history`, `operations`, `records` and `browse`
-hold the commands; `output` the models of their --json output. Importing this package registers every command.
+`base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
+table; `files`, `history`, `operations`, `records` and `browse` hold the commands; `output` the
+models of their --json output.
+Importing this package registers every command.
 """
 
 from . import browse, files, history, operations, records
-from .base import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
+from .base import app
+from .failures import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
 
 __all__ = [
     "EXIT_NO_MEMORY",

@@ -1,5 +1,5 @@
-"""What every command shares: the app, its consoles and exit codes, the options that reach a store,
-opening one, the time syntax, confirmation of bulk changes, and JSON output."""
+"""What every command shares: the app, its consoles, the options that reach a store, opening one,
+the time syntax, confirmation of bulk changes, and JSON output."""
 
 from __future__ import annotations
 
@@ -18,22 +18,21 @@ from datetime import UTC, datetime, timedelta
 from importlib.metadata import version as package_version
 from typing import Annotated, Any
 
+import click
 import typer
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
 from pydantic import TypeAdapter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.text import Text
 
-from ..admin import Changeset, MemoryAdmin
+from ..admin import Changeset, MemoryAdmin, version_seq
+from ..codec import checked_origin
 from ..connect import open_store
 from ..head import deleted
 from ..store import LogFileStore
+from ..urls import parse_url
+from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 
-EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
-EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
-command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
-message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
 
 app = typer.Typer(
@@ -41,12 +40,53 @@ app = typer.Typer(
     help=f"Look after agent file memories kept in S3, GCS or a local directory.\n\nURLs: {URL_FORMS}.\n\n{EXIT_CODES}",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # click suggests a near command itself: typer's would say it twice
+    cls=JsonFailuresGroup,
 )
 # Paths, texts and messages come from the memory: printed literally, never read as rich markup.
 out = Console(soft_wrap=True, markup=False, highlight=False)
 err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
-Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False)]
+
+@contextmanager
+def as_usage(param_hint: str | None = None) -> Iterator[None]:
+    """The store's refusal of something the command line gave (a URL, a path, a version, a pattern)
+    as a usage error, exit code 2: checked before anything is opened, it is the command line that
+    is wrong."""
+    try:
+        yield
+    except MemoryStoreError as error:
+        raise typer.BadParameter(str(error), param_hint=param_hint) from None
+
+
+def checked_url(value: str) -> str:
+    with as_usage():
+        parse_url(value)
+    return value
+
+
+def checked_version(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            version_seq(value)
+    return value
+
+
+def checked_path(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            validate_path(value, FileFormat())  # the format every command opens its store with
+    return value
+
+
+def _checked_principal(value: str | None) -> str | None:
+    if value is not None:
+        with as_usage():
+            checked_origin(Origin(principal_id=value))
+    return value
+
+
+Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False, callback=checked_url)]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (its schema: docs/cli/schemas/).")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Make the changes without asking (needed off a terminal).")]
 _LISTED = 20
@@ -81,14 +121,18 @@ _CLOUD_PARAMETERS = [
         name,
         inspect.Parameter.KEYWORD_ONLY,
         default=None,
-        annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud")],
+        annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud", callback=check)],
     )
-    for name, text in (
-        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE)."),
-        ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION)."),
-        ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL)."),
-        ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT)."),
-        ("principal", "Who changes are attributed to (else the cloud identity, else the OS user)."),
+    for name, text, check in (
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", None),
+        ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION).", None),
+        ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL).", None),
+        ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT).", None),
+        (
+            "principal",
+            "Who changes are attributed to (else the cloud identity, else the OS user).",
+            _checked_principal,
+        ),
     )
 ]
 
@@ -142,14 +186,27 @@ def origin(command_name: str, url: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
 
 
+_STS_SECONDS = 3  # each of connecting and reading, once: a command does not wait long to name its caller
+
+
 def _cloud_identity(url: str) -> str | None:
     """The caller's ARN (S3, from STS) or the credentials' account (GCS); None where it cannot be told."""
     try:
         if url.startswith("s3://"):
+            import botocore.config
             import botocore.session
 
-            identity = botocore.session.get_session().create_client("sts").get_caller_identity()
-            return str(identity["Arn"])
+            session = botocore.session.get_session()
+            # STS names any caller from any region, but botocore wants one: with none configured
+            # (a laptop, a CI runner), us-east-1, where STS's global endpoint also lives.
+            sts = session.create_client(
+                "sts",
+                region_name=session.get_config_variable("region") or "us-east-1",
+                config=botocore.config.Config(
+                    connect_timeout=_STS_SECONDS, read_timeout=_STS_SECONDS, retries={"total_max_attempts": 1}
+                ),
+            )
+            return str(sts.get_caller_identity()["Arn"])
         if url.startswith("gs://"):
             import google.auth
 
@@ -190,9 +247,12 @@ def run[T](
         try:
             return asyncio.run(opened())
         except _NoMemory:
-            err.print(Text("error", style="red"), Text(f": no memory at {url}: nothing was ever written there."))
-            err.print("Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).")
-            raise typer.Exit(EXIT_NO_MEMORY) from None
+            fail(
+                "no_memory",
+                f"no memory at {url}: nothing was ever written there.",
+                hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
+                exit_code=EXIT_NO_MEMORY,
+            )
 
 
 async def _check_memory_there(store: LogFileStore) -> None:
@@ -208,17 +268,32 @@ async def _check_memory_there(store: LogFileStore) -> None:
 
 @contextmanager
 def store_errors() -> Iterator[None]:
-    """A store error becomes its code and message on stderr, and exit code 3."""
+    """A store error becomes a failure with its code and message, and exit code 3."""
     try:
         yield
     except MemoryStoreError as error:
-        err.print(Text("error", style="red"), Text(f"({error.code}): {error}"))
-        raise typer.Exit(EXIT_STORE) from None
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
-        raise
+        fail(error.code, str(error), hint=_hint(error), exit_code=EXIT_STORE)
+    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise  # a usage error keeps its exit code 2
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
-        err.print(Text("error", style="red"), Text(f"(unexpected): {type(error).__name__}: {error}"))
-        raise typer.Exit(EXIT_STORE) from None
+        fail(
+            "unexpected",
+            f"{type(error).__name__}: {error}",
+            hint="bucket-memory did not expect this failure: if it persists, report it with its command line.",
+            exit_code=EXIT_STORE,
+        )
+
+
+def _hint(error: MemoryStoreError) -> str | None:
+    """What the command line adds to a store's message: for a file found at another version, the
+    option that changes it at that version."""
+    if error.code != "version_mismatch" or error.current is None:
+        return None
+    found = error.current
+    return (
+        f"Pass --expected {found.version} to change it only while it is at version {found.version} "
+        f"(`bucket-memory log URL {found.path}` shows who changed it)."
+    )
 
 
 _RELATIVE = re.compile(r"(\d+)\s*(s|m|h|d|w)")
@@ -255,11 +330,13 @@ def confirm(changes: Changeset, what: str, yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        err.print("Not on a terminal: pass --yes to make these changes. Nothing was changed.")
-        raise typer.Exit(EXIT_USAGE)
+        fail(
+            "needs_yes",
+            "Not on a terminal: pass --yes to make these changes. Nothing was changed.",
+            exit_code=EXIT_USAGE,
+        )
     if not typer.confirm("Make these changes?", default=False, err=True):
-        err.print("Nothing was changed.")
-        raise typer.Exit(EXIT_PROBLEMS)
+        fail("declined", "Nothing was changed.", exit_code=EXIT_PROBLEMS)
     return True
 
 

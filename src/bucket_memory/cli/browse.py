@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from .base import EXIT_USAGE, Url, command, err, origin, out, run
+from .base import Url, command, err, origin, out, run
+from .failures import EXIT_USAGE
 
 
 @command()

@@ -7,43 +7,67 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from a13n_harness.providers.memory import MemoryStoreError
-from rich.table import Table
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_directory
 
 from ..admin import MemoryAdmin
 from ..diffs import unified_diff
-from .base import EXIT_PROBLEMS, Json, Url, command, emit, origin, out, run
+from ..search import check_pattern, compile_pattern
+from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, origin, out, run
+from .failures import EXIT_PROBLEMS
 from .output import Diff, Entry, File, Match, Written
+from .tables import Column, Wide, show
 
-Path_ = Annotated[str, typer.Argument(help="A file's path in the memory, such as notes/tea.md.", show_default=False)]
+
+def _folder(text: str) -> str:
+    """A folder as given on the command line (notes, notes/ or /notes/) as the store names one: "" for
+    the whole memory, else ending in /."""
+    folder = text.strip("/")
+    return f"{folder}/" if folder else ""
+
+
+def _checked_folder(value: str) -> str:
+    with as_usage():
+        validate_directory(_folder(value), FileFormat())  # the format every command opens its store with
+    return value
+
+
+Path_ = Annotated[
+    str,
+    typer.Argument(
+        help="A file's path in the memory, such as notes/tea.md.", show_default=False, callback=checked_path
+    ),
+]
 Expected = Annotated[
     str | None,
-    typer.Option(help="Change the file only while it is at this version (default: the version it has now)."),
+    typer.Option(
+        help="Change the file only while it is at this version (default: the version it has now).",
+        callback=checked_version,
+    ),
 ]
 
 
 @command()
 def ls(
     url: Url,
-    prefix: Annotated[str, typer.Argument(help="Only files under this folder.")] = "",
+    prefix: Annotated[str, typer.Argument(help="Only files under this folder.", callback=_checked_folder)] = "",
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """List the files with their versions, sizes and descriptions.
 
     Example: bucket-memory ls s3://my-memories/team notes/
     """
-    folder = prefix.strip("/")
+    under = _folder(prefix)
     entries = [
         Entry(path=entry.path, version=entry.version, size=entry.size, description=entry.description)
         for entry in run(lambda admin: admin.store.list(), url, read_only=True)
-        if not folder or entry.path.startswith(f"{folder}/")
+        if entry.path.startswith(under)
     ]
 
     def table() -> None:
-        rows = Table("path", "version", "bytes", "description", box=None)
-        for entry in entries:
-            rows.add_row(entry.path, entry.version, str(entry.size), entry.description or "")
-        out.print(rows)
+        columns = [Column("path", "fold", share=2), Column("version"), Column("bytes"), Column("description", "cut")]
+        rows = [[entry.path, entry.version, str(entry.size), entry.description or ""] for entry in entries]
+        show(columns, rows, wide=wide)
 
     emit(entries, as_json, table)
 
@@ -52,7 +76,9 @@ def ls(
 def cat(
     url: Url,
     path: Path_,
-    version: Annotated[str | None, typer.Option(help="The file as of this version (a commit number).")] = None,
+    version: Annotated[
+        str | None, typer.Option(help="The file as of this version (a commit number).", callback=checked_version)
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Print a file, now or as of a version.
@@ -139,7 +165,7 @@ def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, a
 def grep(
     url: Url,
     pattern: Annotated[str, typer.Argument(help="What to look for: text, or a regular expression with --regex.")],
-    path: Annotated[str, typer.Option("--path", help="Only files under this folder.")] = "",
+    path: Annotated[str, typer.Option("--path", help="Only files under this folder.", callback=_checked_folder)] = "",
     regex: Annotated[bool, typer.Option("--regex", "-E", help="Read PATTERN as a regular expression.")] = False,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match regardless of case.")] = False,
     limit: Annotated[int, typer.Option(min=1, help="At most this many matching lines.")] = 100,
@@ -149,8 +175,13 @@ def grep(
 
     Example: bucket-memory grep s3://my-memories/team -i "green tea"
     """
+    with as_usage("'PATTERN'"):
+        check_pattern(pattern, is_regex=regex)
+        compile_pattern(pattern, is_regex=regex, case_sensitive=not ignore_case)
     found, _ = run(
-        lambda admin: admin.store.search(pattern, regex=regex, case_sensitive=not ignore_case, path=path, limit=limit),
+        lambda admin: admin.store.search(
+            pattern, regex=regex, case_sensitive=not ignore_case, path=_folder(path), limit=limit
+        ),
         url,
         read_only=True,
     )
@@ -169,8 +200,10 @@ def grep(
 def diff(
     url: Url,
     path: Path_,
-    start: Annotated[str, typer.Option("--from", help="The older version.")],
-    end: Annotated[str | None, typer.Option("--to", help="The newer version (default: now).")] = None,
+    start: Annotated[str, typer.Option("--from", help="The older version.", callback=checked_version)],
+    end: Annotated[
+        str | None, typer.Option("--to", help="The newer version (default: now).", callback=checked_version)
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Show how a file changed between two versions, as a unified diff.

@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
+import click
 import typer
-from rich.table import Table
 
 from ..admin import Changeset, MemoryAdmin
-from .base import EXIT_USAGE, TIME_HELP, Json, Url, Yes, command, confirm, emit, err, moment, origin, out, run
+from .base import (
+    TIME_HELP,
+    Json,
+    Url,
+    Yes,
+    checked_path,
+    checked_version,
+    command,
+    confirm,
+    emit,
+    moment,
+    origin,
+    out,
+    run,
+)
 from .output import Bulk, Revision, Written
+from .tables import Column, Wide, age, show
 
 
 @command()
 def log(
     url: Url,
-    path: Annotated[str | None, typer.Argument(help="Only changes to this file.")] = None,
+    path: Annotated[str | None, typer.Argument(help="Only changes to this file.", callback=checked_path)] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many entries, newest first.")] = 50,
     since: Annotated[str | None, typer.Option(help=f"Only changes made since: {TIME_HELP}.")] = None,
     until: Annotated[str | None, typer.Option(help=f"Only changes made until: {TIME_HELP}.")] = None,
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """Show the retained history, newest first: who changed what, when.
@@ -44,21 +61,59 @@ def log(
     ]
 
     def table() -> None:
-        rows = Table("version", "time", "action", "path", "by", box=None)
-        for revision in revisions:
-            action = f"{revision.action} {revision.other}" if revision.other else revision.action
-            who = " ".join(part for part in (revision.principal, revision.run) if part)
-            rows.add_row(revision.version, revision.time, action, revision.path or "*", who)
-        out.print(rows)
+        now = datetime.now(UTC)
+        columns = [
+            Column("version"),
+            Column("time"),
+            Column("action"),
+            Column("path", "fold", share=2),
+            Column("by", "cut"),
+            Column("run", "cut"),
+            *([Column("tool call")] if wide else []),
+        ]
+        rows = [
+            [
+                revision.version,
+                revision.time if wide else age(revision.time, now),
+                revision.action,
+                _moved(revision),
+                (revision.principal or "") if wide else _short(revision.principal),
+                revision.run or "",
+                *([revision.tool_call or ""] if wide else []),
+            ]
+            for revision in revisions
+        ]
+        show(columns, rows, wide=wide)
 
     emit(revisions, as_json, table)
+
+
+def _moved(revision: Revision) -> str:
+    """The path a change made, with where a move came from or went to; * for a purge (every file)."""
+    if revision.action == "moved-in":
+        return f"{revision.path} <- {revision.other}"
+    if revision.action == "moved-out":
+        return f"{revision.path} -> {revision.other}"
+    return revision.path or "*"
+
+
+def _short(principal: str | None) -> str:
+    """A principal as a narrow table shows it: an ARN by the name in its resource (agent/i-0ab for
+    arn:aws:sts::123456789012:assumed-role/agent/i-0ab, alice for ...:user/alice), which tells the
+    callers of one account apart."""
+    if principal is None or not principal.startswith("arn:"):
+        return principal or ""
+    resource = principal.rpartition(":")[2]
+    return resource.partition("/")[2] or resource
 
 
 @command()
 def restore(
     url: Url,
-    path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False)],
-    version: Annotated[str, typer.Option(help="The version to bring back (see `log URL PATH`).")],
+    path: Annotated[str, typer.Argument(help="The file to bring back.", show_default=False, callback=checked_path)],
+    version: Annotated[
+        str, typer.Option(help="The version to bring back (see `log URL PATH`).", callback=checked_version)
+    ],
     yes: Yes = False,
     as_json: Json = False,
 ) -> None:
@@ -93,8 +148,7 @@ def rollback(
     Example: bucket-memory rollback s3://my-memories/team --as-of 2h --yes
     """
     if (to is None) == (as_of is None):
-        err.print("Give exactly one of --to SEQ or --as-of TIME.")
-        raise typer.Exit(EXIT_USAGE)
+        raise click.UsageError("Give exactly one of --to SEQ or --as-of TIME.")
     when = moment(as_of) if as_of is not None else None
 
     async def preview(admin: MemoryAdmin) -> tuple[int, Changeset]:

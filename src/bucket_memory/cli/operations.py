@@ -18,15 +18,14 @@ from ..policy import access_policy, gcs_condition, memory_prefixes, operator_pol
 from ..transfer import export_snapshot, read_directory
 from ..urls import parse_url
 from .base import (
-    EXIT_PROBLEMS,
-    EXIT_STORE,
-    EXIT_USAGE,
     TIME_HELP,
     URL_FORMS,
     Json,
     Url,
     Yes,
     app,
+    as_usage,
+    checked_url,
     command,
     confirm,
     count,
@@ -40,6 +39,7 @@ from .base import (
     run,
     store_errors,
 )
+from .failures import EXIT_PROBLEMS, EXIT_STORE
 from .output import (
     Bulk,
     Checked,
@@ -67,8 +67,7 @@ def export_files(
     Example: bucket-memory export s3://my-memories/team ./backup
     """
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        err.print(f"{directory} is not an empty directory; export into a new or empty one.")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.BadParameter(f"{directory} is not an empty directory; export into a new or empty one.")
 
     async def work(admin: MemoryAdmin) -> tuple[int, int]:
         with progress("exporting") as advance:
@@ -271,9 +270,26 @@ def versioning_warning(versioning: str, url: str) -> str:
     )
 
 
+def _bucket_url(value: str) -> str:
+    with as_usage():
+        if parse_url(value).scheme == "file":
+            raise typer.BadParameter("init makes s3:// or gs:// buckets; a local path needs none.")
+    return value
+
+
+def _iam_urls(values: list[str]) -> list[str]:
+    with as_usage():
+        if any(parse_url(value).scheme == "file" for value in values):
+            raise typer.BadParameter("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
+    return values
+
+
 @command()
 def init(
-    url: Annotated[str, typer.Argument(help="s3://bucket[/prefix] or gs://bucket[/prefix]", show_default=False)],
+    url: Annotated[
+        str,
+        typer.Argument(help="s3://bucket[/prefix] or gs://bucket[/prefix]", show_default=False, callback=_bucket_url),
+    ],
     enable_versioning: Annotated[
         bool, typer.Option(help="Turn versioning on for an existing bucket that has it off.")
     ] = False,
@@ -343,7 +359,8 @@ def init(
 @app.command()
 def policy(
     urls: Annotated[
-        list[str], typer.Argument(help="Memories of one bucket: s3://bucket/prefix or gs://bucket/prefix.")
+        list[str],
+        typer.Argument(help="Memories of one bucket: s3://bucket/prefix or gs://bucket/prefix.", callback=_iam_urls),
     ],
     operator: Annotated[
         bool, typer.Option(help="Also grant what recover, compact, verify and history read: old versions.")
@@ -358,11 +375,8 @@ def policy(
     prefixes; attach it with `aws iam put-role-policy`. On GCS, the condition to bind
     roles/storage.objectUser with. Example: bucket-memory policy s3://my-memories/team > policy.json
     """
-    with store_errors():
+    with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
         parsed = [parse_url(url) for url in urls]
-        if any(url.scheme == "file" for url in parsed):
-            err.print("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
-            raise typer.Exit(EXIT_USAGE)
         bucket, prefixes = memory_prefixes(parsed)
         if parsed[0].scheme == "gs":
             condition = gcs_condition(bucket, prefixes)
@@ -406,7 +420,10 @@ def doctor(url: Url, as_json: Json = False) -> None:
 @command()
 def memories(
     url: Annotated[
-        str, typer.Argument(help=f"A bucket, a prefix in one, or a directory: {URL_FORMS}.", show_default=False)
+        str,
+        typer.Argument(
+            help=f"A bucket, a prefix in one, or a directory: {URL_FORMS}.", show_default=False, callback=checked_url
+        ),
     ],
     as_json: Json = False,
 ) -> None:

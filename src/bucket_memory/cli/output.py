@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from a13n_harness.providers.memory import MemoryErrorCode
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ..admin import Stats
@@ -173,6 +174,25 @@ class Removed(_Output):
     id: str
 
 
+# The store's codes, and the command line's own: a wrong command line, no memory at the URL, a
+# change that needs --yes off a terminal, one declined or stopped at its question, a failure nobody mapped.
+type FailureCode = MemoryErrorCode | Literal["usage", "no_memory", "needs_yes", "declined", "aborted", "unexpected"]
+
+
+class Failure(_Output):
+    """Why a command failed (`code`), in words (`message`), and what to do (`hint`, when there is more to say)."""
+
+    code: FailureCode
+    message: str
+    hint: str | None
+
+
+class Failed(_Output):
+    """What every command prints with --json when it fails, whatever its exit code (not 0)."""
+
+    error: Failure
+
+
 # Each command's --json output; a test keeps docs/cli/schemas/ equal to these.
 OUTPUTS: dict[str, Any] = {
     "ls": list[Entry],
@@ -204,4 +224,11 @@ OUTPUTS: dict[str, Any] = {
 def schema(command: str) -> dict[str, Any]:
     found: dict[str, Any] = TypeAdapter(OUTPUTS[command]).json_schema()
     found["title"] = f"bucket-memory {command.replace('-', ' ')} --json"
+    return found
+
+
+def failure_schema() -> dict[str, Any]:
+    """The schema of what any command prints with --json when it fails."""
+    found = Failed.model_json_schema()
+    found["title"] = "bucket-memory COMMAND --json, when it fails"
     return found

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from a13n_harness.providers.memory import MemoryRecord
-from rich.table import Table
 
 from ..admin import MemoryAdmin
 from ..records import LogRecordStore
 from .base import Json, Url, app, command, emit, origin, out, run
 from .output import Record, Removed
+from .tables import Column, Wide, age, show
 
 records = typer.Typer(
     help="Record memories: short records recalled by similarity (ranked by BM25 here, with no embedder).",
     no_args_is_help=True,
+    suggest_commands=False,  # as the app's
 )
 app.add_typer(records, name="records")
 
@@ -32,18 +34,26 @@ def _record(record: MemoryRecord) -> Record:
     return Record(id=record.id, text=record.text, updated_at=updated, score=record.score)
 
 
-def _table(found: list[Record], *, scored: bool) -> None:
-    rows = Table("id", *(["score"] if scored else []), "updated", "text", box=None)
-    for record in found:
-        score = [f"{record.score:.3f}" if record.score is not None else ""] if scored else []
-        rows.add_row(record.id, *score, record.updated_at or "", record.text)
-    out.print(rows)
+def _table(found: list[Record], *, scored: bool, wide: bool) -> None:
+    now = datetime.now(UTC)
+    columns = [Column("id"), *([Column("score")] if scored else []), Column("updated"), Column("text", "cut")]
+    rows = [
+        [
+            record.id,
+            *([f"{record.score:.3f}" if record.score is not None else ""] if scored else []),
+            (record.updated_at if wide else age(record.updated_at, now)) if record.updated_at else "",
+            record.text,
+        ]
+        for record in found
+    ]
+    show(columns, rows, wide=wide)
 
 
 @command("ls", group=records)
 def ls(
     url: Url,
     limit: Annotated[int, typer.Option(min=1, help="At most this many records, in id order.")] = 1000,
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """List the records with their ids and when they were written.
@@ -62,7 +72,7 @@ def ls(
         return found
 
     found = [_record(record) for record in run(_on_records(listed, "ls", url), url, read_only=True)]
-    emit(found, as_json, lambda: _table(found, scored=False))
+    emit(found, as_json, lambda: _table(found, scored=False, wide=wide))
 
 
 @command("search", group=records)
@@ -70,6 +80,7 @@ def search(
     url: Url,
     query: Annotated[str, typer.Argument(help="What to look for, in words.", show_default=False)],
     limit: Annotated[int, typer.Option(min=1, help="At most this many records, best first.")] = 5,
+    wide: Wide = False,
     as_json: Json = False,
 ) -> None:
     """Find the records closest to a query (BM25 over the texts).
@@ -82,7 +93,7 @@ def search(
             _on_records(lambda store: store.search(query, limit=limit), "search", url), url, read_only=True
         )
     ]
-    emit(found, as_json, lambda: _table(found, scored=True))
+    emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
 
 
 @command("add", group=records)

@@ -1,0 +1,108 @@
+"""How a command that cannot go on says so: a code, a message and what to do, with its exit code.
+
+People read `error (code): message` and then `hint: ...` on stderr, as git prints them. A command
+line that holds --json gets one JSON object on stdout instead (docs/cli/schemas/error.json), for
+every failure, the command line's own included: scripts read one stream and one shape."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, NoReturn
+
+import click
+import typer
+from pydantic import TypeAdapter, ValidationError
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
+
+from .output import Failed, Failure, FailureCode
+
+EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
+EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
+command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
+message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
+
+_as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
+_stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+_CODES: TypeAdapter[FailureCode] = TypeAdapter(FailureCode)
+
+
+def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = None) -> NoReturn:
+    """Report a failure (`report`) and end the command with `exit_code`."""
+    report(code, message, hint)
+    raise typer.Exit(exit_code)
+
+
+def report(code: FailureCode, message: str, hint: str | None = None) -> None:
+    """Say why a command failed; a code nobody defined (a store error made with an empty one) is
+    told as `unexpected`, naming it: no failure is printed without a code."""
+    try:
+        code = _CODES.validate_python(code)
+    except ValidationError:
+        code, message = "unexpected", f"{message} (code {code!r})"
+    if _as_json.get():
+        failed = Failed(error=Failure(code=code, message=message, hint=hint))
+        sys.stdout.write(failed.model_dump_json(indent=2) + "\n")
+        return
+    _stderr.print(Text("error", style="red"), Text(f" ({code}): {message}"), sep="")
+    if hint:
+        _stderr.print(f"hint: {hint}")
+
+
+def asks_json(words: Sequence[str]) -> bool:
+    """Whether a command line asks for --json: the flag before any `--` (after it, it is an argument)."""
+    return "--json" in words[: words.index("--") if "--" in words else len(words)]
+
+
+class JsonFailuresGroup(TyperGroup):
+    """The app's command group. It reads --json off the raw command line before parsing it, so
+    that a failure anywhere, in parsing included, is reported as the command line asked; without
+    --json, click and typer report their own usage errors as they always do."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        token = _as_json.set(asks_json(words))
+        try:
+            return super().main(words, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
+        finally:
+            _as_json.reset(token)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with _click_failures():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _click_failures():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _click_failures() -> Iterator[None]:
+    """With --json, click's usage errors and aborts as JSON failures with their exit codes."""
+    try:
+        yield
+    except click.ClickException as error:
+        if not _as_json.get():
+            raise
+        where = error.ctx.command_path if isinstance(error, click.UsageError) and error.ctx else "bucket-memory"
+        report("usage", error.format_message(), f"`{where} --help` lists its arguments and options.")
+        raise click.exceptions.Exit(error.exit_code) from None
+    except click.Abort:
+        if not _as_json.get():
+            raise
+        report("aborted", "Stopped before it finished; nothing more was changed.")
+        raise click.exceptions.Exit(EXIT_PROBLEMS) from None
