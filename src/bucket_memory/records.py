@@ -8,11 +8,12 @@ recover, verify and export work on records as they do on files.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import (
     MemoryRecord,
@@ -21,10 +22,13 @@ from a13n_harness.providers.memory import (
     RecordPage,
     validate_record_text,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .codec import Change, Delete, Time, Write, canonical, checked_origin, moment_of, stored_size, time_text
+from . import deadline
+from .codec import Change, Delete, Write, checked_origin, moment_of, stored_size, time_text
+from .embedding import DEFAULT_BATCH, check_batch
+from .extras import records_extra
 from .recall import Ranking
+from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
@@ -32,41 +36,12 @@ from .telemetry import traced
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
 
+logger = logging.getLogger(__name__)
+
 RECORD_CHARS = 8000  # the harness's default `RecordMemoryLimits.record_chars`
-_ID = re.compile(r"[0-9a-f]{32}")
-_SUFFIX = ".json"
 _CURSOR = re.compile(r"after:([0-9a-f]{32})~([0-9a-f]{16}|new)")
-
-
-class Embedding(BaseModel):
-    """A record's vector: the embedding model that made it and its values as base64 of
-    little-endian float16 (2 bytes a dimension: 10,000 records of 1,536 dimensions take 40 MB)."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-    model: Annotated[str, Field(min_length=1, max_length=200)]
-    vector: Annotated[str, Field(max_length=16 * 1024, pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
-
-
-class RecordBody(BaseModel):
-    """What a record's file holds."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-    text: str
-    updated_at: Time
-    embedding: Embedding | None = None
-
-    def encode(self) -> str:
-        return canonical(self.model_dump(mode="json", exclude_none=True)).decode()
-
-    @classmethod
-    def decode(cls, text: str) -> RecordBody | None:
-        """The record a file holds, or None for a file that is not one (written through the file
-        tools, say): such files are skipped, never served as records."""
-        try:
-            body = cls.model_validate_json(text)
-        except ValidationError:
-            return None
-        return body if body.encode() == text else None
+# Vectors made for records stored without one are written back as this origin's commits.
+_EMBEDDINGS = Origin(run_id="bucket-memory:embeddings")
 
 
 class LogRecordStore:
@@ -75,8 +50,10 @@ class LogRecordStore:
     Ids are 32 hex digits; `update` and `delete` of an id the memory does not hold raise
     `record_not_found`. The last writer wins: a write commits over whatever the record holds, with
     one conditional create when uncontended. With an `embedder` (pydantic-ai's `Embedder`), each
-    written record carries its vector and `search` ranks by cosine similarity among the vectors
-    of that embedder's model; without one, by BM25 over the texts.
+    written record carries its vector and `search` ranks by cosine similarity among the vectors of
+    that embedder's model, asking it for records stored without one `embed_batch` texts at a time
+    and writing their vectors back; without one, by BM25 over the texts. Every operation, its
+    embedding calls included, ends within the log's `operation_timeout`.
     """
 
     def __init__(
@@ -86,12 +63,13 @@ class LogRecordStore:
         embedder: Embedder | None = None,
         record_chars: int = RECORD_CHARS,
         origin: Origin | None = None,
+        embed_batch: int = DEFAULT_BATCH,
     ) -> None:
         self.files = files
         self.embedder = embedder
         self.record_chars = record_chars
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
-        self._ranking = Ranking()
+        self._ranking = Ranking(check_batch(embed_batch))
         self._bodies: dict[str, tuple[int, RecordBody | None]] = {}  # path -> (version, record) as last decoded
 
     @property
@@ -121,28 +99,30 @@ class LogRecordStore:
 
     @traced("records.add")
     async def add(self, text: str) -> MemoryRecord:
-        body, encoded = await self._body(text)
-        record_id = secrets.token_hex(16)
-        path = record_id + _SUFFIX
+        with deadline.within(self._timeout), records_extra():
+            body, encoded = await self._body(text)
+            new_id = secrets.token_hex(16)
+            path = new_id + SUFFIX
 
-        def plan(state: State) -> Sequence[Change]:
-            self.files.check_quota(state, stored_size(encoded))
-            return (Write(path=path, text=encoded),)
+            def plan(state: State) -> Sequence[Change]:
+                self.files.check_quota(state, stored_size(encoded))
+                return (Write(path=path, text=encoded),)
 
-        await self.files.log.commit(plan, self.origin)
-        return _record(record_id, body)
+            await self.files.log.commit(plan, self.origin)
+        return _record(new_id, body)
 
     @traced("records.update")
     async def update(self, record_id: str, text: str) -> MemoryRecord:
         path = _path(record_id)
-        body, encoded = await self._body(text)
+        with deadline.within(self._timeout), records_extra():
+            body, encoded = await self._body(text)
 
-        def plan(state: State) -> Sequence[Change]:
-            current = _held(state, path, record_id)
-            self.files.check_quota(state, stored_size(encoded) - current.stored)
-            return (Write(path=path, text=encoded),)
+            def plan(state: State) -> Sequence[Change]:
+                current = _held(state, path, record_id)
+                self.files.check_quota(state, stored_size(encoded) - current.stored)
+                return (Write(path=path, text=encoded),)
 
-        await self.files.log.commit(plan, self.origin)
+            await self.files.log.commit(plan, self.origin)
         return _record(record_id, body)
 
     @traced("records.delete")
@@ -163,8 +143,8 @@ class LogRecordStore:
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
         state = await self.files.log.fresh_state()
         after = self._after(cursor, state)
-        bodies = self._records(state)
-        records = [_record(record_id, bodies[record_id]) for record_id in sorted(bodies) if record_id > after]
+        held = self._records(state)
+        records = [_record(found, held[found][1]) for found in sorted(held) if found > after]
         page = max(limit, 1)
         if len(records) > page:
             return RecordPage(tuple(records[:page]), f"after:{records[page - 1].id}~{_memory_name(state)}")
@@ -172,23 +152,66 @@ class LogRecordStore:
 
     @traced("records.search")
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
-        query = _text(query, "A search query")
-        bodies = self._records(await self.files.log.fresh_state())
-        scored = await self._ranking.rank(query, bodies, limit, self.embedder)
-        return tuple(_record(record_id, bodies[record_id], score) for record_id, score in scored)
+        query = _text(query, "A search query")[: self.record_chars]
+        with deadline.within(self._timeout), records_extra():
+            held = self._records(await self.files.log.fresh_state())
+            scored = await self._ranking.rank(query, held, limit, self.embedder, self._keep)
+        return tuple(_record(found, held[found][1], score) for found, score in scored)
 
-    def _records(self, state: State) -> dict[str, RecordBody]:
-        """Every record of the state by id, decoded once per version; files that are not records left out."""
+    @property
+    def _timeout(self) -> float:
+        return self.files.log.options.operation_timeout
+
+    def _records(self, state: State) -> dict[str, tuple[int, RecordBody]]:
+        """Every record of the state by id with its file's version, decoded once per version; files
+        that are not records left out."""
         decoded: dict[str, tuple[int, RecordBody | None]] = {}
         for path, live in state.files.items():
-            if _record_id(path) is None:
+            if record_id(path) is None:
                 continue
             known = self._bodies.get(path)
             if known is None or known[0] != live.version:
                 known = (live.version, RecordBody.decode(live.text))
             decoded[path] = known
         self._bodies = decoded
-        return {path.removesuffix(_SUFFIX): body for path, (_, body) in decoded.items() if body is not None}
+        return {
+            path.removesuffix(SUFFIX): (version, body) for path, (version, body) in decoded.items() if body is not None
+        }
+
+    async def _keep(self, made: Sequence[tuple[str, int, RecordBody]]) -> None:
+        """Write vectors made at a search back to their records, in one commit, so that no other
+        process pays for them again. A record changed since it was read keeps the change (its new
+        text has its own vector or none); one that no longer fits is left as it is."""
+        if self.files.log.read_only or not made:
+            return
+
+        def plan(state: State) -> Sequence[Change]:
+            changes: list[Change] = []
+            growth = 0
+            for found, version, body in made:
+                path = found + SUFFIX
+                current = state.files.get(path)
+                encoded = body.encode()
+                if current is None or current.version != version or not self._fits(encoded):
+                    continue
+                more = stored_size(encoded) - current.stored
+                if state.stored_bytes + growth + more > self.files.max_bytes:
+                    continue
+                growth += more
+                changes.append(Write(path=path, text=encoded))
+            return changes
+
+        try:
+            await self.files.log.commit(plan, _EMBEDDINGS)
+        except MemoryStoreError as error:  # kept in this process; a later search writes them
+            logger.warning("%s: vectors made at a search were not written back: %s", self.location, error)
+
+    def _fits(self, encoded: str) -> bool:
+        try:
+            checked_size(encoded, self.files.format)
+        except MemoryStoreError:
+            return False
+        return True
 
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""
@@ -198,7 +221,13 @@ class LogRecordStore:
             embedding = await self._ranking.embed_document(self.embedder, text)
         body = RecordBody(text=text, updated_at=time_text(await self.files.log.objects.now()), embedding=embedding)
         encoded = body.encode()
-        checked_size(encoded, self.files.format)  # what readers of the memory accept as a file
+        if not self._fits(encoded):
+            vector = f" and its {embedding.model} vector" if embedding is not None else ""
+            raise MemoryStoreError(
+                "invalid_text",
+                f"This record{vector} takes {stored_size(encoded)} bytes as a file; the memory's files hold at "
+                f"most {self.files.format.max_file_bytes}. Shorten the text, or embed with fewer dimensions.",
+            )
         return body, encoded
 
     def _after(self, cursor: str | None, state: State) -> str:
@@ -228,28 +257,23 @@ def _memory_name(state: State) -> str:
     return state.genesis[:16] if state.genesis else "new"
 
 
-def _path(record_id: object) -> str:
-    if not (isinstance(record_id, str) and _ID.fullmatch(record_id)):
-        raise MemoryStoreError("record_not_found", f"No record {str(record_id)[:80]!r} in this memory.")
-    return record_id + _SUFFIX
+def _path(given: object) -> str:
+    if not (isinstance(given, str) and ID_PATTERN.fullmatch(given)):
+        raise MemoryStoreError("record_not_found", f"No record {str(given)[:80]!r} in this memory.")
+    return given + SUFFIX
 
 
-def _held(state: State, path: str, record_id: str) -> LiveFile:
+def _held(state: State, path: str, given: str) -> LiveFile:
     current = state.files.get(path)
     if current is None or RecordBody.decode(current.text) is None:
-        raise MemoryStoreError("record_not_found", f"No record {record_id} in this memory (deleted?).")
+        raise MemoryStoreError("record_not_found", f"No record {given} in this memory (deleted?).")
     return current
 
 
 def is_record_path(path: str) -> bool:
     """Whether a file of a memory is a record's (`<32 hex>.json`)."""
-    return _record_id(path) is not None
+    return record_id(path) is not None
 
 
-def _record_id(path: str) -> str | None:
-    record_id = path.removesuffix(_SUFFIX)
-    return record_id if path.endswith(_SUFFIX) and _ID.fullmatch(record_id) else None
-
-
-def _record(record_id: str, body: RecordBody, score: float | None = None) -> MemoryRecord:
-    return MemoryRecord(record_id, body.text, score, moment_of(body.updated_at))
+def _record(found: str, body: RecordBody, score: float | None = None) -> MemoryRecord:
+    return MemoryRecord(found, body.text, score, moment_of(body.updated_at))
