@@ -59,17 +59,18 @@ class Ranking:
         import bm25s
 
         corpus = tuple(sorted((record_id, body.text) for record_id, (_, body) in held.items()))
-        if self._index is None or self._index[0] != corpus:
+        kept = self._index  # read once: another search's thread may swap in the index of another corpus
+        if kept is None or kept[0] != corpus:
             tokens = bm25s.tokenize([text for _, text in corpus], stopwords="en", show_progress=False)
             if not tokens.vocab:  # no record has a word BM25 counts ("👍", "5", "x"): nothing can match
                 return []
             index = bm25s.BM25()
             index.index(tokens, show_progress=False)
-            self._index = (corpus, index)
+            self._index = kept = (corpus, index)  # never changed after: a search holds its own
         query_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not query_tokens.vocab:
             return []
-        found, scores = self._index[1].retrieve(query_tokens, k=min(limit, len(corpus)), show_progress=False)
+        found, scores = kept[1].retrieve(query_tokens, k=min(limit, len(corpus)), show_progress=False)
         return [(corpus[int(n)][0], float(score)) for n, score in zip(found[0], scores[0], strict=True) if score > 0]
 
     async def _by_meaning(
