@@ -137,7 +137,12 @@ class LogRecordStore:
 
     @traced("records.purge")
     async def purge(self) -> None:
-        await self.files.purge()
+        """Delete every record in one commit; files under the prefix that are not records stay."""
+
+        def plan(state: State) -> Sequence[Change]:
+            return [Delete(path=path) for path, live in state.files.items() if self._decoded(path, live) is not None]
+
+        await self.files.log.commit(plan, self.origin)
 
     @traced("records.list")
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
@@ -165,18 +170,18 @@ class LogRecordStore:
     def _records(self, state: State) -> dict[str, tuple[int, RecordBody]]:
         """Every record of the state by id with its file's version, decoded once per version; files
         that are not records left out."""
-        decoded: dict[str, tuple[int, RecordBody | None]] = {}
-        for path, live in state.files.items():
-            if record_id(path) is None:
-                continue
-            known = self._bodies.get(path)
-            if known is None or known[0] != live.version:
-                known = (live.version, RecordBody.decode(live.text))
-            decoded[path] = known
-        self._bodies = decoded
+        decoded = {path: (live.version, self._decoded(path, live)) for path, live in state.files.items()}
+        self._bodies = {path: known for path, known in decoded.items() if record_id(path) is not None}
         return {
             path.removesuffix(SUFFIX): (version, body) for path, (version, body) in decoded.items() if body is not None
         }
+
+    def _decoded(self, path: str, live: LiveFile) -> RecordBody | None:
+        """The record a file holds (None: not a record), decoded once per version."""
+        if record_id(path) is None:
+            return None
+        known = self._bodies.get(path)
+        return known[1] if known is not None and known[0] == live.version else RecordBody.decode(live.text)
 
     async def _keep(self, made: Sequence[tuple[str, int, RecordBody]]) -> None:
         """Write vectors made at a search back to their records, in one commit, so that no other
