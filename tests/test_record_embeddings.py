@@ -184,7 +184,8 @@ async def test_vectors_of_different_lengths_in_one_answer_are_unavailable() -> N
 
 
 async def test_a_zero_vector_is_stored_and_similar_to_nothing() -> None:
-    store = store_on(MemoryObjectStore(), ScriptedModel(reply=lambda texts: [[0.0, 0.0, 0.0]] * len(texts)))
+    zeros = ScriptedModel(reply=lambda texts: [[0.0, 0.0, 0.0]] * len(texts))
+    store = store_on(MemoryObjectStore(), zeros, ranking="vectors")
     record = await store.add("a fact")
     assert [(found.id, found.score) for found in await store.search("fact", limit=3)] == [(record.id, 0.0)]
 
@@ -340,11 +341,16 @@ async def test_hostile_queries_are_answered(query: str, embedded: bool) -> None:
         assert model.calls[-1] == 1 and len(model.embedded[-1]) <= store.record_chars  # a query cut to a record
 
 
-@pytest.mark.parametrize("module", ["numpy", "bm25s"])
-async def test_a_missing_extra_names_the_install_command(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = store_on(MemoryObjectStore(), ScriptedModel() if module == "numpy" else None)
+@pytest.mark.parametrize("embedded", [False, True], ids=["bm25", "vectors"])
+async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = store_on(MemoryObjectStore(), ScriptedModel() if embedded else None)
     await store.add("green tea at standup")
-    monkeypatch.setitem(sys.modules, module, None)  # import then raises ModuleNotFoundError
-    await refused("unavailable", store.search("tea", limit=3), module, 'pip install "bucket-memory[records]"')
-    if module == "numpy":
-        await refused("unavailable", store.add("a fact"), 'pip install "bucket-memory[records]"')
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import then raises ModuleNotFoundError
+    install = 'pip install "bucket-memory[records]"'
+    fresh = store_on(store.files.log.objects, ScriptedModel() if embedded else None)  # nothing imported yet
+    await refused("unavailable", fresh.search("tea", limit=3), "numpy", install)
+    await refused("unavailable", fresh.list(limit=3), "numpy", install)
+    if embedded:
+        await refused("unavailable", fresh.add("a fact"), "numpy", install)
+    else:
+        await fresh.add("a fact")  # nothing to rank: no numpy needed

@@ -24,11 +24,12 @@ from a13n_harness.providers.memory import (
 )
 
 from . import deadline
-from .codec import Change, Delete, Write, checked_origin, moment_of, stored_size, time_text
+from .codec import Change, Delete, Write, checked_origin, moment_of, off_loop, stored_size, time_text
 from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
-from .recall import Ranking
+from .recall import RANKINGS, Ranking, Recall
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
+from .record_index import Record
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
@@ -49,11 +50,12 @@ class LogRecordStore:
 
     Ids are 32 hex digits; `update` and `delete` of an id the memory does not hold raise
     `record_not_found`. The last writer wins: a write commits over whatever the record holds, with
-    one conditional create when uncontended. With an `embedder` (pydantic-ai's `Embedder`), each
-    written record carries its vector and `search` ranks by cosine similarity among the vectors of
-    that embedder's model, asking it for records stored without one `embed_batch` texts at a time
-    and writing their vectors back; without one, by BM25 over the texts. Every operation, its
-    embedding calls included, ends within the log's `operation_timeout`.
+    one conditional create when uncontended. Without an embedder `search` ranks by BM25 over the
+    texts; with one (pydantic-ai's `Embedder`) each written record carries its vector, and `search`
+    ranks as `ranking` says: "hybrid" (BM25 and cosine similarity among the vectors of that
+    embedder's space, fused by rank), "vectors" or "bm25". Records stored without a vector of that
+    space are embedded `embed_batch` texts a call and their vectors written back. Every operation,
+    its embedding calls included, ends within the log's `operation_timeout`.
     """
 
     def __init__(
@@ -64,13 +66,15 @@ class LogRecordStore:
         record_chars: int = RECORD_CHARS,
         origin: Origin | None = None,
         embed_batch: int = DEFAULT_BATCH,
+        ranking: Ranking = "hybrid",
     ) -> None:
+        if ranking not in RANKINGS or (ranking == "vectors" and embedder is None):
+            raise ValueError(f"ranking must be one of {RANKINGS} (vectors needs an embedder), not {ranking!r}")
         self.files = files
         self.embedder = embedder
         self.record_chars = record_chars
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
-        self._ranking = Ranking(check_batch(embed_batch))
-        self._bodies: dict[str, tuple[int, RecordBody | None]] = {}  # path -> (version, record) as last decoded
+        self._recall = Recall(check_batch(embed_batch), ranking)
 
     @property
     def location(self) -> str:
@@ -139,8 +143,12 @@ class LogRecordStore:
     async def purge(self) -> None:
         """Delete every record in one commit; files under the prefix that are not records stay."""
 
+        with records_extra():
+            snapshot = await self._recall.index.at(await self.files.log.fresh_state())
+        known = await off_loop(64 * snapshot.count(), lambda: {found: v for found, v, _ in snapshot.records()})
+
         def plan(state: State) -> Sequence[Change]:
-            return [Delete(path=path) for path, live in state.files.items() if self._decoded(path, live) is not None]
+            return [Delete(path=path) for path, live in state.files.items() if _is_record(path, live, known)]
 
         await self.files.log.commit(plan, self.origin)
 
@@ -148,8 +156,10 @@ class LogRecordStore:
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
         state = await self.files.log.fresh_state()
         after = self._after(cursor, state)
-        held = self._records(state)
-        records = [_record(found, held[found][1]) for found in sorted(held) if found > after]
+        with records_extra():
+            snapshot = await self._recall.index.at(state)
+        ordered = await off_loop(64 * snapshot.count(), lambda: sorted(snapshot.records()))
+        records = [_record(found, body) for found, _, body in ordered if found > after]
         page = max(limit, 1)
         if len(records) > page:
             return RecordPage(tuple(records[:page]), f"after:{records[page - 1].id}~{_memory_name(state)}")
@@ -159,31 +169,15 @@ class LogRecordStore:
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
         query = _text(query, "A search query")[: self.record_chars]
         with deadline.within(self._timeout), records_extra():
-            held = self._records(await self.files.log.fresh_state())
-            scored = await self._ranking.rank(query, held, limit, self.embedder, self._keep)
-        return tuple(_record(found, held[found][1], score) for found, score in scored)
+            snapshot = await self._recall.index.at(await self.files.log.fresh_state())
+            scored = await self._recall.search(query, snapshot, limit, self.embedder, self._keep)
+        return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
 
     @property
     def _timeout(self) -> float:
         return self.files.log.options.operation_timeout
 
-    def _records(self, state: State) -> dict[str, tuple[int, RecordBody]]:
-        """Every record of the state by id with its file's version, decoded once per version; files
-        that are not records left out."""
-        decoded = {path: (live.version, self._decoded(path, live)) for path, live in state.files.items()}
-        self._bodies = {path: known for path, known in decoded.items() if record_id(path) is not None}
-        return {
-            path.removesuffix(SUFFIX): (version, body) for path, (version, body) in decoded.items() if body is not None
-        }
-
-    def _decoded(self, path: str, live: LiveFile) -> RecordBody | None:
-        """The record a file holds (None: not a record), decoded once per version."""
-        if record_id(path) is None:
-            return None
-        known = self._bodies.get(path)
-        return known[1] if known is not None and known[0] == live.version else RecordBody.decode(live.text)
-
-    async def _keep(self, made: Sequence[tuple[str, int, RecordBody]]) -> None:
+    async def _keep(self, made: Sequence[Record]) -> None:
         """Write vectors made at a search back to their records, in one commit, so that no other
         process pays for them again. A record changed since it was read keeps the change (its new
         text has its own vector or none); one that no longer fits is left as it is."""
@@ -223,7 +217,7 @@ class LogRecordStore:
         text = validate_record_text(_text(text, "A record's text"), max_chars=self.record_chars)
         embedding = None
         if self.embedder is not None:
-            embedding = await self._ranking.embed_document(self.embedder, text)
+            embedding = await self._recall.embed_document(self.embedder, text)
         body = RecordBody(text=text, updated_at=time_text(await self.files.log.objects.now()), embedding=embedding)
         encoded = body.encode()
         if not self._fits(encoded):
@@ -273,6 +267,12 @@ def _held(state: State, path: str, given: str) -> LiveFile:
     if current is None or RecordBody.decode(current.text) is None:
         raise MemoryStoreError("record_not_found", f"No record {given} in this memory (deleted?).")
     return current
+
+
+def _is_record(path: str, live: LiveFile, known: dict[str, int]) -> bool:
+    """Whether a file holds a record: known to, at that version, else decoded."""
+    found = record_id(path)
+    return found is not None and (known.get(found) == live.version or RecordBody.decode(live.text) is not None)
 
 
 def is_record_path(path: str) -> bool:
