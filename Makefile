@@ -61,6 +61,7 @@ screenshots: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m benchmarks.bench
+	$(PY) -m benchmarks.records
 
 demo: $(STAMP)
 	$(PY) -m examples.demo
