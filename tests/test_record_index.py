@@ -231,3 +231,22 @@ async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking:
         await store.list(limit=5)
     assert searching.longest < LONGEST_STALL, f"searching stalled the loop for {searching.longest:.3f} s"
     assert len(model.embedded) == (3 if embedder else 0)  # two queries and the add: every vector was read back
+
+
+def test_reciprocal_rank_fusion_adds_one_over_sixty_plus_each_rank() -> None:
+    from bucket_memory.recall import _fused
+
+    fused = _fused([[("a", 0.9), ("b", 0.8), ("c", 0.1)], [("b", 7.0), ("d", 3.0)]], limit=3)
+    assert [found for found, _ in fused] == ["b", "a", "d"]  # b is in both lists; a and d tie, in id order
+    assert math.isclose(fused[0][1], 1 / 62 + 1 / 61) and math.isclose(fused[1][1], 1 / 61)
+
+
+async def test_the_labelled_set_is_well_formed_and_hybrid_ranking_keeps_what_each_finds() -> None:
+    from benchmarks.recall_set import SET, recall_at_5
+
+    labelled = json.loads(SET.read_text())
+    assert len(labelled["records"]) >= 300 and len(labelled["questions"]) >= 70
+    assert all(answer in labelled["records"] for question in labelled["questions"] for answer in question["answers"])
+    found = await recall_at_5()
+    assert found["hybrid"]["rare word"] == found["bm25"]["rare word"] == 1.0
+    assert found["hybrid"]["all"] >= max(found["bm25"]["all"], found["vectors"]["all"]) - 0.05
