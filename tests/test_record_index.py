@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import bm25s
 import pytest
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -250,3 +250,24 @@ async def test_the_labelled_set_is_well_formed_and_hybrid_ranking_keeps_what_eac
     found = await recall_at_5()
     assert found["hybrid"]["rare word"] == found["bm25"]["rare word"] == 1.0
     assert found["hybrid"]["all"] >= max(found["bm25"]["all"], found["vectors"]["all"]) - 0.05
+
+
+@pytest.mark.parametrize("failing", ["segments", "postings", "rows"])
+async def test_a_numpy_failure_while_indexing_or_ranking_is_unavailable(
+    failing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bucket_memory import record_index, vector_rows
+    from bucket_memory.bm25 import Postings
+
+    store = records_on(MemoryObjectStore(), embedded=True)
+    await store.add("green tea")
+    owner: Any = {"segments": record_index.Segment, "postings": Postings, "rows": vector_rows.Rows}[failing]
+
+    def refuse(*args: object) -> None:
+        raise MemoryError("Unable to allocate 150. MiB for an array with shape (100000, 384)")
+
+    monkeypatch.setattr(owner, "of", refuse)
+    fresh = records_on(store.files.log.objects, embedded=True)
+    with pytest.raises(MemoryStoreError) as caught:
+        await fresh.search("tea", limit=3)
+    assert caught.value.code == "unavailable" and "MemoryError: Unable to allocate" in str(caught.value)

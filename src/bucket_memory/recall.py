@@ -22,7 +22,7 @@ from . import bm25
 from .codec import OFF_LOOP_BYTES
 from .embedding import Space, embed_documents, embed_query
 from .record_format import Embedding, packed
-from .record_index import Record, RecordIndex, Snapshot
+from .record_index import Record, RecordIndex, Snapshot, guarded
 
 if TYPE_CHECKING:
     import numpy
@@ -161,20 +161,7 @@ def _fused(rankings: Sequence[Found], limit: int) -> Found:
 
 
 async def _worked[T](snapshot: Snapshot, width: int, work: Callable[[], T]) -> T:
-    """`work` on the snapshot, in a worker thread when it is large, with a failure of numpy as
-    `unavailable` rather than a raw error."""
-
-    def mapped() -> T:
-        try:
-            return work()
-        except (MemoryStoreError, ImportError):  # an ImportError is a missing extra, named by `records_extra`
-            raise
-        except Exception as error:
-            logger.exception("ranking records failed")
-            raise MemoryStoreError(
-                "unavailable", f"Ranking the records failed ({type(error).__name__}: {str(error)[:300]}); try again."
-            ) from None
-
+    """`work` on the snapshot, in a worker thread when it is large, its failures mapped (`guarded`)."""
     if snapshot.count() * max(width, 16) * 4 < OFF_LOOP_BYTES:
-        return mapped()
-    return await asyncio.to_thread(mapped)
+        return guarded(work)
+    return await asyncio.to_thread(guarded, work)

@@ -12,10 +12,13 @@ times. A search ranks on the snapshot it took, whatever other searches do meanwh
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+from a13n_harness.providers.memory import MemoryStoreError
 
 from .bm25 import Corpus, Postings
 from .embedding import Space
@@ -26,7 +29,10 @@ from .vector_rows import Rows
 if TYPE_CHECKING:
     import numpy
 
+logger = logging.getLogger(__name__)
+
 type Record = tuple[str, int, RecordBody]  # id, its file's version, the record
+type _Step = Callable[[], "Snapshot | None"]
 _SPACES = 2  # embedding spaces a segment keeps rows for: the embedder's, and one it moves from or to
 
 
@@ -133,17 +139,19 @@ class Snapshot:
     made: dict[Space, Made]
 
     @classmethod
-    def built(cls, head: int, genesis: str | None, files: Sequence[tuple[str, LiveFile]]) -> Snapshot:
+    def built(cls, head: int, genesis: str | None, files: Sequence[tuple[str, LiveFile | None]]) -> Snapshot:
         records = [(found, live.version, body) for found, live, body in _decoded(files)]
         return cls(head, genesis, _merging([Segment.of(records)] if records else []), {})
 
     def advanced(self, head: int, files: Sequence[tuple[str, LiveFile | None]]) -> Snapshot:
-        """This snapshot with `files` (record paths changed since, as they are at `head`) applied."""
+        """This snapshot with `files` (the paths changed since, as they are at `head`: None when
+        deleted) applied; paths that are not records' are passed over."""
         gone: dict[int, list[int]] = {}
         changed = set()
         for path, _ in files:
             found = record_id(path)
-            assert found is not None, "only record paths are given"
+            if found is None:
+                continue
             changed.add(found)
             if (where := self.find(found)) is not None:
                 gone.setdefault(where[0], []).append(where[1])
@@ -218,44 +226,70 @@ class RecordIndex:
             if current is not None and same and current.head >= state.head:
                 return current
             changed = state.changes_since(current.head) if current is not None and same else None
-            if changed is None:  # copied here, decoded in a thread: the state changes in place under commits
-                work = self._advance(state.head, state.genesis, list(state.files.items()), None)
+            # Copied here, decoded by `step`: the state changes in place under later commits.
+            if changed is None:
+                step = self._step(state.head, state.genesis, list(state.files.items()), None)
             else:
-                paths = [path for path in changed if record_id(path) is not None]
-                work = self._advance(state.head, state.genesis, [(p, state.files.get(p)) for p in paths], current)
-            if changed is not None and len(changed) < 64 and not self._lock.locked():  # not worth a thread
-                advanced = work()
+                step = self._step(state.head, state.genesis, [(p, state.files.get(p)) for p in changed], current)
+            # A few changes are applied here, unless a build holds the lock: the loop never waits on it.
+            if changed is not None and len(changed) < 64 and self._lock.acquire(blocking=False):
+                try:
+                    advanced = guarded(step)
+                finally:
+                    self._lock.release()
             else:
-                advanced = await asyncio.to_thread(work)
+                advanced = await asyncio.to_thread(self._locked, step)
             if advanced is not None:
                 return advanced
 
     def keep_made(self, before: Snapshot, after: Snapshot) -> None:
-        """Make `after` (`before` with vectors made) current, unless another search moved on from `before`."""
+        """Make `after` (`before` with vectors made) current, unless another search moved on from
+        `before`, or a build holds the lock (the search keeps `after` either way)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._current is before:
+                    self._current = after
+            finally:
+                self._lock.release()
+
+    def _locked(self, step: _Step) -> Snapshot | None:
         with self._lock:
-            if self._current is before:
-                self._current = after
+            return guarded(step)
 
-    def _advance(
+    def _step(
         self, head: int, genesis: str | None, files: Sequence[tuple[str, LiveFile | None]], base: Snapshot | None
-    ) -> _Work:
-        def work() -> Snapshot | None:
-            with self._lock:
-                current = self._current
-                if current is not None and current.genesis == genesis and current.head >= head:
-                    return current
-                if base is None:  # every file: a snapshot of its own
-                    self._current = Snapshot.built(head, genesis, [(p, live) for p, live in files if live is not None])
-                elif current is None or current.genesis != genesis or current.head < base.head:
-                    return None  # another memory, or older than the changes were read against: read again
-                else:  # the changes since `base`, where `current` may be later: applying them again is harmless
-                    self._current = current.advanced(head, files)
-                return self._current
+    ) -> _Step:
+        """What makes the snapshot at `head` current, run with the lock held: from `files` (every
+        file, or those changed since `base`); None when another memory or an older snapshot is
+        current by then, and the state must be read again."""
 
-        return work
+        def step() -> Snapshot | None:
+            current = self._current
+            if current is not None and current.genesis == genesis and current.head >= head:
+                return current
+            if base is None:
+                self._current = Snapshot.built(head, genesis, files)
+            elif current is None or current.genesis != genesis or current.head < base.head:
+                return None
+            else:  # the changes since `base`, where `current` may be later: applying them again is harmless
+                self._current = current.advanced(head, files)
+            return self._current
+
+        return step
 
 
-type _Work = Callable[[], Snapshot | None]
+def guarded[T](work: Callable[[], T]) -> T:
+    """`work` (indexing or ranking records), with a failure of numpy's (memory, a shape it refuses)
+    as `unavailable` rather than a raw error; the traceback goes to the log."""
+    try:
+        return work()
+    except (MemoryStoreError, ImportError):  # an ImportError is a missing extra, named by `records_extra`
+        raise
+    except Exception as error:
+        logger.exception("indexing or ranking records failed")
+        raise MemoryStoreError(
+            "unavailable", f"Ranking the records failed ({type(error).__name__}: {str(error)[:300]}); try again."
+        ) from None
 
 
 def _decoded(files: Sequence[tuple[str, LiveFile | None]]) -> Iterator[tuple[str, LiveFile, RecordBody]]:
