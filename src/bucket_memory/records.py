@@ -29,7 +29,7 @@ from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
 from .recall import RANKINGS, Ranking, Recall
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
-from .record_index import Record
+from .record_index import Record, Snapshot
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 RECORD_CHARS = 8000  # the harness's default `RecordMemoryLimits.record_chars`
 _CURSOR = re.compile(r"after:([0-9a-f]{32})~([0-9a-f]{16}|new)")
+_HEX = re.compile(r"[0-9a-f]{1,32}")
+_SHORTEST = 4  # hex digits of an id's prefix, as git takes a commit's
 # Vectors made for records stored without one are written back as this origin's commits.
 _EMBEDDINGS = Origin(run_id="bucket-memory:embeddings")
 
@@ -142,9 +144,7 @@ class LogRecordStore:
     @traced("records.purge")
     async def purge(self) -> None:
         """Delete every record in one commit; files under the prefix that are not records stay."""
-
-        with records_extra():
-            snapshot = await self._recall.index.at(await self.files.log.fresh_state())
+        snapshot = await self._snapshot(await self.files.log.fresh_state())
         known = await off_loop(64 * snapshot.count(), lambda: {found: v for found, v, _ in snapshot.records()})
 
         def plan(state: State) -> Sequence[Change]:
@@ -156,8 +156,7 @@ class LogRecordStore:
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
         state = await self.files.log.fresh_state()
         after = self._after(cursor, state)
-        with records_extra():
-            snapshot = await self._recall.index.at(state)
+        snapshot = await self._snapshot(state)
         ordered = await off_loop(64 * snapshot.count(), lambda: sorted(snapshot.records()))
         records = [_record(found, body) for found, _, body in ordered if found > after]
         page = max(limit, 1)
@@ -169,9 +168,35 @@ class LogRecordStore:
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
         query = _text(query, "A search query")[: self.record_chars]
         with deadline.within(self._timeout), records_extra():
-            snapshot = await self._recall.index.at(await self.files.log.fresh_state())
+            snapshot = await self._snapshot(await self.files.log.fresh_state())
             scored = await self._recall.search(query, snapshot, limit, self.embedder, self._keep)
         return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
+
+    async def full_id(self, given: str) -> str:
+        """The id of the one record whose id starts with `given` (at least 4 hex digits, as git takes
+        a commit's), or `record_not_found` saying there is none, or which ones it could be."""
+        prefix = given.strip().lower() if isinstance(given, str) else ""
+        if not (len(prefix) >= _SHORTEST and _HEX.fullmatch(prefix)):
+            raise MemoryStoreError(
+                "record_not_found", f"{str(given)[:80]!r} is not a record id: give {_SHORTEST} to 32 of its hex digits."
+            )
+        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        found = await off_loop(
+            64 * snapshot.count(), lambda: sorted(one for one, _, _ in snapshot.records() if one.startswith(prefix))
+        )
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise MemoryStoreError("record_not_found", f"No record's id starts with {prefix} in this memory.")
+        named = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise MemoryStoreError(
+            "record_not_found", f"{len(found)} records' ids start with {prefix} ({named}); give more of the id."
+        )
+
+    async def _snapshot(self, state: State) -> Snapshot:
+        """The records as of `state`, from the index kept between calls."""
+        with records_extra():
+            return await self._recall.index.at(state)
 
     @property
     def _timeout(self) -> float:
