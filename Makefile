@@ -61,10 +61,11 @@ screenshots: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m benchmarks.bench
+	$(PY) -m benchmarks.records
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.
 dist: $(STAMP)
-	$(PY) -m pip install --quiet 'twine>=6'
+	$(PY) -m pip install --quiet 'twine>=6,<7'
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	$(PY) -m twine check --strict dist/*

@@ -4,7 +4,7 @@ Most runs use the in-memory object layer behind `FaultyObjectStore` with a fixed
 request (20 ms like S3 Standard, 5 ms like S3 Express), so results translate to real clouds by
 their request counts; one run repeats the single-agent operations over real HTTP against a moto
 server. Results go to benchmarks/results.json, the tables between the markers in
-docs/performance.md, and the plots in docs/img/.
+docs/performance.md, and the plots in docs/img/. Record memory has its own: benchmarks/records.py.
 """
 
 from __future__ import annotations
@@ -424,45 +424,6 @@ async def append_heavy(latency: float, appends: int = 1000) -> list[dict[str, fl
     return rows
 
 
-async def record_search(records: int, vectors: bool, latency: float, runs: int) -> dict[str, float]:
-    """A record memory of `records` records, ranked by BM25 or by stored vectors (64 dimensions of
-    the offline hashing model): search latency and CPU, requests per add and per search."""
-    from pydantic_ai import Embedder
-
-    from bucket_memory import LogRecordStore
-    from bucket_memory.testing.embeddings import HashingEmbeddingModel
-
-    chance = random.Random(records)
-    words = [f"word{n}" for n in range(2000)]
-    texts = [" ".join(chance.choices(words, k=12)) for _ in range(records)]
-    objects = MemoryObjectStore()
-    embedder = Embedder(HashingEmbeddingModel()) if vectors else None
-    seeding = LogRecordStore(LogFileStore(objects), embedder=embedder)
-    for text in texts:
-        await seeding.add(text)
-    await seeding.files.settle()
-    counted = FaultyObjectStore(objects, Faults(latency=latency))
-    store = LogRecordStore(LogFileStore(counted), embedder=embedder)
-    await store.search("warm up", limit=5)
-    counted.calls.clear()
-    await store.add("one more record to count")
-    add_requests = counted.requests
-    queries = [" ".join(chance.choices(words, k=3)) for _ in range(runs)]
-    await store.search(queries[0], limit=5)  # the index after the add, built once
-    counted.calls.clear()
-    started, cpu = time.perf_counter(), time.process_time()
-    for query in queries:
-        await store.search(query, limit=5)
-    return {
-        "records": records,
-        "vectors": float(vectors),
-        "search_ms": (time.perf_counter() - started) / runs * 1000,
-        "search_cpu_ms": (time.process_time() - cpu) / runs * 1000,
-        "requests_per_add": add_requests,
-        "requests_per_search": counted.requests / runs,
-    }
-
-
 async def lambda_cold(files: int = 10_000) -> dict[str, float]:
     """A fresh process against a moto server, as a Lambda cold start: import, first read, first write, RSS."""
     import os
@@ -715,18 +676,6 @@ def tables(results: dict[str, Any]) -> str:
     ]
     lines += [
         "",
-        "### Record memory search (20 ms per request; 64-dimension vectors of the offline hashing model)",
-        "",
-        "| records | ranking | search ms | search CPU ms | requests per add | requests per search |",
-        "| ---: | --- | ---: | ---: | ---: | ---: |",
-        *(
-            f"| {r['records']:,.0f} | {'vectors' if r['vectors'] else 'BM25'} | {r['search_ms']:.1f} "
-            f"| {r['search_cpu_ms']:.1f} | {r['requests_per_add']:.0f} | {r['requests_per_search']:.1f} |"
-            for r in results.get("records", [])
-        ),
-    ]
-    lines += [
-        "",
         "### Real HTTP: moto server on this machine (100 files)",
         "",
         "| operation | median ms | p99 ms |",
@@ -783,9 +732,6 @@ async def run(quick: bool) -> dict[str, Any]:
     results["cold_cpu"] = await cold_start_cpu(10_000)
     results["lambda_cold"] = await lambda_cold()
     results["append_heavy"] = await append_heavy(latency)
-    results["records"] = [
-        await record_search(n, vectors, latency, runs) for n in (1000, 10_000) for vectors in (False, True)
-    ]
     results["http"] = await http_single_agent(runs)
     results["naive"] = {"requests": await naive_request_counts(), "write_skew": await demonstrate_write_skew()}
     return results

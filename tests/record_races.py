@@ -1,16 +1,21 @@
-"""Workers that add and update records in separate OS processes on one record memory."""
+"""Workers that add, update and search records in separate OS processes on one record memory."""
 
 from __future__ import annotations
 
 import multiprocessing
+import re
 from collections.abc import Sequence
 from multiprocessing.synchronize import Barrier
 
 from a13n_harness.providers.memory import Origin
+from pydantic_ai import Embedder
 
 from bucket_memory import open_record_store
+from bucket_memory.testing.embeddings import HashingEmbeddingModel
 
 from .races import _report
+
+_WRITTEN = re.compile(r"w\d (noted|changed) fact \d+")
 
 
 def add_and_update(
@@ -35,3 +40,40 @@ async def _add_and_update(
                 record = await store.update(record_id, f"{worker} says round {n}")
                 acknowledged.append(("updated", record.id, record.text))
     return acknowledged
+
+
+def write_or_search(
+    barrier: Barrier, results: multiprocessing.Queue[object], role: str, url: str, name: str, rounds: int
+) -> None:
+    """Once all processes are ready, as `role`:
+
+    - "write": add `rounds` records, then change each one's text; report ("written", [(id, last text)]).
+    - "search" or "search-embedded": search `rounds` times for what every record says, by BM25 or
+      with the offline embedder (which embeds the records writers add without a vector, and writes
+      the vectors back); report ("seen", [records found by each search]) or the first record found
+      that no writer wrote.
+    """
+    work = _write(barrier, url, name, rounds) if role == "write" else _search(barrier, url, rounds, role != "search")
+    _report(results, lambda: work)
+
+
+async def _write(barrier: Barrier, url: str, name: str, rounds: int) -> tuple[str, list[tuple[str, str]]]:
+    async with open_record_store(url, origin=Origin(principal_id=name)) as store:
+        barrier.wait()
+        ids = [(await store.add(f"{name} noted fact {n}")).id for n in range(rounds)]
+        changed = [(found, (await store.update(found, f"{name} changed fact {n}")).text) for n, found in enumerate(ids)]
+    return "written", changed
+
+
+async def _search(barrier: Barrier, url: str, rounds: int, embedded: bool) -> tuple[str, list[int]] | str:
+    embedder = Embedder(HashingEmbeddingModel()) if embedded else None
+    found: list[int] = []
+    async with open_record_store(url, embedder=embedder, embed_batch=4) as store:
+        barrier.wait()
+        for _ in range(rounds):
+            records = await store.search("noted changed fact", limit=10_000)
+            for record in records:
+                if not _WRITTEN.fullmatch(record.text):
+                    return f"a search found {record.text!r}, which no writer wrote"
+            found.append(len(records))
+    return "seen", found

@@ -267,8 +267,9 @@ async def test_every_answer_carries_the_security_headers(writer: httpx.AsyncClie
         await writer.post("/rollback?to=1", data={"token": TOKEN}, headers={"Origin": "http://127.0.0.1:8"}),
         await writer.get(f"/?token={TOKEN}"),  # the redirect that sets the cookie
         await writer.get("/", headers={"Host": "attacker.example"}),  # refused for its Host
-        await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN}),  # done: a redirect
-        await writer.post("/rollback?to=1", data={"token": TOKEN}),  # done: a page
+        # done: a redirect, then a page (each confirming the head it was shown)
+        await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN, "shown": "2"}),
+        await writer.post("/rollback?to=1", data={"token": TOKEN, "shown": "3"}),
     ]
     writer.cookies.clear()
     answers.append(await writer.get("/"))  # refused for want of the token
@@ -363,7 +364,8 @@ async def test_a_change_from_another_page_is_refused(writer: httpx.AsyncClient, 
     async with open_store(url) as store:
         assert (await store.read("notes/plan.md")).version == "2", "nothing changed"
     own_form = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
-    done = await writer.post("/restore?path=notes/plan.md&version=1", data={"token": TOKEN}, headers=own_form)
+    form = {"token": TOKEN, "shown": "2"}
+    done = await writer.post("/restore?path=notes/plan.md&version=1", data=form, headers=own_form)
     assert done.status_code == 303, "the page's own form, as a browser sends it"
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from a13n_harness.providers.memory import MemoryStoreError, Origin, RecordStore
+from a13n_harness.providers.memory import Changes, MemoryStoreError, Origin, RecordStore
 from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin, open_record_store
@@ -222,3 +222,29 @@ async def test_a_deleted_record_is_restored_and_a_wiped_record_memory_recovered(
             "prefers green tea",
             "lives in Lisbon",
         }
+
+
+async def test_purge_deletes_the_records_only_in_one_commit(objects: ObjectStore) -> None:
+    """The harness's "remove every record": files under the prefix that are not records stay."""
+    counted = FaultyObjectStore(objects)
+    store = records_on(counted)
+    for fact in FACTS:
+        await store.add(fact)
+    files = store.files
+    kept = {"notes.md": "not a record\n", "0" * 32 + ".json": '{"text": "no time"}', "1" * 31 + ".json": "{}"}
+    for path, text in kept.items():
+        await files.write(path, text, expected=None, origin=ORIGIN)
+    cursor = (await files.changes(None)).cursor
+    counted.calls.clear()
+    await store.purge()
+    assert counted.calls["create"] == 1
+    assert (await store.list(limit=10)).records == ()
+    assert {entry.path: (await files.read(entry.path)).text for entry in await files.list()} == kept
+    changed = await files.changes(cursor)
+    assert isinstance(changed, Changes) and len(changed.paths) == len(FACTS)  # cursors still work: no full resync
+    counted.calls.clear()
+    await store.purge()  # nothing left to delete: no commit
+    assert counted.calls["create"] == 0
+    assert [record.text for record in await store.search("tea", limit=3)] == []
+    await store.add("green tea again")
+    assert [record.text for record in await store.search("tea", limit=3)] == ["green tea again"]

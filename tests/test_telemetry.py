@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from bucket_memory import LogFileStore, LogOptions
+from bucket_memory import LogFileStore, LogOptions, telemetry
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.records import LogRecordStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
@@ -177,9 +177,13 @@ async def test_cold_starts_checkpoints_and_records_are_seen(exported: Exported) 
     assert checkpoint.parent is not None and checkpoint.parent.span_id in {span.context.span_id for span in writes}, (
         "a checkpoint is a child of the write whose commit made it due"
     )
-    await records.purge()  # a record store's operation over its file store's: both count the commit
-    (outer,) = exported.finished("bucket_memory.records.purge")
-    (inner,) = exported.finished("bucket_memory.purge")
+    await records.purge()
+    (purged,) = exported.finished("bucket_memory.records.purge")
+    assert attributes(purged)["bucket_memory.commits"] == 1
+    async with telemetry.operation("outer", store.location):  # an operation run inside another: both count it
+        await store.write("log.md", "last\n", expected=version, origin=ORIGIN)
+    (outer,) = exported.finished("bucket_memory.outer")
+    inner = exported.finished("bucket_memory.write")[-1]
     assert attributes(outer)["bucket_memory.commits"] == attributes(inner)["bucket_memory.commits"] == 1
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .credentials import no_google_credentials
+from .embedding import DEFAULT_BATCH
 from .objects import ObjectStore
 from .options import LogOptions
 from .records import RECORD_CHARS, LogRecordStore
@@ -90,11 +91,15 @@ async def open_record_store(
     options: LogOptions | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     read_only: bool = False,
+    embed_batch: int = DEFAULT_BATCH,
 ) -> AsyncIterator[LogRecordStore]:
     """The record memory at a URL of the forms `open_store` takes, its records' vectors made by
-    `embedder` when given (ranked by BM25 without one), its changes attributed to `origin`."""
+    `embedder` when given (`embed_batch` texts per call; ranked by BM25 without one), its changes
+    attributed to `origin`."""
     async with open_store(url, options=options, max_bytes=max_bytes, read_only=read_only) as files:
-        yield LogRecordStore(files, embedder=embedder, record_chars=record_chars, origin=origin)
+        yield LogRecordStore(
+            files, embedder=embedder, record_chars=record_chars, origin=origin, embed_batch=embed_batch
+        )
 
 
 async def check_create_only(objects: ObjectStore) -> None:

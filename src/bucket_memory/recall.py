@@ -1,150 +1,167 @@
-"""Ranking records against a query: cosine similarity of an embedder's vectors, or BM25 over the texts.
+"""Ranking records against a query: BM25 over the texts, cosine similarity of an embedder's
+vectors, or both fused by their ranks, on the snapshot of the records a search took.
 
-Vectors are only compared within one vector space: the same embedding model (as its provider
-names it) and the same number of dimensions. A record whose stored vector is of another space,
-or that has none, is embedded again on demand and kept in this process, never mixed in.
+Vectors are only compared within one space (`embedding.Space`). Records stored without a vector
+of the embedder's space (written before it, or with another model) are embedded again in
+batches; each batch is handed to `keep` (the store writes it back to the records) before the next
+is asked for, so a failure part-way loses only its batch. Hybrid ranking is reciprocal-rank
+fusion: each record scores the sum of 1 / (60 + its rank) in the BM25 and the vector ranking.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
+
+from . import bm25
+from .codec import OFF_LOOP_BYTES
+from .embedding import Space, embed_documents, embed_query
+from .record_format import Embedding, packed
+from .record_index import Record, RecordIndex, Snapshot, guarded
 
 if TYPE_CHECKING:
     import numpy
     from pydantic_ai import Embedder
 
-    from .records import Embedding, RecordBody
-
 logger = logging.getLogger(__name__)
 
+type Ranking = Literal["hybrid", "vectors", "bm25"]
+type Found = list[tuple[str, float]]  # record ids, best first, with their scores
+type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
+RANKINGS: tuple[Ranking, ...] = ("hybrid", "vectors", "bm25")
+_FUSION_K = 60  # the constant of reciprocal-rank fusion (Cormack et al., 2009)
 
-class Ranking:
-    """What ranking keeps between searches of one store: the BM25 index of the texts last ranked,
-    and the vectors made on demand for records stored without one of the embedder's space."""
 
-    def __init__(self) -> None:
-        self._index: tuple[tuple[tuple[str, str], ...], Any] | None = None  # ((id, text), ...), bm25s.BM25
-        self._made: dict[tuple[str, str], numpy.ndarray] = {}  # (space, text) -> unit vector
-        self._stored: dict[str, numpy.ndarray | None] = {}  # a stored vector's text -> its unit vector
+class Recall:
+    """Searches of one store's records: its index, kept between searches, and how it ranks with an
+    embedder (`ranking`; BM25 alone without one). Vectors missing are asked for `batch` texts at a time."""
+
+    def __init__(self, batch: int, ranking: Ranking) -> None:
+        self.batch = batch
+        self.ranking = ranking
+        self.index = RecordIndex()
+
+    async def search(self, query: str, snapshot: Snapshot, limit: int, embedder: Embedder | None, keep: Keep) -> Found:
+        """The ids of the `limit` records closest to `query`, best first, with their scores."""
+        if limit <= 0 or not query.strip():
+            return []
+        depth = limit if embedder is None or self.ranking != "hybrid" else max(4 * limit, 50)
+        if embedder is None or self.ranking == "bm25":
+            return await _worked(snapshot, 16, lambda: _by_words(snapshot, query, limit))
+        wanted = await embed_query(embedder, query)
+        space, target = wanted.space, wanted.rows[0]
+        missing = await _worked(snapshot, space.dimensions, lambda: snapshot.missing(space))
+        if missing:
+            snapshot = await self._embed(snapshot, missing, embedder, space, keep)
+        if self.ranking == "vectors":
+            return await _worked(snapshot, space.dimensions, lambda: _by_meaning(snapshot, space, target, limit))
+
+        def fused() -> Found:
+            return _fused((_by_meaning(snapshot, space, target, depth), _by_words(snapshot, query, depth)), limit)
+
+        return await _worked(snapshot, space.dimensions, fused)
 
     async def embed_document(self, embedder: Embedder, text: str) -> Embedding:
-        from .records import Embedding
+        """One record's vector, as `add` and `update` store it."""
+        async for made in embed_documents(embedder, [text], batch=1):
+            return Embedding(model=made.space.model, vector=packed(made.rows[0]))
+        raise AssertionError("one text makes one batch")
 
-        space, (vector,) = await _embedded(embedder, [text], "document")
-        return Embedding(model=space, vector=_packed(vector))
-
-    async def rank(
-        self, query: str, bodies: Mapping[str, RecordBody], limit: int, embedder: Embedder | None
-    ) -> list[tuple[str, float]]:
-        """The ids of the `limit` records closest to `query`, best first, with their scores."""
-        if limit <= 0 or not bodies or not query.strip():
-            return []
-        if embedder is None:
-            return await asyncio.to_thread(self._lexical, query, bodies, limit)
-        return await self._by_meaning(query, bodies, limit, embedder)
-
-    def _lexical(self, query: str, bodies: Mapping[str, RecordBody], limit: int) -> list[tuple[str, float]]:
-        import bm25s
-
-        corpus = tuple(sorted((record_id, body.text) for record_id, body in bodies.items()))
-        if self._index is None or self._index[0] != corpus:
-            index = bm25s.BM25()
-            tokens = bm25s.tokenize([text for _, text in corpus], stopwords="en", show_progress=False)
-            index.index(tokens, show_progress=False)
-            self._index = (corpus, index)
-        query_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not query_tokens.vocab:
-            return []
-        found, scores = self._index[1].retrieve(query_tokens, k=min(limit, len(corpus)), show_progress=False)
-        return [(corpus[int(n)][0], float(score)) for n, score in zip(found[0], scores[0], strict=True) if score > 0]
-
-    async def _by_meaning(
-        self, query: str, bodies: Mapping[str, RecordBody], limit: int, embedder: Embedder
-    ) -> list[tuple[str, float]]:
-        import numpy
-
-        space, (wanted,) = await _embedded(embedder, [query], "query")
-        vectors: dict[str, numpy.ndarray] = {}
-        missing: list[str] = []
-        for record_id, body in bodies.items():
-            stored = body.embedding
-            vector = self._unpacked(stored.vector) if stored is not None and stored.model == space else None
-            if vector is not None and len(vector) == len(wanted):
-                vectors[record_id] = vector
-            elif (made := self._made.get((space, body.text))) is not None:
-                vectors[record_id] = made
-            else:
-                missing.append(record_id)
-        if missing:
-            # Stored by another embedding model (or none): embedded again here, never compared across spaces.
-            logger.info("embedding %d records stored without a %s vector", len(missing), space)
-            _, made_now = await _embedded(embedder, [bodies[i].text for i in missing], "document")
-            for record_id, vector in zip(missing, made_now, strict=True):
-                self._made[(space, bodies[record_id].text)] = vectors[record_id] = _unit(vector)
-        ids = [record_id for record_id in vectors if len(vectors[record_id]) == len(wanted)]
-        if not ids:
-            return []
-        self._stored = {
-            body.embedding.vector: self._stored.get(body.embedding.vector)
-            for body in bodies.values()
-            if body.embedding is not None and body.embedding.vector in self._stored
-        }  # only the live records' vectors stay cached
-        matrix = numpy.stack([vectors[record_id] for record_id in ids])
-        scores = matrix @ _unit(wanted)
-        best = numpy.argsort(-scores, kind="stable")[:limit]
-        return [(ids[int(n)], float(scores[n])) for n in best]
-
-    def _unpacked(self, text: str) -> numpy.ndarray | None:
-        if text not in self._stored:
-            self._stored[text] = _unpacked(text)
-        return self._stored[text]
+    async def _embed(
+        self, snapshot: Snapshot, missing: list[Record], embedder: Embedder, space: Space, keep: Keep
+    ) -> Snapshot:
+        """`snapshot` with vectors for the records stored without one of `space`, made batch by
+        batch; each batch is kept (in the index and through `keep`) before the next is asked for."""
+        logger.info("embedding %d records stored without a %s vector", len(missing), space.model)
+        done = 0
+        try:
+            async for made in embed_documents(embedder, [body.text for _, _, body in missing], batch=self.batch):
+                batch = missing[done : done + len(made.rows)]
+                await keep(
+                    [_with_vector(record, made.space, row) for record, row in zip(batch, made.rows, strict=True)]
+                )
+                if made.space == space:
+                    before, snapshot = snapshot, snapshot.with_made(space, made.rows, [found for found, _, _ in batch])
+                    self.index.keep_made(before, snapshot)
+                done += len(batch)
+        except MemoryStoreError as error:
+            raise MemoryStoreError(
+                "unavailable",
+                f"{error} {done} of the {len(missing)} records stored without a {space.model} vector were "
+                "embedded and kept; the next search goes on from there.",
+            ) from None
+        return snapshot
 
 
-async def _embedded(embedder: Embedder, texts: Sequence[str], kind: str) -> tuple[str, list[numpy.ndarray]]:
-    """The vector space ("provider:model") and a unit vector per text, or `unavailable`."""
+def _with_vector(record: Record, space: Space, row: numpy.ndarray) -> Record:
+    found, version, body = record
+    return found, version, replace(body, embedding=Embedding(space.model, packed(row)))
+
+
+def _by_words(snapshot: Snapshot, query: str, depth: int) -> Found:
     import numpy
 
-    try:
-        if kind == "query":
-            result = await embedder.embed_query(list(texts))
-        else:
-            result = await embedder.embed_documents(list(texts))
-    except Exception as error:  # a provider's own errors: none of them is the caller's to handle
-        raise MemoryStoreError(
-            "unavailable", f"The embedder failed ({type(error).__name__}: {str(error)[:200]}); try again."
-        ) from None
-    vectors = [numpy.asarray(vector, dtype=numpy.float32) for vector in result.embeddings]
-    if len(vectors) != len(texts) or any(vector.ndim != 1 or not len(vector) for vector in vectors):
-        raise MemoryStoreError("unavailable", "The embedder returned no usable vector; check its model.")
-    return f"{result.provider_name}:{result.model_name}", [_unit(vector) for vector in vectors]
+    terms = bm25.query_terms(query)
+    scores = bm25.scores(
+        terms, [(segment.postings(), segment.live) for segment in snapshot.segments], snapshot.corpus()
+    )
+    hits = [numpy.flatnonzero(found > 0) for found in scores]
+    return _best(snapshot, hits, [found[slots] for found, slots in zip(scores, hits, strict=True)], depth)
 
 
-def _unit(vector: numpy.ndarray) -> numpy.ndarray:
+def _by_meaning(snapshot: Snapshot, space: Space, target: numpy.ndarray, depth: int) -> Found:
+
+    slots, scores = [], []
+    for segment in snapshot.segments:
+        found_slots, found_scores = segment.rows(space).scores(target, segment.live)
+        slots.append(found_slots)
+        scores.append(found_scores)
+    found = _best(snapshot, slots, scores, depth)
+    made = snapshot.made.get(space)
+    if made is None:
+        return found
+    extra = made.matrix @ target
+    return sorted([*found, *zip(made.ids, extra.tolist(), strict=True)], key=_order)[:depth]
+
+
+def _best(snapshot: Snapshot, slots: list[numpy.ndarray], scores: list[numpy.ndarray], depth: int) -> Found:
+    """The `depth` best (segment, slot) pairs of the snapshot by score, as record ids; equal scores
+    in id order, so that how records happen to be grouped in segments never decides."""
     import numpy
 
-    norm = float(numpy.linalg.norm(vector))
-    return vector / norm if norm > 0 and numpy.isfinite(norm) else numpy.zeros_like(vector)
+    if not slots or depth <= 0:
+        return []
+    joined = numpy.concatenate(scores)
+    owners = numpy.repeat(numpy.arange(len(slots)), [len(part) for part in slots])
+    where = numpy.concatenate(slots)
+    chosen = numpy.arange(len(joined))
+    if len(joined) > depth:  # the best `depth` in linear time, with every record tied with the last of them
+        chosen = numpy.flatnonzero(joined >= numpy.partition(joined, len(joined) - depth)[len(joined) - depth])
+    segments = snapshot.segments
+    found = [(segments[owners[n]].ids[where[n]], float(joined[n])) for n in chosen.tolist()]
+    return sorted(found, key=_order)[:depth]
 
 
-def _packed(vector: numpy.ndarray) -> str:
-    return base64.b64encode(vector.astype("<f2").tobytes()).decode()
+def _order(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]
 
 
-def _unpacked(text: str) -> numpy.ndarray | None:
-    """A stored vector, or None when it is not one (the bytes are hostile: any length, any value)."""
-    import numpy
+def _fused(rankings: Sequence[Found], limit: int) -> Found:
+    """Reciprocal-rank fusion of `rankings`: a record scores the sum of 1 / (60 + its rank) in each."""
+    fused: dict[str, float] = {}
+    for ranked in rankings:
+        for rank, (found, _) in enumerate(ranked, start=1):
+            fused[found] = fused.get(found, 0.0) + 1 / (_FUSION_K + rank)
+    return sorted(fused.items(), key=_order)[:limit]
 
-    try:
-        data = base64.b64decode(text, validate=True)
-    except ValueError:
-        return None
-    if not data or len(data) % 2:
-        return None
-    vector = numpy.frombuffer(data, dtype="<f2").astype(numpy.float32)
-    return _unit(vector) if bool(numpy.isfinite(vector).all()) else None
+
+async def _worked[T](snapshot: Snapshot, width: int, work: Callable[[], T]) -> T:
+    """`work` on the snapshot, in a worker thread when it is large, its failures mapped (`guarded`)."""
+    if snapshot.count() * max(width, 16) * 4 < OFF_LOOP_BYTES:
+        return guarded(work)
+    return await asyncio.to_thread(guarded, work)

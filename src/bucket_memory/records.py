@@ -8,11 +8,12 @@ recover, verify and export work on records as they do on files.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import (
     MemoryRecord,
@@ -21,10 +22,14 @@ from a13n_harness.providers.memory import (
     RecordPage,
     validate_record_text,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .codec import Change, Delete, Time, Write, canonical, checked_origin, moment_of, stored_size, time_text
-from .recall import Ranking
+from . import deadline
+from .codec import Change, Delete, Write, checked_origin, moment_of, off_loop, stored_size, time_text
+from .embedding import DEFAULT_BATCH, check_batch
+from .extras import records_extra
+from .recall import RANKINGS, Ranking, Recall
+from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
+from .record_index import Record, Snapshot
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
@@ -32,41 +37,14 @@ from .telemetry import traced
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
 
+logger = logging.getLogger(__name__)
+
 RECORD_CHARS = 8000  # the harness's default `RecordMemoryLimits.record_chars`
-_ID = re.compile(r"[0-9a-f]{32}")
-_SUFFIX = ".json"
 _CURSOR = re.compile(r"after:([0-9a-f]{32})~([0-9a-f]{16}|new)")
-
-
-class Embedding(BaseModel):
-    """A record's vector: the embedding model that made it and its values as base64 of
-    little-endian float16 (2 bytes a dimension: 10,000 records of 1,536 dimensions take 40 MB)."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-    model: Annotated[str, Field(min_length=1, max_length=200)]
-    vector: Annotated[str, Field(max_length=16 * 1024, pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
-
-
-class RecordBody(BaseModel):
-    """What a record's file holds."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-    text: str
-    updated_at: Time
-    embedding: Embedding | None = None
-
-    def encode(self) -> str:
-        return canonical(self.model_dump(mode="json", exclude_none=True)).decode()
-
-    @classmethod
-    def decode(cls, text: str) -> RecordBody | None:
-        """The record a file holds, or None for a file that is not one (written through the file
-        tools, say): such files are skipped, never served as records."""
-        try:
-            body = cls.model_validate_json(text)
-        except ValidationError:
-            return None
-        return body if body.encode() == text else None
+_HEX = re.compile(r"[0-9a-f]{1,32}")
+_SHORTEST = 4  # hex digits of an id's prefix, as git takes a commit's
+# Vectors made for records stored without one are written back as this origin's commits.
+_EMBEDDINGS = Origin(run_id="bucket-memory:embeddings")
 
 
 class LogRecordStore:
@@ -74,9 +52,12 @@ class LogRecordStore:
 
     Ids are 32 hex digits; `update` and `delete` of an id the memory does not hold raise
     `record_not_found`. The last writer wins: a write commits over whatever the record holds, with
-    one conditional create when uncontended. With an `embedder` (pydantic-ai's `Embedder`), each
-    written record carries its vector and `search` ranks by cosine similarity among the vectors
-    of that embedder's model; without one, by BM25 over the texts.
+    one conditional create when uncontended. Without an embedder `search` ranks by BM25 over the
+    texts; with one (pydantic-ai's `Embedder`) each written record carries its vector, and `search`
+    ranks as `ranking` says: "hybrid" (BM25 and cosine similarity among the vectors of that
+    embedder's space, fused by rank), "vectors" or "bm25". Records stored without a vector of that
+    space are embedded `embed_batch` texts a call and their vectors written back. Every operation,
+    its embedding calls included, ends within the log's `operation_timeout`.
     """
 
     def __init__(
@@ -86,13 +67,16 @@ class LogRecordStore:
         embedder: Embedder | None = None,
         record_chars: int = RECORD_CHARS,
         origin: Origin | None = None,
+        embed_batch: int = DEFAULT_BATCH,
+        ranking: Ranking = "hybrid",
     ) -> None:
+        if ranking not in RANKINGS or (ranking == "vectors" and embedder is None):
+            raise ValueError(f"ranking must be one of {RANKINGS} (vectors needs an embedder), not {ranking!r}")
         self.files = files
         self.embedder = embedder
         self.record_chars = record_chars
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
-        self._ranking = Ranking()
-        self._bodies: dict[str, tuple[int, RecordBody | None]] = {}  # path -> (version, record) as last decoded
+        self._recall = Recall(check_batch(embed_batch), ranking)
 
     @property
     def location(self) -> str:
@@ -121,28 +105,30 @@ class LogRecordStore:
 
     @traced("records.add")
     async def add(self, text: str) -> MemoryRecord:
-        body, encoded = await self._body(text)
-        record_id = secrets.token_hex(16)
-        path = record_id + _SUFFIX
+        with deadline.within(self._timeout), records_extra():
+            body, encoded = await self._body(text)
+            new_id = secrets.token_hex(16)
+            path = new_id + SUFFIX
 
-        def plan(state: State) -> Sequence[Change]:
-            self.files.check_quota(state, stored_size(encoded))
-            return (Write(path=path, text=encoded),)
+            def plan(state: State) -> Sequence[Change]:
+                self.files.check_quota(state, stored_size(encoded))
+                return (Write(path=path, text=encoded),)
 
-        await self.files.log.commit(plan, self.origin)
-        return _record(record_id, body)
+            await self.files.log.commit(plan, self.origin)
+        return _record(new_id, body)
 
     @traced("records.update")
     async def update(self, record_id: str, text: str) -> MemoryRecord:
         path = _path(record_id)
-        body, encoded = await self._body(text)
+        with deadline.within(self._timeout), records_extra():
+            body, encoded = await self._body(text)
 
-        def plan(state: State) -> Sequence[Change]:
-            current = _held(state, path, record_id)
-            self.files.check_quota(state, stored_size(encoded) - current.stored)
-            return (Write(path=path, text=encoded),)
+            def plan(state: State) -> Sequence[Change]:
+                current = _held(state, path, record_id)
+                self.files.check_quota(state, stored_size(encoded) - current.stored)
+                return (Write(path=path, text=encoded),)
 
-        await self.files.log.commit(plan, self.origin)
+            await self.files.log.commit(plan, self.origin)
         return _record(record_id, body)
 
     @traced("records.delete")
@@ -157,14 +143,22 @@ class LogRecordStore:
 
     @traced("records.purge")
     async def purge(self) -> None:
-        await self.files.purge()
+        """Delete every record in one commit; files under the prefix that are not records stay."""
+        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        known = await off_loop(64 * snapshot.count(), lambda: {found: v for found, v, _ in snapshot.records()})
+
+        def plan(state: State) -> Sequence[Change]:
+            return [Delete(path=path) for path, live in state.files.items() if _is_record(path, live, known)]
+
+        await self.files.log.commit(plan, self.origin)
 
     @traced("records.list")
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
         state = await self.files.log.fresh_state()
         after = self._after(cursor, state)
-        bodies = self._records(state)
-        records = [_record(record_id, bodies[record_id]) for record_id in sorted(bodies) if record_id > after]
+        snapshot = await self._snapshot(state)
+        ordered = await off_loop(64 * snapshot.count(), lambda: sorted(snapshot.records()))
+        records = [_record(found, body) for found, _, body in ordered if found > after]
         page = max(limit, 1)
         if len(records) > page:
             return RecordPage(tuple(records[:page]), f"after:{records[page - 1].id}~{_memory_name(state)}")
@@ -172,33 +166,92 @@ class LogRecordStore:
 
     @traced("records.search")
     async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
-        query = _text(query, "A search query")
-        bodies = self._records(await self.files.log.fresh_state())
-        scored = await self._ranking.rank(query, bodies, limit, self.embedder)
-        return tuple(_record(record_id, bodies[record_id], score) for record_id, score in scored)
+        query = _text(query, "A search query")[: self.record_chars]
+        with deadline.within(self._timeout), records_extra():
+            snapshot = await self._snapshot(await self.files.log.fresh_state())
+            scored = await self._recall.search(query, snapshot, limit, self.embedder, self._keep)
+        return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
 
-    def _records(self, state: State) -> dict[str, RecordBody]:
-        """Every record of the state by id, decoded once per version; files that are not records left out."""
-        decoded: dict[str, tuple[int, RecordBody | None]] = {}
-        for path, live in state.files.items():
-            if _record_id(path) is None:
-                continue
-            known = self._bodies.get(path)
-            if known is None or known[0] != live.version:
-                known = (live.version, RecordBody.decode(live.text))
-            decoded[path] = known
-        self._bodies = decoded
-        return {path.removesuffix(_SUFFIX): body for path, (_, body) in decoded.items() if body is not None}
+    async def full_id(self, given: str) -> str:
+        """The id of the one record whose id starts with `given` (at least 4 hex digits, as git takes
+        a commit's), or `record_not_found` saying there is none, or which ones it could be."""
+        prefix = given.strip().lower() if isinstance(given, str) else ""
+        if not (len(prefix) >= _SHORTEST and _HEX.fullmatch(prefix)):
+            raise MemoryStoreError(
+                "record_not_found", f"{str(given)[:80]!r} is not a record id: give {_SHORTEST} to 32 of its hex digits."
+            )
+        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        found = await off_loop(
+            64 * snapshot.count(), lambda: sorted(one for one, _, _ in snapshot.records() if one.startswith(prefix))
+        )
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise MemoryStoreError("record_not_found", f"No record's id starts with {prefix} in this memory.")
+        named = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise MemoryStoreError(
+            "record_not_found", f"{len(found)} records' ids start with {prefix} ({named}); give more of the id."
+        )
+
+    async def _snapshot(self, state: State) -> Snapshot:
+        """The records as of `state`, from the index kept between calls."""
+        with records_extra():
+            return await self._recall.index.at(state)
+
+    @property
+    def _timeout(self) -> float:
+        return self.files.log.options.operation_timeout
+
+    async def _keep(self, made: Sequence[Record]) -> None:
+        """Write vectors made at a search back to their records, in one commit, so that no other
+        process pays for them again. A record changed since it was read keeps the change (its new
+        text has its own vector or none); one that no longer fits is left as it is."""
+        if self.files.log.read_only or not made:
+            return
+
+        def plan(state: State) -> Sequence[Change]:
+            changes: list[Change] = []
+            growth = 0
+            for found, version, body in made:
+                path = found + SUFFIX
+                current = state.files.get(path)
+                encoded = body.encode()
+                if current is None or current.version != version or not self._fits(encoded):
+                    continue
+                more = stored_size(encoded) - current.stored
+                if state.stored_bytes + growth + more > self.files.max_bytes:
+                    continue
+                growth += more
+                changes.append(Write(path=path, text=encoded))
+            return changes
+
+        try:
+            await self.files.log.commit(plan, _EMBEDDINGS)
+        except MemoryStoreError as error:  # kept in this process; a later search writes them
+            logger.warning("%s: vectors made at a search were not written back: %s", self.location, error)
+
+    def _fits(self, encoded: str) -> bool:
+        try:
+            checked_size(encoded, self.files.format)
+        except MemoryStoreError:
+            return False
+        return True
 
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""
         text = validate_record_text(_text(text, "A record's text"), max_chars=self.record_chars)
         embedding = None
         if self.embedder is not None:
-            embedding = await self._ranking.embed_document(self.embedder, text)
+            embedding = await self._recall.embed_document(self.embedder, text)
         body = RecordBody(text=text, updated_at=time_text(await self.files.log.objects.now()), embedding=embedding)
         encoded = body.encode()
-        checked_size(encoded, self.files.format)  # what readers of the memory accept as a file
+        if not self._fits(encoded):
+            vector = f" and its {embedding.model} vector" if embedding is not None else ""
+            raise MemoryStoreError(
+                "invalid_text",
+                f"This record{vector} takes {stored_size(encoded)} bytes as a file; the memory's files hold at "
+                f"most {self.files.format.max_file_bytes}. Shorten the text, or embed with fewer dimensions.",
+            )
         return body, encoded
 
     def _after(self, cursor: str | None, state: State) -> str:
@@ -228,28 +281,29 @@ def _memory_name(state: State) -> str:
     return state.genesis[:16] if state.genesis else "new"
 
 
-def _path(record_id: object) -> str:
-    if not (isinstance(record_id, str) and _ID.fullmatch(record_id)):
-        raise MemoryStoreError("record_not_found", f"No record {str(record_id)[:80]!r} in this memory.")
-    return record_id + _SUFFIX
+def _path(given: object) -> str:
+    if not (isinstance(given, str) and ID_PATTERN.fullmatch(given)):
+        raise MemoryStoreError("record_not_found", f"No record {str(given)[:80]!r} in this memory.")
+    return given + SUFFIX
 
 
-def _held(state: State, path: str, record_id: str) -> LiveFile:
+def _held(state: State, path: str, given: str) -> LiveFile:
     current = state.files.get(path)
     if current is None or RecordBody.decode(current.text) is None:
-        raise MemoryStoreError("record_not_found", f"No record {record_id} in this memory (deleted?).")
+        raise MemoryStoreError("record_not_found", f"No record {given} in this memory (deleted?).")
     return current
+
+
+def _is_record(path: str, live: LiveFile, known: dict[str, int]) -> bool:
+    """Whether a file holds a record: known to, at that version, else decoded."""
+    found = record_id(path)
+    return found is not None and (known.get(found) == live.version or RecordBody.decode(live.text) is not None)
 
 
 def is_record_path(path: str) -> bool:
     """Whether a file of a memory is a record's (`<32 hex>.json`)."""
-    return _record_id(path) is not None
+    return record_id(path) is not None
 
 
-def _record_id(path: str) -> str | None:
-    record_id = path.removesuffix(_SUFFIX)
-    return record_id if path.endswith(_SUFFIX) and _ID.fullmatch(record_id) else None
-
-
-def _record(record_id: str, body: RecordBody, score: float | None = None) -> MemoryRecord:
-    return MemoryRecord(record_id, body.text, score, moment_of(body.updated_at))
+def _record(found: str, body: RecordBody, score: float | None = None) -> MemoryRecord:
+    return MemoryRecord(found, body.text, score, moment_of(body.updated_at))

@@ -116,7 +116,7 @@ def tallied() -> Iterator[Tally]:
 @asynccontextmanager
 async def operation(name: str, memory: str) -> AsyncIterator[Tally]:
     """The span, tally and duration of one store operation on the memory at `memory`; what it
-    cost counts for an operation it runs inside as well (a record store's over its file store's)."""
+    cost counts for an operation it runs inside as well (a caller's own around a store's)."""
     started = time.perf_counter()
     outcome = "ok"
     enclosing = _current.get()

@@ -4,29 +4,69 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
+import click
 import typer
 from a13n_harness.providers.memory import MemoryRecord
 
 from ..admin import MemoryAdmin
+from ..recall import RANKINGS, Ranking
 from ..records import LogRecordStore
 from .base import Json, Url, app, command, emit, origin, out, run
 from .output import Record, Removed
 from .tables import Column, Wide, age, show
 
+if TYPE_CHECKING:
+    from pydantic_ai import Embedder
+
 records = typer.Typer(
-    help="Record memories: short records recalled by similarity (ranked by BM25 here, with no embedder).",
+    help="Record memories: short records recalled by similarity (BM25 over the texts, and with --embedder "
+    "by meaning too).",
     no_args_is_help=True,
     suggest_commands=False,  # as the app's
 )
 app.add_typer(records, name="records")
 
+EmbedderName = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        metavar="PROVIDER:MODEL",
+        help="The embedding model, as pydantic-ai names it (openai:text-embedding-3-small, "
+        "google-gla:gemini-embedding-001, ...), with its credentials in the environment (OPENAI_API_KEY, ...). "
+        "Give the one the memory's writers use.",
+        show_default=False,
+    ),
+]
+
 
 def _on_records[T](
-    work: Callable[[LogRecordStore], Awaitable[T]], command_name: str, url: str
+    work: Callable[[LogRecordStore], Awaitable[T]],
+    command_name: str,
+    url: str,
+    embedder: Embedder | None = None,
+    ranking: Ranking = "hybrid",
 ) -> Callable[[MemoryAdmin], Awaitable[T]]:
-    return lambda admin: work(LogRecordStore(admin.store, origin=origin(f"records {command_name}", url)))
+    return lambda admin: work(
+        LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=origin(f"records {command_name}", url))
+    )
+
+
+def _embedder(name: str | None) -> Embedder | None:
+    """The embedder a `--embedder` names, made now, so that a name this installation cannot use is
+    a usage error with the provider's reason (unknown, its package or its key missing)."""
+    if name is None:
+        return None
+    from pydantic_ai import Embedder
+    from pydantic_ai.embeddings import infer_embedding_model
+
+    try:
+        return Embedder(infer_embedding_model(name))
+    except Exception as error:  # pydantic-ai's reasons are ValueError, UserError and ImportError, each with advice
+        raise typer.BadParameter(
+            f"{name[:100]!r} cannot be used here: {str(error)[:300]}", param_hint="--embedder"
+        ) from None
 
 
 def _record(record: MemoryRecord) -> Record:
@@ -81,18 +121,27 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for, in words.", show_default=False)],
     limit: Annotated[int, typer.Option(min=1, help="At most this many records, best first.")] = 5,
     wide: Wide = False,
+    embedder: EmbedderName = None,
+    ranking: Annotated[
+        str,
+        typer.Option(
+            click_type=click.Choice(RANKINGS),
+            help="With --embedder, how to rank: hybrid (BM25 and the vectors fused by rank), vectors, or bm25.",
+        ),
+    ] = "hybrid",
     as_json: Json = False,
 ) -> None:
-    """Find the records closest to a query (BM25 over the texts).
+    """Find the records closest to a query: by BM25 over the texts, and with --embedder by meaning
+    too (records stored without a vector of that model are embedded for this search only: the
+    command only reads).
 
-    Example: bucket-memory records search s3://my-memories/facts "tea at standup"
+    Example: bucket-memory records search s3://my-memories/facts "tea" --embedder openai:text-embedding-3-small
     """
-    found = [
-        _record(record)
-        for record in run(
-            _on_records(lambda store: store.search(query, limit=limit), "search", url), url, read_only=True
-        )
-    ]
+    if ranking == "vectors" and embedder is None:
+        raise typer.BadParameter("vectors needs --embedder", param_hint="--ranking")
+    made = _embedder(embedder)
+    work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
+    found = [_record(record) for record in run(work, url, read_only=True)]
     emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
 
 
@@ -102,13 +151,15 @@ def add(
     text: Annotated[
         str, typer.Argument(help="The record's whole text, one self-contained statement.", show_default=False)
     ],
+    embedder: EmbedderName = None,
     as_json: Json = False,
 ) -> None:
-    """Add one record, as one commit; prints its id.
+    """Add one record, as one commit; prints its id. With --embedder the record carries its vector.
 
     Example: bucket-memory records add s3://my-memories/facts "The team drinks green tea at standup."
     """
-    added = _record(run(_on_records(lambda store: store.add(text), "add", url), url, new_ok=True))
+    made = _embedder(embedder)
+    added = _record(run(_on_records(lambda store: store.add(text), "add", url, made), url, new_ok=True))
     emit(added, as_json, lambda: out.print(f"added {added.id}"))
 
 
@@ -116,13 +167,24 @@ def add(
 def rm(
     url: Url,
     record_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The record's id (32 hex digits).", show_default=False)
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="The record's id, or its first 4 or more hex digits if no other starts so.",
+            show_default=False,
+        ),
     ],
     as_json: Json = False,
 ) -> None:
     """Delete one record, as one commit (its history keeps it; `bucket-memory restore` brings it back).
 
-    Example: bucket-memory records rm s3://my-memories/facts 5f0c...
+    Example: bucket-memory records rm s3://my-memories/facts 5f0c
     """
-    run(_on_records(lambda store: store.delete(record_id), "rm", url), url)
-    emit(Removed(id=record_id), as_json, lambda: out.print(f"deleted {record_id}"))
+
+    async def removed(store: LogRecordStore) -> str:
+        whole = await store.full_id(record_id)
+        await store.delete(whole)
+        return whole
+
+    whole = run(_on_records(removed, "rm", url), url)
+    emit(Removed(id=whole), as_json, lambda: out.print(f"deleted {whole}"))

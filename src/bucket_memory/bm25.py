@@ -1,0 +1,236 @@
+"""BM25 over record texts, in postings built once per group of records and scored at query time.
+
+The scores are bm25s's defaults exactly (its "lucene" variant: k1 = 1.5, b = 0.75, idf =
+ln(1 + (N - df + 0.5) / (df + 0.5)); tokens are runs of two or more word characters, lower-cased,
+less 33 English stopwords; a word repeated in the query counts again), but nothing depends on the
+whole corpus until a query: N, the document frequencies and the average length are summed then,
+over the records still live. So adding a record costs its own words, where bm25s, which folds
+them into every stored score, has to index every record again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy
+
+K1, B = 1.5, 0.75
+# bm25s's r"(?u)\b\w\w+\b": a greedy run of word characters is bounded by word boundaries anyway.
+_WORD = re.compile(r"\w\w+")
+# bm25s's STOPWORDS_EN (MIT), which its `stopwords="en"` removes.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+
+
+def words(text: str) -> list[str]:
+    """The tokens BM25 counts in a text, in order."""
+    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+
+
+@dataclass(frozen=True, slots=True)
+class Postings:
+    """The words of one group of records (slots 0 to n - 1), never changed once built: for each word
+    (`vocabulary` gives its number) the slots that hold it and how often, and for each slot its
+    words (to merge groups) and its length in words."""
+
+    vocabulary: dict[str, int]
+    term_starts: numpy.ndarray  # int64, one more than the words: word t's postings are [start[t], start[t + 1])
+    slots: numpy.ndarray  # int32, the postings' slots, by word
+    counts: numpy.ndarray  # float32, how often the word is in that slot
+    slot_starts: numpy.ndarray  # int64, one more than the slots: slot s's words are [start[s], start[s + 1])
+    slot_terms: numpy.ndarray  # int32, each slot's words, by slot
+    slot_counts: numpy.ndarray  # float32
+    lengths: numpy.ndarray  # float32, each slot's length in words
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> Postings:
+        """The postings of these texts, slot n holding texts[n]."""
+        import numpy
+
+        # Every token of every text at once, numbered by C loops (dict.fromkeys, map): a Python
+        # loop per token cost three times as much at a cold start.
+        found = [_WORD.findall(text.lower()) for text in texts]
+        tokens = list(chain.from_iterable(found))
+        numbers = {word: number for number, word in enumerate(dict.fromkeys(tokens))}
+        ids = numpy.fromiter(map(numbers.__getitem__, tokens), dtype=numpy.int64, count=len(tokens))
+        owners = numpy.repeat(numpy.arange(len(texts), dtype=numpy.int64), [len(words) for words in found])
+        counted = numpy.ones(len(numbers), dtype=bool)
+        counted[[numbers[word] for word in STOPWORDS if word in numbers]] = False
+        renumbered = numpy.cumsum(counted) - 1
+        kept = counted[ids]
+        vocabulary = {
+            word: number
+            for word, number, kept_word in zip(numbers, renumbered.tolist(), counted.tolist(), strict=True)
+            if kept_word
+        }
+        return cls._built(vocabulary, owners[kept], renumbered[ids[kept]], None, len(texts))
+
+    @classmethod
+    def merged(cls, parts: Sequence[tuple[Postings, numpy.ndarray]]) -> Postings:
+        """One group of the slots each part keeps (a bool mask per part), in order."""
+        import numpy
+
+        vocabulary: dict[str, int] = {}
+        owners, terms, counts = [], [], []
+        base = 0
+        for part, keep in parts:
+            kept = numpy.flatnonzero(keep)
+            per_slot = numpy.diff(part.slot_starts)[kept]
+            entries = _ranges(part.slot_starts[kept], per_slot)
+            names = list(part.vocabulary)  # in number order: numbers are given in insertion order
+            used = numpy.unique(part.slot_terms[entries])
+            renumbered = numpy.zeros(len(names), dtype=numpy.int64)
+            renumbered[used] = [vocabulary.setdefault(names[term], len(vocabulary)) for term in used.tolist()]
+            owners.append(base + numpy.repeat(numpy.arange(len(kept), dtype=numpy.int64), per_slot))
+            terms.append(renumbered[part.slot_terms[entries]])
+            counts.append(part.slot_counts[entries])
+            base += len(kept)
+        joined = numpy.concatenate(counts) if counts else numpy.zeros(0, dtype=numpy.float32)
+        empty = numpy.zeros(0, dtype=numpy.int64)
+        return cls._built(
+            vocabulary,
+            numpy.concatenate(owners) if owners else empty,
+            numpy.concatenate(terms) if terms else empty,
+            joined,
+            base,
+        )
+
+    @classmethod
+    def _built(
+        cls,
+        vocabulary: dict[str, int],
+        owners: numpy.ndarray,
+        terms: numpy.ndarray,
+        counts: numpy.ndarray | None,
+        size: int,
+    ) -> Postings:
+        """Postings from (slot, word) pairs: one pair per token (`counts` None) or per distinct word of a slot."""
+        import numpy
+
+        keys = owners * max(len(vocabulary), 1) + terms
+        if counts is None:
+            keys, tallies = numpy.unique(keys, return_counts=True)
+            weights = tallies.astype(numpy.float32)
+        else:
+            order = numpy.argsort(keys, kind="stable")
+            keys, weights = keys[order], counts[order].astype(numpy.float32)
+        slot_of, term_of = numpy.divmod(keys, max(len(vocabulary), 1))
+        by_term = numpy.argsort(term_of, kind="stable")
+        return cls(
+            vocabulary=vocabulary,
+            term_starts=_starts(term_of, len(vocabulary)),
+            slots=slot_of[by_term].astype(numpy.int32),
+            counts=weights[by_term],
+            slot_starts=_starts(slot_of, size),
+            slot_terms=term_of.astype(numpy.int32),
+            slot_counts=weights,
+            lengths=numpy.bincount(slot_of, weights=weights, minlength=size).astype(numpy.float32),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """What BM25 needs of all the live records at once: how many, and their total length in words."""
+
+    records: int
+    words: float
+
+
+def query_terms(query: str) -> Counter[str]:
+    return Counter(words(query))
+
+
+def scores(
+    terms: Counter[str], groups: Sequence[tuple[Postings, numpy.ndarray]], corpus: Corpus
+) -> list[numpy.ndarray]:
+    """Each live slot's BM25 score for the query, per group (a bool mask of live slots per group); 0
+    where no word matches and for slots not live."""
+    import numpy
+
+    found = [numpy.zeros(len(live), dtype=numpy.float32) for _, live in groups]
+    if corpus.records == 0 or not terms:
+        return found
+    average = corpus.words / corpus.records or 1.0
+    for word, repeats in terms.items():
+        hits: list[tuple[numpy.ndarray, numpy.ndarray] | None] = []
+        for postings, live in groups:
+            term = postings.vocabulary.get(word)
+            if term is None:
+                hits.append(None)
+                continue
+            start, end = postings.term_starts[term], postings.term_starts[term + 1]
+            slots = postings.slots[start:end]
+            keep = live[slots]
+            hits.append((slots[keep], postings.counts[start:end][keep]))
+        frequency = sum(len(hit[0]) for hit in hits if hit is not None)
+        if not frequency:
+            continue
+        weight = repeats * math.log(1 + (corpus.records - frequency + 0.5) / (frequency + 0.5))
+        for (postings, _), hit, into in zip(groups, hits, found, strict=True):
+            if hit is not None:
+                slots, tf = hit
+                norm = K1 * ((1 - B) + B * postings.lengths[slots] / average)
+                into[slots] += weight * tf / (tf + norm)
+    return found
+
+
+def _starts(owners: numpy.ndarray, size: int) -> numpy.ndarray:
+    """Where each of `size` owners' entries start in an array sorted by owner, and the end."""
+    import numpy
+
+    starts = numpy.zeros(size + 1, dtype=numpy.int64)
+    numpy.cumsum(numpy.bincount(owners, minlength=size), out=starts[1:])
+    return starts
+
+
+def _ranges(starts: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
+    """The indices [starts[i], starts[i] + lengths[i]) for every i, concatenated."""
+    import numpy
+
+    total = int(lengths.sum())
+    if total == 0:
+        return numpy.zeros(0, dtype=numpy.int64)
+    offsets = numpy.repeat(starts - numpy.cumsum(lengths) + lengths, lengths)
+    return offsets + numpy.arange(total, dtype=numpy.int64)

@@ -1,0 +1,179 @@
+"""`bucket-memory records` for operators: an embedder named as pydantic-ai names it (through the
+real OpenAI client, against an embeddings endpoint on loopback), whole ids in the listings
+whatever the terminal's width, ids given by a unique prefix, and a missing extra or a provider's
+refusal as a message that says what to do."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import Origin
+from typer.testing import CliRunner
+
+from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory.cli import EXIT_STORE, EXIT_USAGE, app
+from bucket_memory.codec import time_text
+from bucket_memory.objects import LocalObjectStore
+from bucket_memory.record_format import RecordBody
+from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+from .helpers import cli
+
+MODEL = "text-embedding-3-small"
+
+
+class Endpoint:
+    """An OpenAI-compatible embeddings endpoint: vectors of the offline model, or a refusal."""
+
+    def __init__(self) -> None:
+        self.refusing = False
+        self.requests: list[list[str]] = []
+        model = HashingEmbeddingModel(dimensions=32)
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                asked = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.requests.append(asked["input"])
+                if endpoint.refusing:
+                    body = {
+                        "error": {"message": "<b>quota</b> exceeded", "type": "insufficient_quota", "code": "quota"}
+                    }
+                    self._answer(400, body)
+                    return
+                data = [
+                    {"object": "embedding", "index": n, "embedding": model._vector(text)}
+                    for n, text in enumerate(asked["input"])
+                ]
+                usage = {"prompt_tokens": 1, "total_tokens": 1}
+                self._answer(200, {"object": "list", "data": data, "model": MODEL, "usage": usage})
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                encoded = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(encoded)))
+                self.end_headers()
+                self.wfile.write(encoded)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
+    served = Endpoint()
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("OPENAI_BASE_URL", served.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+    thread.join()
+
+
+def run(*arguments: str, expect: int = 0, columns: int = 400) -> str:
+    result = CliRunner().invoke(app, list(arguments), env={"COLUMNS": str(columns)})
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    return result.output
+
+
+def test_an_embedder_named_on_the_command_line_stores_and_ranks_by_vectors(endpoint: Endpoint, tmp_path: Path) -> None:
+    url = str(tmp_path / "facts")
+    embedder = ("--embedder", f"openai:{MODEL}")
+    tea = json.loads(run("records", "add", url, "The team drinks green tea at standup.", *embedder, "--json"))
+    run("records", "add", url, "Deploys happen on Tuesdays.", *embedder)
+    stored = [json.loads(line) for line in _files(url).values()]
+    assert {body["embedding"]["model"] for body in stored} == {f"openai:{MODEL}"}
+    for ranking in ("hybrid", "vectors"):
+        found = json.loads(run("records", "search", url, "green tea", *embedder, "--ranking", ranking, "--json"))
+        assert found[0]["id"] == tea["id"]
+    assert endpoint.requests[-1] == ["green tea"]  # the stored vectors were used: only the query was embedded
+
+
+def test_a_providers_refusal_is_a_message_with_its_words(endpoint: Endpoint, tmp_path: Path) -> None:
+    url = str(tmp_path / "facts")
+    run("records", "add", url, "The team drinks green tea at standup.")  # no vector: embedded at a search
+    endpoint.refusing = True
+    printed = run("records", "search", url, "tea", "--embedder", f"openai:{MODEL}", expect=EXIT_STORE)
+    assert "error (unavailable)" in printed and "<b>quota</b> exceeded" in printed and f"openai:{MODEL}" in printed
+    printed = run("records", "add", url, "another", "--embedder", f"openai:{MODEL}", expect=EXIT_STORE)
+    assert "400" in printed and len(json.loads(run("records", "ls", url, "--json"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("nope", "provider prefix"),
+        ("unknownprovider:model", "Unknown provider"),
+        ("cohere:embed-v4.0", "CO_API_KEY"),
+        ("<b>x</b>:y" * 50, "cannot be used here"),
+    ],
+)
+def test_an_embedder_this_installation_cannot_use_is_a_usage_error(
+    name: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CO_API_KEY", raising=False)
+    url = str(tmp_path / "facts")
+    run("records", "add", url, "a fact")
+    for command in (("search", url, "fact"), ("add", url, "another fact")):
+        printed = run("records", *command, "--embedder", name, expect=EXIT_USAGE)
+        assert says in printed and "--embedder" in printed
+    assert "needs --embedder" in run("records", "search", url, "fact", "--ranking", "vectors", expect=EXIT_USAGE)
+    assert "hybrid" in run("records", "search", url, "fact", "--ranking", "<b>best</b>", expect=EXIT_USAGE)
+
+
+def test_listings_show_whole_ids_on_a_narrow_terminal(tmp_path: Path) -> None:
+    url = str(tmp_path / "facts")
+    ids = [json.loads(run("records", "add", url, f"fact number {n} " + "word " * 30, "--json"))["id"] for n in range(3)]
+    for command in (("ls", url), ("search", url, "fact")):
+        printed = run("records", *command, columns=60)
+        assert all(record_id in printed for record_id in ids), printed
+
+
+def test_an_id_is_taken_by_a_unique_prefix_as_git_takes_a_commits(tmp_path: Path) -> None:
+    url = str(tmp_path / "facts")
+    ids = ["abcd" + "0" * 27 + "1", "abcd" + "0" * 27 + "2", "1234" + "f" * 28]
+    _seed(url, {record_id: f"fact {record_id}" for record_id in ids})
+    printed = run("records", "rm", url, "abcd", expect=EXIT_STORE)  # two records start so
+    assert "record_not_found" in printed and ids[0] in printed and ids[1] in printed and "give more" in printed
+    assert json.loads(run("records", "rm", url, "1234F", "--json")) == {"id": ids[2]}  # any case
+    assert json.loads(run("records", "rm", url, ids[0][:-1] + "1", "--json")) == {"id": ids[0]}
+    for given in ("abc", "xyz0", "abcd-", "<b>abcd</b>", "9999", "a" * 33):
+        assert "record_not_found" in run("records", "rm", url, given, expect=EXIT_STORE)
+    assert [record["id"] for record in json.loads(run("records", "ls", url, "--json"))] == [ids[1]]
+
+
+def test_a_missing_records_extra_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = str(tmp_path / "facts")
+    cli("records", "add", url, "a fact")
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import then raises ModuleNotFoundError
+    for command in (("search", url, "fact"), ("ls", url)):
+        printed = run("records", *command, expect=EXIT_STORE)
+        assert 'pip install "bucket-memory[records]"' in printed and "unexpected" not in printed
+
+
+def _seed(url: str, texts: dict[str, str]) -> None:
+    import asyncio
+
+    bodies = {f"{key}.json": RecordBody(text, time_text(1.7e9)).encode() for key, text in texts.items()}
+    admin = MemoryAdmin(LogFileStore(LocalObjectStore(url)))
+    asyncio.run(admin.put_files(bodies, replace=False, origin=Origin(run_id="seed")))
+
+
+def _files(url: str) -> dict[str, str]:
+    import asyncio
+
+    state = asyncio.run(LogFileStore(LocalObjectStore(url)).log.fresh_state())
+    return {path: live.text for path, live in state.files.items()}

@@ -1,0 +1,356 @@
+"""An embedder is a third party: its calls are bounded by the operation's deadline, made in batches,
+its failures and odd answers mapped to `unavailable`, and what it made before failing is kept in the
+records. Any vector size or model name a provider uses fits, or is refused at `add` with a message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+from pydantic_ai import Embedder
+from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
+
+from bucket_memory import LogFileStore, LogOptions, LogRecordStore, MemoryAdmin
+from bucket_memory.codec import time_text
+from bucket_memory.objects import MemoryObjectStore, ObjectStore
+from bucket_memory.record_format import RecordBody
+from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+ORIGIN = Origin(principal_id="embeddings-test")
+SHORT = LogOptions(operation_timeout=0.5)
+
+
+class ScriptedModel(HashingEmbeddingModel):
+    """The offline model with a provider's habits: a limit on inputs per call, a failure on a given
+    call, a call that never answers, or an answer `reply` makes of the texts."""
+
+    def __init__(
+        self,
+        name: str = "hashing-v1",
+        dimensions: int = 64,
+        *,
+        limit: int | None = None,
+        fail_on_call: int | None = None,
+        reply: Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        super().__init__(name, dimensions)
+        self.limit, self.fail_on_call, self.reply = limit, fail_on_call, reply
+        self.calls: list[int] = []  # texts per call
+        self.during: Callable[[], Any] | None = None  # awaited inside the next document call
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        self.calls.append(len(texts))
+        if self.limit is not None and len(texts) > self.limit:
+            raise RuntimeError(f"400 Bad Request: at most {self.limit} inputs per request, got {len(texts)}")
+        if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
+            raise RuntimeError("503 Service Unavailable: <b>overloaded</b>")
+        if self.during is not None and input_type == "document":
+            during, self.during = self.during, None
+            await during()
+        if self.reply is not None:
+            return EmbeddingResult(
+                embeddings=self.reply(texts),
+                inputs=texts,
+                input_type=input_type,
+                model_name=self._name,
+                provider_name="test",
+            )
+        return await super().embed(texts, input_type=input_type, settings=settings)
+
+
+class Hanging(HashingEmbeddingModel):
+    """A provider that never answers; with `stubborn`, one that also ignores being cancelled."""
+
+    def __init__(self, *, stubborn: bool = False) -> None:
+        super().__init__()
+        self.stubborn = stubborn
+        self.release = asyncio.Event()  # set by the test once it is done, so no task outlives it
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        while True:
+            try:
+                await self.release.wait()
+                return await super().embed(inputs, input_type=input_type, settings=settings)
+            except asyncio.CancelledError:
+                if not self.stubborn:
+                    raise
+
+
+def store_on(
+    objects: ObjectStore, model: Any = None, *, options: LogOptions | None = None, **settings: Any
+) -> LogRecordStore:
+    files = LogFileStore(objects, options=options, max_bytes=settings.pop("max_bytes", 32 * 1024 * 1024))
+    return LogRecordStore(files, embedder=Embedder(model) if model is not None else None, origin=ORIGIN, **settings)
+
+
+async def seeded(objects: ObjectStore, texts: Sequence[str]) -> list[str]:
+    """Records written in one commit without vectors, as a memory written with no embedder is; their ids."""
+    ids = [f"{n:032x}" for n in range(len(texts))]
+    bodies = {
+        f"{record_id}.json": RecordBody(text=text, updated_at=time_text(1.7e9)).encode()
+        for record_id, text in zip(ids, texts, strict=True)
+    }
+    await MemoryAdmin(LogFileStore(objects)).put_files(bodies, replace=False, origin=ORIGIN)
+    return ids
+
+
+async def stored_models(objects: ObjectStore) -> dict[str, str | None]:
+    state = await LogFileStore(objects).log.fresh_state()
+    return {
+        path.removesuffix(".json"): (json.loads(live.text).get("embedding") or {}).get("model")
+        for path, live in state.files.items()
+    }
+
+
+async def refused(code: str, operation: object, *words: str) -> str:
+    with pytest.raises(MemoryStoreError) as caught:
+        async with asyncio.timeout(30):  # a guard against a hang, not a measure of speed
+            await operation  # type: ignore[misc]
+    assert caught.value.code == code, str(caught.value)
+    for word in words:
+        assert word in str(caught.value), str(caught.value)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("stubborn", [False, True], ids=["hangs", "hangs-and-ignores-cancel"])
+async def test_an_embedder_that_never_answers_ends_unavailable_at_the_deadline(stubborn: bool) -> None:
+    objects = MemoryObjectStore()
+    await seeded(objects, ["green tea at standup"])
+    model = Hanging(stubborn=stubborn)
+    store = store_on(objects, model, options=SHORT)
+    try:
+        await refused("unavailable", store.add("a new fact"), "operation_timeout", "hashing-v1")
+        await refused("unavailable", store.search("tea", limit=3), "operation_timeout")
+        assert (await store.list(limit=5)).records[0].text == "green tea at standup"  # nothing was written
+        assert len((await store.list(limit=5)).records) == 1
+    finally:
+        model.release.set()
+        model.stubborn = False
+
+
+async def test_a_provider_error_is_unavailable_naming_it() -> None:
+    store = store_on(MemoryObjectStore(), ScriptedModel(fail_on_call=1))
+    message = await refused(
+        "unavailable", store.add("a fact"), "RuntimeError", "503 Service Unavailable", "test:hashing-v1"
+    )
+    assert "<b>overloaded</b>" in message  # the provider's words, kept literally (the CLI prints them as text)
+    assert (await store.list(limit=5)).records == ()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda texts: [],  # fewer vectors than texts
+        lambda texts: [[1.0, 2.0]] * (len(texts) + 1),  # more
+        lambda texts: [[]] * len(texts),  # empty vectors
+        lambda texts: [[1.0, float("nan")]] * len(texts),
+        lambda texts: [[float("inf"), 1.0]] * len(texts),
+        lambda texts: [[10**400, 1.0]] * len(texts),
+        lambda texts: [["one", "two"]] * len(texts),
+        lambda texts: [None] * len(texts),
+        lambda texts: [[[1.0], [2.0]]] * len(texts),  # a matrix per text
+        lambda texts: "not a list",
+        lambda texts: None,
+    ],
+    ids=["fewer", "more", "empty", "nan", "inf", "overflow", "strings", "none", "nested", "text", "null"],
+)
+async def test_an_answer_that_is_not_one_finite_vector_per_text_is_unavailable(
+    reply: Callable[[list[str]], Any],
+) -> None:
+    objects = MemoryObjectStore()
+    await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
+    store = store_on(objects, ScriptedModel(reply=reply))
+    await refused("unavailable", store.add("a fact"), "answered with")
+    await refused("unavailable", store.search("tea", limit=3), "answered with")
+    assert len((await store.list(limit=5)).records) == 2
+
+
+async def test_vectors_of_different_lengths_in_one_answer_are_unavailable() -> None:
+    objects = MemoryObjectStore()
+    await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
+    ragged = ScriptedModel(reply=lambda texts: [[1.0, 2.0], [1.0, 2.0, 3.0]][: len(texts)])
+    await refused("unavailable", store_on(objects, ragged).search("tea", limit=3), "answered with")
+
+
+async def test_a_zero_vector_is_stored_and_similar_to_nothing() -> None:
+    zeros = ScriptedModel(reply=lambda texts: [[0.0, 0.0, 0.0]] * len(texts))
+    store = store_on(MemoryObjectStore(), zeros, ranking="vectors")
+    record = await store.add("a fact")
+    assert [(found.id, found.score) for found in await store.search("fact", limit=3)] == [(record.id, 0.0)]
+
+
+@pytest.mark.parametrize("dimensions", [1, 3, 384, 1536, 3072, 6145, 8192])
+async def test_any_dimension_a_provider_uses_is_stored_and_searched(dimensions: int) -> None:
+    objects = MemoryObjectStore()
+    store = store_on(objects, ScriptedModel(dimensions=dimensions))
+    long_text = "green tea " + "x" * 7990  # the longest record, with the largest vector
+    kept = [await store.add(text) for text in ("deploys happen on tuesdays", long_text)]
+    reader = ScriptedModel(dimensions=dimensions)
+    found = await store_on(objects, reader).search("green tea", limit=2)
+    assert {record.id for record in found} == {record.id for record in kept}
+    if dimensions >= 64:  # fewer cannot tell the texts apart
+        assert found[0].id == kept[1].id
+    assert reader.calls == [1]  # the query only: both vectors were stored and read back
+
+
+async def test_a_vector_too_large_for_a_file_is_refused_at_add_with_a_message() -> None:
+    store = store_on(MemoryObjectStore(), ScriptedModel(dimensions=40_000))
+    await refused("invalid_text", store.add("a fact"), "bytes", "65536", "fewer dimensions", "test:hashing-v1")
+    assert (await store.list(limit=5)).records == ()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["m", "x" * 201, "y" * 5000, "<script>alert(1)</script>", "模型/嵌入:v2", 'a"b\\c\nd\x00e', "🍵" * 300],
+    ids=["one-char", "201-chars", "5000-chars", "markup", "cjk", "escapes", "emoji"],
+)
+async def test_any_model_name_is_stored_and_searched(name: str) -> None:
+    objects = MemoryObjectStore()
+    store = store_on(objects, ScriptedModel(name))
+    kept = await store.add("green tea at standup")
+    await store.add("deploys happen on tuesdays")
+    assert set((await stored_models(objects)).values()) == {f"test:{name}"}
+    reader = ScriptedModel(name)
+    assert [record.id for record in await store_on(objects, reader).search("tea", limit=1)] == [kept.id]
+    assert reader.calls == [1]
+
+
+async def test_a_model_name_too_long_for_a_file_is_refused_at_add() -> None:
+    store = store_on(MemoryObjectStore(), ScriptedModel("m" * 70_000))
+    await refused("invalid_text", store.add("a fact"), "bytes", "65536")
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 1.5, "96", None, 2**70 * 0.5])
+def test_a_batch_size_that_is_not_a_positive_whole_number_is_refused(batch: object) -> None:
+    with pytest.raises(ValueError, match="embed_batch"):
+        store_on(MemoryObjectStore(), ScriptedModel(), embed_batch=batch)
+
+
+@pytest.mark.parametrize(("batch", "calls"), [(1, [1] * 7), (3, [3, 3, 1]), (7, [7]), (10**12, [7])])
+async def test_records_without_a_vector_are_embedded_in_batches(batch: int, calls: list[int]) -> None:
+    objects = MemoryObjectStore()
+    await seeded(objects, [f"fact number {n} about tea" for n in range(7)])
+    model = ScriptedModel()
+    found = await store_on(objects, model, embed_batch=batch).search("tea", limit=3)
+    assert len(found) == 3
+    assert model.calls == [1, *calls]  # the query, then the records
+
+
+async def test_a_model_change_on_a_memory_larger_than_a_providers_limit_is_searched() -> None:
+    """The case that took search down: 3,001 records, a provider that takes 2,048 inputs a call."""
+    objects = MemoryObjectStore()
+    ids = await seeded(objects, [f"fact {n} about deploys" for n in range(3000)] + ["the team drinks green tea"])
+    model = ScriptedModel(limit=2048)
+    found = await store_on(objects, model).search("green tea", limit=1)
+    assert [record.id for record in found] == [ids[-1]]
+    assert max(model.calls) == 96 and sum(model.calls) == 3001 + 1
+    assert set((await stored_models(objects)).values()) == {"test:hashing-v1"}  # all written back
+    again = ScriptedModel(limit=2048)
+    await store_on(objects, again).search("deploys", limit=1)  # another process pays for nothing
+    assert again.calls == [1]
+
+
+async def test_an_embedder_failing_part_way_keeps_what_it_made() -> None:
+    objects = MemoryObjectStore()
+    ids = await seeded(objects, [f"fact {n} about deploys" for n in range(10)])
+    failing = ScriptedModel(fail_on_call=4)  # the query, two batches of 4, then a failure
+    await refused(
+        "unavailable", store_on(objects, failing, embed_batch=4).search("deploys", limit=3), "503", "8 of the 10"
+    )
+    models = await stored_models(objects)
+    assert [models[record_id] for record_id in ids] == ["test:hashing-v1"] * 8 + [None] * 2
+    working = ScriptedModel()
+    assert len(await store_on(objects, working, embed_batch=4).search("deploys", limit=3)) == 3
+    assert working.calls == [1, 2]  # another process embeds only what was left
+
+
+async def test_a_write_back_never_overwrites_a_record_changed_meanwhile() -> None:
+    objects = MemoryObjectStore()
+    ids = await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
+    model = ScriptedModel()
+    searcher = store_on(objects, model)
+    other = store_on(objects)  # another process, with no embedder
+
+    async def change_one() -> None:
+        await other.update(ids[0], "black coffee at standup")
+
+    model.during = change_one
+    await searcher.search("standup", limit=2)
+    held = {record.id: record.text for record in (await other.list(limit=5)).records}
+    assert held == {ids[0]: "black coffee at standup", ids[1]: "deploys on tuesdays"}
+    models = await stored_models(objects)
+    assert models == {ids[0]: None, ids[1]: "test:hashing-v1"}  # the changed one was left as it was
+
+
+async def test_a_read_only_store_searches_by_meaning_without_writing() -> None:
+    objects = MemoryObjectStore()
+    ids = await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
+    model = ScriptedModel()
+    files = LogFileStore(objects, read_only=True)
+    store = LogRecordStore(files, embedder=Embedder(model))
+    assert [record.id for record in await store.search("green tea", limit=1)] == [ids[0]]
+    assert await stored_models(objects) == {ids[0]: None, ids[1]: None}
+    model.calls.clear()
+    await store.search("deploys", limit=1)
+    assert model.calls == [1]  # the vectors made are kept in the process
+
+
+async def test_a_memory_full_for_the_vectors_is_still_searched() -> None:
+    objects = MemoryObjectStore()
+    await seeded(objects, [f"fact {n}" for n in range(20)])
+    used = (await LogFileStore(objects).log.fresh_state()).stored_bytes
+    store = store_on(objects, ScriptedModel(dimensions=256), max_bytes=used + 2000)  # room for a few vectors
+    assert len(await store.search("fact", limit=5)) == 5
+    models = await stored_models(objects)
+    assert 0 < sum(model is not None for model in models.values()) < 20  # those that fit were written
+
+
+@pytest.mark.parametrize("texts", [["👍"], ["5"], ["x"], ["👍", "5", "x", "!!", "a"]])
+async def test_records_with_no_word_bm25_counts_answer_with_no_records(texts: list[str]) -> None:
+    store = store_on(MemoryObjectStore())
+    for text in texts:
+        await store.add(text)
+    assert await store.search("👍", limit=5) == ()
+    assert await store.search("tea", limit=5) == ()
+    await store.add("green tea")
+    assert [record.text for record in await store.search("tea", limit=5)] == ["green tea"]
+
+
+@pytest.mark.parametrize(
+    "query", ["x" * 1_000_000, "<script>alert(1)</script> tea", "tea\x00\x1b[31m", "🍵 tea " * 10_000, "   "]
+)
+@pytest.mark.parametrize("embedded", [False, True], ids=["bm25", "vectors"])
+async def test_hostile_queries_are_answered(query: str, embedded: bool) -> None:
+    model = ScriptedModel() if embedded else None
+    store = store_on(MemoryObjectStore(), model)
+    await store.add("green tea at standup")
+    found = await store.search(query, limit=3)
+    assert all(record.text == "green tea at standup" for record in found)
+    if model is not None and query.strip():
+        assert model.calls[-1] == 1 and len(model.embedded[-1]) <= store.record_chars  # a query cut to a record
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["bm25", "vectors"])
+async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = store_on(MemoryObjectStore(), ScriptedModel() if embedded else None)
+    await store.add("green tea at standup")
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import then raises ModuleNotFoundError
+    install = 'pip install "bucket-memory[records]"'
+    fresh = store_on(store.files.log.objects, ScriptedModel() if embedded else None)  # nothing imported yet
+    await refused("unavailable", fresh.search("tea", limit=3), "numpy", install)
+    await refused("unavailable", fresh.list(limit=3), "numpy", install)
+    if embedded:
+        await refused("unavailable", fresh.add("a fact"), "numpy", install)
+    else:
+        await fresh.add("a fact")  # nothing to rank: no numpy needed
