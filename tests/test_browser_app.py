@@ -508,3 +508,24 @@ async def test_a_change_made_after_the_confirmation_was_shown_is_refused(writer:
         assert refused.status_code == 409 and "changed since the preview" in refused.text, refused.text[-500:]
         async with open_store(url) as store:
             assert (await store.read("notes/plan.md")).text.endswith("and more\n"), "nothing was changed"
+
+
+async def test_a_record_is_shown_as_a_record_not_its_json(url: str) -> None:
+    """A record memory's file reads as its text, time and vector's model, with the stored JSON (and
+    its base64 vector) folded away; markup in a record is text."""
+    from pydantic_ai import Embedder
+
+    from bucket_memory import LogRecordStore
+    from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+    async with open_store(url) as store:
+        records = LogRecordStore(store, embedder=Embedder(HashingEmbeddingModel()))
+        made = await records.add("<b>green tea</b> at standup")
+    async for reader in client_for(url, write=False):
+        page = await reader.get("/file", params={"path": f"{made.id}.json"})
+        assert page.status_code == 200
+        before_details = page.text.split("<details>", 1)[0]
+        assert "&lt;b&gt;green tea&lt;/b&gt; at standup" in before_details and "<b>green" not in page.text
+        assert "a record, written" in before_details and '"updated_at"' not in before_details
+        assert "a vector of 64 dimensions by" in before_details
+        assert "The file as stored" in page.text

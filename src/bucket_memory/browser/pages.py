@@ -12,6 +12,7 @@ page's own terms, what happened and where to go from here, never a broken page.
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -34,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from ..admin import MemoryAdmin, Revision, version_seq
 from ..connect import open_store
 from ..diffs import LineDiff, line_diff
+from ..record_format import RecordBody
 from ..records import LogRecordStore, is_record_path
 from ..store import LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
@@ -202,9 +204,29 @@ async def file_view(request: Request) -> Response:
         path=path,
         current=current,
         shown=shown,
+        record=_record_of(path, shown),
         history=[_row(revision) for revision in history],
         restored=request.query_params.get("restored"),
     )
+
+
+@dataclass(frozen=True)
+class ShownRecord:
+    """A record memory's file as a person reads it: the record, not its JSON and base64 vector."""
+
+    text: str
+    updated_at: str
+    model: str | None
+    dimensions: int | None
+
+
+def _record_of(path: str, shown: FileText | None) -> ShownRecord | None:
+    """The record a file holds, when it is a record's file and holds one exactly."""
+    if shown is None or not is_record_path(path) or (body := RecordBody.decode(shown.text)) is None:
+        return None
+    embedding = body.embedding
+    dimensions = len(base64.b64decode(embedding.vector)) // 2 if embedding is not None else None
+    return ShownRecord(body.text, body.updated_at, embedding.model if embedding else None, dimensions)
 
 
 async def diff_view(request: Request) -> Response:
