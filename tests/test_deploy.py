@@ -234,6 +234,41 @@ def test_the_dockerfiles_copy_what_exists_and_start_what_imports(dockerfile: str
     assert set(extras.group(1).split(",")) <= set(_extras())
 
 
+@pytest.mark.parametrize(
+    ("dockerfile", "extras"), [("deploy/lambda", ["s3"]), ("deploy/cloud-run", ["gcs", "service"])]
+)
+def test_each_image_installs_its_lock_with_hashes_and_the_lock_covers_the_project(
+    dockerfile: str, extras: list[str]
+) -> None:
+    """A rebuild installs the same packages: every requirement of the project and its extras is
+    pinned (==) with hashes in the image's lock, and the image installs the lock before the project,
+    whose own dependencies it then leaves alone."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    text = (ROOT / dockerfile / "Dockerfile").read_text()
+    assert "--require-hashes -r /build/requirements.lock" in text and "--no-deps" in text
+    lock = (ROOT / dockerfile / "requirements.lock").read_text()
+    pinned = {
+        canonicalize_name(name): version for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", lock, re.M)
+    }
+    assert "/opt/" not in lock and "--index-url" not in lock, "nothing of the machine that made it"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"]) + [
+        entry for extra in extras for entry in project["optional-dependencies"][extra]
+    ]
+    for entry in wanted:
+        requirement = Requirement(entry)
+        if requirement.name == "bucket-memory":
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{requirement.name} is not in {dockerfile}/requirements.lock"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (entry, pinned[name])
+    assert lock.count("--hash=sha256:") >= len(pinned), "every pin carries its hashes"
+
+
 def _extras() -> list[str]:
     import tomllib
 
