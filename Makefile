@@ -48,7 +48,7 @@ test:
 	@mkdir -p $(VENV); ( $(install_chromium) ) > $(CHROMIUM_LOG) 2>&1 & installing=$$!; \
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(TOOLS_STAMP) && $(MAKE) --no-print-directory lint || exit 1; \
 	wait $$installing || echo "warning: chromium did not install (see $(CHROMIUM_LOG)); the browser tests will skip" >&2; \
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 3
 
 test-slow: $(STAMP)
 	$(VENV)/bin/pytest -q -m slow

@@ -200,7 +200,7 @@ def test_records_decode_by_the_rules_of_the_pydantic_models(
         assert RecordBody.decode(candidate) == reference(candidate), candidate
 
 
-@pytest.mark.parametrize("ranking", ["hybrid", "bm25"])
+@pytest.mark.parametrize("ranking", [pytest.param("hybrid", marks=pytest.mark.slow), "bm25"])
 async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking: str) -> None:
     import numpy
 
