@@ -165,10 +165,9 @@ class State:
 
     def absorb(self, layered: State) -> None:
         """Take in the changes of a state `layered` on this one (once its commit has landed)."""
-        assert isinstance(layered.files, Overlay) and layered.files.base is self.files, "layered on this state"
-        assert isinstance(layered.directories, Overlay)
-        layered.files.merge()
-        layered.directories.merge()
+        for layer, base in ((layered.files, self.files), (layered.directories, self.directories)):
+            assert isinstance(layer, Overlay) and layer.base is base, "layered on this state"
+            layer.merge()
         if layered.floor != self.floor:  # a purge: only a purge moves the floor while changes apply
             self.changed.clear()
         for path, seq in layered.changed.items():
