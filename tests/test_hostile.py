@@ -380,3 +380,30 @@ def test_store_edits_is_a_bool(value: object) -> None:
     """A truthy "no" would turn on the commit format older readers refuse."""
     with pytest.raises(ValueError, match="store_edits must be True or False"):
         LogOptions(store_edits=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("case", "files"),
+    [
+        ("a file under a file", [["a.md", "a", 1], ["a.md/b.md", "b", 2]]),
+        ("a path twice", [["a.md", "a", 1], ["a.md", "b", 2]]),
+        ("a future version", [["a.md", "a", 9]]),
+        ("an escaping path", [["../a.md", "a", 1]]),
+    ],
+)
+async def test_a_crafted_checkpoint_is_corruption_never_served(case: str, files: list[list[object]]) -> None:
+    """A cold start checks a checkpoint's files once for the whole, not file by file as commits
+    are: every rule a commit obeys must still hold for what a checkpoint holds."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    await store.write("b.md", "b", expected=None, origin=ORIGIN)
+    await store.settle()
+    key = [info.key for info in await objects.list("checkpoints/")][-1]
+    stored = json.loads(objects.objects[key][0])
+    body = {name: value for name, value in stored.items() if name not in ("hash", "descriptions", "described_with")}
+    body["files"] = files
+    objects.objects[key] = (canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()}), objects.clock)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("b.md")
+    assert caught.value.key == key, case

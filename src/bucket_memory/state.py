@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field, replace
 
@@ -20,7 +21,7 @@ from .codec import (
     Write,
     log_key,
     off_loop,
-    stored_size,
+    stored_size_of,
     text_bytes,
     time_text,
 )
@@ -259,18 +260,18 @@ class State:
             and all(len(text or "") <= fmt.description_chars for text in checkpoint.descriptions)
             else None
         )
-        try:
-            for index, (path, text, version) in enumerate(checkpoint.files):
-                if version > checkpoint.seq or path in state.files:
-                    raise MemoryStoreError("invalid_path", f"{path} is listed twice or with a future version")
-                state.check_room(path)
-                if described is None:
-                    state._add(path, text, version)
-                else:
-                    state._add(path, text, version, described[index], described=True)
-                changes.append((version, path))
-        except MemoryStoreError as error:
-            raise CorruptObjectError(location, f"checkpoints/{checkpoint.seq:020d}.json", str(error)) from None
+        corrupt = functools.partial(CorruptObjectError, location, f"checkpoints/{checkpoint.seq:020d}.json")
+        for index, (path, text, version) in enumerate(checkpoint.files):
+            if version > checkpoint.seq or path in state.files:
+                raise corrupt(f"{path} is listed twice or with a future version")
+            if described is None:
+                state._add(path, text, version)
+            else:
+                state._add(path, text, version, described[index], described=True)
+            changes.append((version, path))
+        # `check_room` once for the whole: a file conflicts exactly when files lie below its path.
+        if conflicting := next((path for path in state.files if f"{path}/" in state.directories), None):
+            raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
         changes.extend((seq, path) for path, seq in checkpoint.deleted if path not in state.files)
         state.changed = {path: seq for seq, path in sorted(changes)}
         state.since_checkpoint = CheckpointCounts(seq=state.head)
@@ -278,8 +279,8 @@ class State:
 
     def _add(self, path: str, text: str, seq: int, description: str | None = None, *, described: bool = False) -> None:
         """Make `path` live with `text`; its description is made from the text unless `described`."""
-        size = len(text.encode())
-        stored = stored_size(text)
+        data = text.encode()
+        size, stored = len(data), stored_size_of(data)
         self.files[path] = LiveFile(
             text, seq, size, stored, description if described else _description(text, self.format)
         )
