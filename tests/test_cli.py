@@ -122,3 +122,28 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert "no memory at" in run("cat", str(tmp_path / "mistyped"), "todo.md", expect=4)
     asyncio.run(seed(str(tmp_path / "memory")))
     assert 'A path has no empty, "." or ".." segments' in run("cat", str(tmp_path / "memory"), "../x", expect=2)
+
+
+@pytest.mark.parametrize("words", [["--help"], ["--version"], ["records", "--help"], ["ls", "--help"]])
+def test_help_and_version_import_nothing_of_the_store(words: list[str]) -> None:
+    """The harness's memory package alone takes most of a second to import (issue 28); a command
+    line that only asks for help or the version must not pay for it, nor for a cloud SDK."""
+    probe = (
+        "import sys\nfrom bucket_memory.cli import app\n"
+        f"try:\n    app({words!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('a13n_harness.providers.memory', 'aiobotocore', "
+        "'google.cloud', 'bucket_memory.store', 'numpy')))\nprint('HEAVY', heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in done.stdout, done.stdout[-500:]
+
+
+def test_every_public_name_resolves_from_the_package() -> None:
+    """The package imports its names on first use; each one in `__all__` must still be there."""
+    import bucket_memory
+
+    for name in bucket_memory.__all__:
+        value = getattr(bucket_memory, name)
+        assert isinstance(value, int) or value.__module__.startswith("bucket_memory."), name
+    with pytest.raises(AttributeError):
+        bucket_memory.NoSuchName  # noqa: B018

@@ -1,11 +1,36 @@
-"""Shared file and record memory for a13n-harness agents, kept as a commit log in an S3 or GCS bucket or a directory."""
+"""Shared file and record memory for a13n-harness agents, kept as a commit log in an S3 or GCS bucket or a directory.
 
-from .admin import MemoryAdmin
-from .connect import open_record_store, open_store
-from .objects import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
-from .options import LogOptions
-from .records import LogRecordStore
-from .store import DEFAULT_MAX_BYTES, LogFileStore
+Names are imported on first use: the harness's memory package alone takes most of a second to
+import, which `bucket-memory --help` and `--version` need not pay.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .admin import MemoryAdmin
+    from .connect import open_record_store, open_store
+    from .objects import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .options import LogOptions
+    from .records import LogRecordStore
+    from .store import DEFAULT_MAX_BYTES, LogFileStore
+
+_MODULES = {
+    "DEFAULT_MAX_BYTES": ".store",
+    "LocalObjectStore": ".objects",
+    "LogFileStore": ".store",
+    "LogOptions": ".options",
+    "LogRecordStore": ".records",
+    "MemoryAdmin": ".admin",
+    "MemoryObjectStore": ".objects",
+    "ObjectInfo": ".objects",
+    "ObjectStore": ".objects",
+    "TransientError": ".objects",
+    "open_record_store": ".connect",
+    "open_store": ".connect",
+}
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -21,3 +46,12 @@ __all__ = [
     "open_record_store",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

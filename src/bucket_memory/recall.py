@@ -14,13 +14,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from . import bm25
 from .codec import OFF_LOOP_BYTES
 from .embedding import Space, embed_documents, embed_query
+from .options import Ranking
 from .record_format import Embedding, packed
 from .record_index import Record, RecordIndex, Snapshot, guarded
 
@@ -30,10 +31,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-type Ranking = Literal["hybrid", "vectors", "bm25"]
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-RANKINGS: tuple[Ranking, ...] = ("hybrid", "vectors", "bm25")
 _FUSION_K = 60  # the constant of reciprocal-rank fusion (Cormack et al., 2009)
 
 

@@ -27,7 +27,8 @@ from . import deadline
 from .codec import Change, Delete, Write, checked_origin, moment_of, off_loop, stored_size, time_text
 from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
-from .recall import RANKINGS, Ranking, Recall
+from .options import RANKINGS, Ranking
+from .recall import Recall
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Record, Snapshot
 from .state import LiveFile, State

@@ -16,22 +16,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import version as package_version
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
 from pydantic import TypeAdapter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..admin import Changeset, MemoryAdmin, version_seq
-from ..codec import checked_origin
-from ..connect import open_store
-from ..head import deleted
-from ..store import LogFileStore
-from ..urls import parse_url
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
+
+if TYPE_CHECKING:
+    from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+    from ..admin import Changeset, MemoryAdmin
+    from ..store import LogFileStore
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
 
@@ -53,6 +52,8 @@ def as_usage(param_hint: str | None = None) -> Iterator[None]:
     """The store's refusal of something the command line gave (a URL, a path, a version, a pattern)
     as a usage error, exit code 2: checked before anything is opened, it is the command line that
     is wrong."""
+    from a13n_harness.providers.memory import MemoryStoreError
+
     try:
         yield
     except MemoryStoreError as error:
@@ -60,12 +61,16 @@ def as_usage(param_hint: str | None = None) -> Iterator[None]:
 
 
 def checked_url(value: str) -> str:
+    from ..urls import parse_url
+
     with as_usage():
         parse_url(value)
     return value
 
 
 def checked_version(value: str | None) -> str | None:
+    from ..admin import version_seq
+
     if value is not None:
         with as_usage():
             version_seq(value)
@@ -73,6 +78,8 @@ def checked_version(value: str | None) -> str | None:
 
 
 def checked_path(value: str | None) -> str | None:
+    from a13n_harness.providers.memory import FileFormat, validate_path
+
     if value is not None:
         with as_usage():
             validate_path(value, FileFormat())  # the format every command opens its store with
@@ -80,6 +87,10 @@ def checked_path(value: str | None) -> str | None:
 
 
 def _checked_principal(value: str | None) -> str | None:
+    from a13n_harness.providers.memory import Origin
+
+    from ..codec import checked_origin
+
     if value is not None:
         with as_usage():
             checked_origin(Origin(principal_id=value))
@@ -181,6 +192,8 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 def origin(command_name: str, url: str) -> Origin:
     """The origin of an operator's change: the --principal, the cloud identity, or the OS user."""
+    from a13n_harness.providers.memory import Origin
+
     given = _cloud.get()
     principal = (given.principal if given else None) or _cloud_identity(url) or _os_user()
     return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
@@ -236,6 +249,8 @@ def run[T](
 
     A command that only reads opens the store `read_only`, so it needs only read permissions.
     Unless `new_ok`, a URL where nothing was ever written is exit code 4 (a mistyped URL)."""
+    from ..admin import MemoryAdmin
+    from ..connect import open_store
 
     async def opened() -> T:
         async with open_store(url, read_only=read_only) as store:
@@ -258,6 +273,8 @@ def run[T](
 async def _check_memory_there(store: LogFileStore) -> None:
     """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
     did); without loading the memory, so that `verify` can still report a damaged one."""
+    from ..head import deleted
+
     reader = store.log.reader
     if await reader.list_log() or await reader.list_checkpoints():
         return
@@ -269,6 +286,8 @@ async def _check_memory_there(store: LogFileStore) -> None:
 @contextmanager
 def store_errors() -> Iterator[None]:
     """A store error becomes a failure with its code and message, and exit code 3."""
+    from a13n_harness.providers.memory import MemoryStoreError
+
     try:
         yield
     except MemoryStoreError as error:

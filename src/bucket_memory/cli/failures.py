@@ -6,11 +6,12 @@ every failure, the command line's own included: scripts read one stream and one 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import typer
@@ -19,7 +20,9 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from .output import Failed, Failure, FailureCode
+if TYPE_CHECKING:
+    from .output import FailureCode
+
 
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
 EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
@@ -28,7 +31,6 @@ message says why and what to do); 4 no memory at the URL (nothing was ever writt
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
 _stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
-_CODES: TypeAdapter[FailureCode] = TypeAdapter(FailureCode)
 
 
 def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = None) -> NoReturn:
@@ -40,8 +42,10 @@ def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = 
 def report(code: FailureCode, message: str, hint: str | None = None) -> None:
     """Say why a command failed; a code nobody defined (a store error made with an empty one) is
     told as `unexpected`, naming it: no failure is printed without a code."""
+    from .output import Failed, Failure
+
     try:
-        code = _CODES.validate_python(code)
+        code = _codes().validate_python(code)
     except ValidationError:
         code, message = "unexpected", f"{message} (code {code!r})"
     if _as_json.get():
@@ -51,6 +55,13 @@ def report(code: FailureCode, message: str, hint: str | None = None) -> None:
     _stderr.print(Text("error", style="red"), Text(f" ({code}): {message}"), sep="")
     if hint:
         _stderr.print(f"hint: {hint}")
+
+
+@functools.cache
+def _codes() -> TypeAdapter[FailureCode]:
+    from .output import FailureCode
+
+    return TypeAdapter(FailureCode)
 
 
 def asks_json(words: Sequence[str]) -> bool:

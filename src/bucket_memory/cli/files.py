@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_directory
 
-from ..admin import MemoryAdmin
-from ..diffs import unified_diff
-from ..search import check_pattern, compile_pattern
 from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, origin, out, run
 from .failures import EXIT_PROBLEMS
-from .output import Diff, Entry, File, Match, Written
 from .tables import Column, Wide, show
+
+if TYPE_CHECKING:
+    from ..admin import MemoryAdmin
 
 
 def _folder(text: str) -> str:
@@ -26,6 +24,8 @@ def _folder(text: str) -> str:
 
 
 def _checked_folder(value: str) -> str:
+    from a13n_harness.providers.memory import FileFormat, validate_directory
+
     with as_usage():
         validate_directory(_folder(value), FileFormat())  # the format every command opens its store with
     return value
@@ -57,6 +57,8 @@ def ls(
 
     Example: bucket-memory ls s3://my-memories/team notes/
     """
+    from .output import Entry
+
     under = _folder(prefix)
     entries = [
         Entry(path=entry.path, version=entry.version, size=entry.size, description=entry.description)
@@ -85,6 +87,8 @@ def cat(
 
     Example: bucket-memory cat s3://my-memories/team notes/tea.md --version 3
     """
+    from .output import File
+
     found = run(
         lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
     )
@@ -112,6 +116,8 @@ def put(
     standard input is refused unless --allow-empty (a forgotten pipe would blank the file).
     Example: echo "green tea" | bucket-memory put s3://my-memories/team notes/tea.md
     """
+    from .output import Written
+
     text = _source_text(source, allow_empty=allow_empty)
 
     async def write(admin: MemoryAdmin) -> str:
@@ -129,6 +135,9 @@ def rm(url: Url, path: Path_, expected: Expected = None, as_json: Json = False) 
 
     Example: bucket-memory rm s3://my-memories/team notes/old.md
     """
+    from a13n_harness.providers.memory import MemoryStoreError
+
+    from .output import Written
 
     async def delete(admin: MemoryAdmin) -> None:
         current = expected if expected is not None else await _version(admin, path)
@@ -146,6 +155,9 @@ def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, a
 
     Example: bucket-memory mv s3://my-memories/team notes/tea.md notes/drinks/tea.md
     """
+    from a13n_harness.providers.memory import MemoryStoreError
+
+    from .output import Written
 
     async def move(admin: MemoryAdmin) -> str:
         current = expected if expected is not None else await _version(admin, source)
@@ -175,6 +187,9 @@ def grep(
 
     Example: bucket-memory grep s3://my-memories/team -i "green tea"
     """
+    from ..search import check_pattern, compile_pattern
+    from .output import Match
+
     with as_usage("'PATTERN'"):
         check_pattern(pattern, is_regex=regex)
         compile_pattern(pattern, is_regex=regex, case_sensitive=not ignore_case)
@@ -210,6 +225,8 @@ def diff(
 
     Example: bucket-memory diff s3://my-memories/team notes/tea.md --from 3
     """
+    from ..diffs import unified_diff
+    from .output import Diff
 
     async def texts(admin: MemoryAdmin) -> tuple[str, str]:
         before = await admin.read_at(path, start)
@@ -244,6 +261,8 @@ def _source_text(source: str | None, *, allow_empty: bool) -> str:
 
 async def _version(admin: MemoryAdmin, path: str) -> str | None:
     """The file's version now, or None when it does not exist."""
+    from a13n_harness.providers.memory import MemoryStoreError
+
     try:
         return (await admin.store.read(path)).version
     except MemoryStoreError as error:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import click
 import typer
 
-from ..admin import Changeset, MemoryAdmin
 from .base import (
     TIME_HELP,
     Json,
@@ -24,8 +23,11 @@ from .base import (
     out,
     run,
 )
-from .output import Bulk, Revision, Written
 from .tables import Column, Wide, age, show
+
+if TYPE_CHECKING:
+    from ..admin import Changeset, MemoryAdmin
+    from .output import Revision
 
 
 @command()
@@ -43,6 +45,8 @@ def log(
     Reads back from the head only as far as it needs: --limit 3 costs a few requests however long
     the log. Example: bucket-memory log s3://my-memories/team notes/tea.md --since 2h
     """
+    from .output import Revision
+
     start, end = (moment(since) if since else None), (moment(until) if until else None)
     found = run(lambda admin: admin.revisions(path, limit=limit, since=start, until=end), url, read_only=True)
     revisions = [
@@ -123,6 +127,8 @@ def restore(
     asked (or needs --yes off a terminal).
     Example: bucket-memory restore s3://my-memories/team notes/tea.md --version 3
     """
+    from .output import Written
+
     changes = run(lambda admin: admin.preview_restore(path, version), url)
     at = None
     if changes.deleted:
@@ -147,6 +153,8 @@ def rollback(
     Shows every file it would write or delete first, and asks (or needs --yes off a terminal).
     Example: bucket-memory rollback s3://my-memories/team --as-of 2h --yes
     """
+    from .output import Bulk
+
     if (to is None) == (as_of is None):
         raise click.UsageError("Give exactly one of --to SEQ or --as-of TIME.")
     when = moment(as_of) if as_of is not None else None

@@ -5,18 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from a13n_harness.providers.memory import FileFormat
 from rich.text import Text
 
-from ..admin import MemoryAdmin
-from ..connect import check_create_only, find_memories, open_store
-from ..objects import VersionedObjectStore
-from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
-from ..transfer import export_snapshot, read_directory
-from ..urls import parse_url
 from .base import (
     TIME_HELP,
     URL_FORMS,
@@ -40,20 +33,13 @@ from .base import (
     store_errors,
 )
 from .failures import EXIT_PROBLEMS, EXIT_STORE
-from .output import (
-    Bulk,
-    Checked,
-    Compacted,
-    Exported,
-    Initialized,
-    Memory,
-    Problem,
-    Reapplied,
-    Recovered,
-    SkippedPath,
-    Step,
-    Verified,
-)
+
+if TYPE_CHECKING:
+    from ..admin import MemoryAdmin
+    from .output import (
+        Initialized,
+        Problem,
+    )
 
 
 @command("export")
@@ -66,6 +52,9 @@ def export_files(
 
     Example: bucket-memory export s3://my-memories/team ./backup
     """
+    from ..transfer import export_snapshot
+    from .output import Exported
+
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise typer.BadParameter(f"{directory} is not an empty directory; export into a new or empty one.")
 
@@ -101,6 +90,11 @@ def import_files(
     Unicode NFC, and files larger than a memory file may be, are refused.
     Example: bucket-memory import s3://my-memories/team ./notes
     """
+    from a13n_harness.providers.memory import FileFormat
+
+    from ..transfer import read_directory
+    from .output import Bulk, SkippedPath
+
     with store_errors(), progress("reading") as advance:
         found = read_directory(directory, FileFormat(), advance)
     if not as_json:  # before any confirmation: what is skipped is never deleted, and the reader should know
@@ -140,6 +134,7 @@ def verify(url: Url, as_json: Json = False) -> None:
 
     Example: bucket-memory verify s3://my-memories/team
     """
+    from .output import Problem, Verified
 
     async def work(admin: MemoryAdmin) -> list[Problem]:
         with progress("verifying") as advance:
@@ -164,6 +159,8 @@ def compact(url: Url, as_json: Json = False) -> None:
 
     Example: bucket-memory compact s3://my-memories/team
     """
+    from .output import Compacted
+
     result = run(lambda admin: admin.compact(), url)
     said = (
         "nothing to compact yet: no checkpoint is older than the grace period within the retention"
@@ -216,6 +213,8 @@ def recover(
     and asking (or needing --yes off a terminal). Safe to run again and while agents write. Needs
     versioning on the bucket. Example: bucket-memory recover s3://my-memories/team
     """
+    from .output import Reapplied, Recovered
+
     when = moment(as_of) if as_of is not None else None
     who = origin("recover", url)
     done = run(lambda admin: admin.recover(None, origin=who), url, new_ok=True)
@@ -271,6 +270,8 @@ def versioning_warning(versioning: str, url: str) -> str:
 
 
 def _bucket_url(value: str) -> str:
+    from ..urls import parse_url
+
     with as_usage():
         if parse_url(value).scheme == "file":
             raise typer.BadParameter("init makes s3:// or gs:// buckets; a local path needs none.")
@@ -278,6 +279,8 @@ def _bucket_url(value: str) -> str:
 
 
 def _iam_urls(values: list[str]) -> list[str]:
+    from ..urls import parse_url
+
     with as_usage():
         if any(parse_url(value).scheme == "file" for value in values):
             raise typer.BadParameter("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
@@ -316,7 +319,9 @@ def init(
     """
     import os
 
+    from ..connect import check_create_only, open_store
     from ..provision import InitOptions, init_bucket
+    from .output import Initialized, Step
 
     project = os.environ.get("GOOGLE_CLOUD_PROJECT")
     options = InitOptions(enable_versioning, noncurrent_days, tls_only, project, location, kms_key)
@@ -375,6 +380,9 @@ def policy(
     prefixes; attach it with `aws iam put-role-policy`. On GCS, the condition to bind
     roles/storage.objectUser with. Example: bucket-memory policy s3://my-memories/team > policy.json
     """
+    from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
+    from ..urls import parse_url
+
     with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
         parsed = [parse_url(url) for url in urls]
         bucket, prefixes = memory_prefixes(parsed)
@@ -395,6 +403,9 @@ def doctor(url: Url, as_json: Json = False) -> None:
     The check creates and deletes one object under the prefix's doctor/ folder.
     Example: bucket-memory doctor s3://my-memories/team
     """
+    from ..connect import check_create_only
+    from ..objects import VersionedObjectStore
+    from .output import Checked
 
     async def work(admin: MemoryAdmin) -> str | None:
         await check_create_only(admin.store.log.objects)
@@ -431,6 +442,9 @@ def memories(
 
     Example: bucket-memory memories s3://my-memories
     """
+    from ..connect import find_memories
+    from .output import Memory
+
     with store_errors():
         found = [Memory(url=memory) for memory in asyncio.run(find_memories(url))]
 

@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import click
 import typer
-from a13n_harness.providers.memory import MemoryRecord
 
-from ..admin import MemoryAdmin
-from ..recall import RANKINGS, Ranking
-from ..records import LogRecordStore
+from ..options import RANKINGS, Ranking
 from .base import Json, Url, app, command, emit, origin, out, run
-from .output import Record, Removed
 from .tables import Column, Wide, age, show
+
+if TYPE_CHECKING:
+    from a13n_harness.providers.memory import MemoryRecord
+
+    from ..admin import MemoryAdmin
+    from ..records import LogRecordStore
+    from .output import Record
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
@@ -48,6 +51,8 @@ def _on_records[T](
     embedder: Embedder | None = None,
     ranking: Ranking = "hybrid",
 ) -> Callable[[MemoryAdmin], Awaitable[T]]:
+    from ..records import LogRecordStore
+
     return lambda admin: work(
         LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=origin(f"records {command_name}", url))
     )
@@ -56,9 +61,10 @@ def _on_records[T](
 def _embedder(name: str | None) -> Embedder | None:
     """The embedder a `--embedder` names, made now, so that a name this installation cannot use is
     a usage error with the provider's reason (unknown, its package or its key missing)."""
+    from pydantic_ai import Embedder
+
     if name is None:
         return None
-    from pydantic_ai import Embedder
     from pydantic_ai.embeddings import infer_embedding_model
 
     try:
@@ -70,6 +76,8 @@ def _embedder(name: str | None) -> Embedder | None:
 
 
 def _record(record: MemoryRecord) -> Record:
+    from .output import Record
+
     updated = record.updated_at.isoformat().replace("+00:00", "Z") if record.updated_at else None
     return Record(id=record.id, text=record.text, updated_at=updated, score=record.score)
 
@@ -137,6 +145,7 @@ def search(
 
     Example: bucket-memory records search s3://my-memories/facts "tea" --embedder openai:text-embedding-3-small
     """
+
     if ranking == "vectors" and embedder is None:
         raise typer.BadParameter("vectors needs --embedder", param_hint="--ranking")
     made = _embedder(embedder)
@@ -180,6 +189,7 @@ def rm(
 
     Example: bucket-memory records rm s3://my-memories/facts 5f0c
     """
+    from .output import Removed
 
     async def removed(store: LogRecordStore) -> str:
         whole = await store.full_id(record_id)
