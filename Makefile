@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m benchmarks.bench
 	$(PY) -m benchmarks.records
+	$(PY) -m benchmarks.peers
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.
 dist: $(STAMP)
