@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.codec import Checkpoint, Commit, _wire_path, canonical
+from bucket_memory.codec import Checkpoint, Commit, _wire_path, canonical, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
 
@@ -79,16 +79,33 @@ def test_the_piecewise_encoding_is_the_same_bytes_as_one_call(value: object) -> 
     assert canonical(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-@given(st.text(alphabet=st.sampled_from("ab./\\ \x00\x7f~-é") | st.characters(max_codepoint=0x7F), max_size=12))
-def test_a_path_passes_the_wire_check_exactly_when_the_harness_accepts_it_unchanged(path: str) -> None:
-    """Plain ASCII paths skip the harness's check on a cold start; the fast path must agree with it."""
+@given(
+    st.text(alphabet=st.sampled_from("ab./\\ \x00\x7f~-é") | st.characters(max_codepoint=0x7F), max_size=12),
+    st.sampled_from([4, 8, 4096]),
+)
+def test_a_path_is_checked_exactly_as_the_harness_checks_it(path: str, path_bytes: int) -> None:
+    """Plain ASCII paths skip the harness's check (in reads, writes and decoding); the fast path
+    must accept and refuse exactly what `validate_path` does, within any format's byte limit."""
+    fmt = FileFormat(path_bytes=path_bytes)
     try:
-        accepted = validate_path(path, FileFormat(path_bytes=4096)) == path
+        expected: str | None = validate_path(path, fmt)
     except MemoryStoreError:
-        accepted = False
+        expected = None
+    try:
+        got: str | None = checked_path(path, fmt)
+    except MemoryStoreError:
+        got = None
+    assert got == expected
     try:
         _wire_path(path)
         passed = True
     except ValueError:
         passed = False
-    assert passed == accepted
+    assert passed == _accepts(path)
+
+
+def _accepts(path: str) -> bool:
+    try:
+        return validate_path(path, FileFormat(path_bytes=4096)) == path
+    except MemoryStoreError:
+        return False

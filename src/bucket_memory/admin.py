@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin, validate_path
+from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
 
-from .codec import Change, Commit, Delete, Edit, Move, Purge, Write, checked_origin, off_loop, stored_size
+from .codec import Change, Commit, Delete, Edit, Move, Purge, Write, checked_origin, checked_path, off_loop, stored_size
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery, Restoration
@@ -95,7 +95,7 @@ class MemoryAdmin:
         """Changes in the retained log, newest first; only those touching `path` when given (purges
         always), made in [since, until], at most `limit`. Walks back from the head and stops as soon
         as it has them, so N changes cost about N requests."""
-        wanted = validate_path(path, self.store.format) if path is not None else None
+        wanted = checked_path(path, self.store.format) if path is not None else None
         found: list[Revision] = []
         async for commit in self.history.newest_first(first=min(limit or 4, FETCH_CONCURRENCY)):
             if since is not None and commit.moment < since:
@@ -122,7 +122,7 @@ class MemoryAdmin:
     async def text_at(self, path: str, version: str) -> FileText | None:
         """The file as it was once commit `version` had landed, None if it did not exist then;
         `not_found` for a version the retained history does not hold."""
-        path = validate_path(path, self.store.format)
+        path = checked_path(path, self.store.format)
         return file_text(await self.history.state_at(version_seq(version)), path)
 
     async def seq_at(self, moment: datetime) -> int:
@@ -142,7 +142,7 @@ class MemoryAdmin:
 
     async def preview_restore(self, path: str, version: str) -> Changeset:
         """What `restore` would change now, as of the head it was computed at."""
-        path = validate_path(path, self.store.format)
+        path = checked_path(path, self.store.format)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         state = await self.store.log.fresh_state()
         current = state.files.get(path)
@@ -154,7 +154,7 @@ class MemoryAdmin:
         """Make `path` what it was at `version` with a new commit; its new version (None: deleted,
         as it did not exist then). `not_found` when it existed neither then nor now. With `at` (the
         head a preview showed), `version_mismatch` when the memory changed since."""
-        path = validate_path(path, self.store.format)
+        path = checked_path(path, self.store.format)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         unchanged: list[str] = []
 
@@ -213,7 +213,7 @@ class MemoryAdmin:
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
     ) -> Changeset:
         """What `put_files` would change now, as of the head it was computed at."""
-        checked = {validate_path(path, self.store.format): text for path, text in files.items()}
+        checked = {checked_path(path, self.store.format): text for path, text in files.items()}
         state = await self.store.log.fresh_state()
         written, deleted = _differences(state, checked, replace, keep)
         return Changeset(state.head, tuple(written), tuple(deleted))
@@ -235,7 +235,7 @@ class MemoryAdmin:
         so that what was shown is exactly what is done.
         """
         store = self.store
-        checked = {validate_path(path, store.format): text for path, text in files.items()}
+        checked = {checked_path(path, store.format): text for path, text in files.items()}
 
         def measured() -> dict[str, int]:
             return {path: checked_size(text, store.format) for path, text in checked.items()}

@@ -158,11 +158,17 @@ def _wire_origin(origin: Origin) -> Origin:
         raise ValueError(str(error)) from None
 
 
+def checked_path(path: str, fmt: FileFormat) -> str:
+    """The canonical form of a file path, or `invalid_path`: the harness's `validate_path`, with
+    plain printable ASCII (nearly every path) checked by one regular expression, ten times faster."""
+    if type(path) is str and len(path) <= fmt.path_bytes and _PLAIN_PATH.fullmatch(path):
+        return path
+    return validate_path(path, fmt)
+
+
 def _wire_path(path: str) -> str:
-    if len(path) <= _WIRE_FORMAT.path_bytes and _PLAIN_PATH.fullmatch(path):
-        return path  # ASCII the harness's rules accept as it is, checked a hundred times faster
     try:
-        canonical = validate_path(path, _WIRE_FORMAT)
+        canonical = checked_path(path, _WIRE_FORMAT)
     except MemoryStoreError as error:
         raise ValueError(f"path {path[:80]!r}: {error}") from None
     if canonical != path:

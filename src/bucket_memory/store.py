@@ -19,10 +19,9 @@ from a13n_harness.providers.memory import (
     Origin,
     describe,
     validate_directory,
-    validate_path,
 )
 
-from .codec import Change, Delete, Move, Purge, Write, checked_origin, stored_size
+from .codec import Change, Delete, Move, Purge, Write, checked_origin, checked_path, stored_size
 from .housekeeping import Housekeeper
 from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
@@ -99,7 +98,7 @@ class LogFileStore:
 
     @traced("read")
     async def read(self, path: str) -> FileText:
-        path = validate_path(path, self.format)
+        path = checked_path(path, self.format)
         current = file_text(await self.log.fresh_state(), path)
         if current is None:
             raise MemoryStoreError("not_found", f"{path} does not exist.")
@@ -115,7 +114,7 @@ class LogFileStore:
         origin: Origin,
         dependencies: Mapping[str, str | None] | None = None,
     ) -> str:
-        path = validate_path(path, self.format)
+        path = checked_path(path, self.format)
         size = checked_size(text, self.format)
         checked = self._dependencies(dependencies)
         unchanged: list[str] = []
@@ -143,7 +142,7 @@ class LogFileStore:
         origin: Origin,
         dependencies: Mapping[str, str | None] | None = None,
     ) -> str:
-        source, destination = validate_path(source, self.format), validate_path(destination, self.format)
+        source, destination = checked_path(source, self.format), checked_path(destination, self.format)
         checked = self._dependencies(dependencies)
 
         def plan(state: State) -> Sequence[Change]:
@@ -168,7 +167,7 @@ class LogFileStore:
         origin: Origin,
         dependencies: Mapping[str, str | None] | None = None,
     ) -> None:
-        path = validate_path(path, self.format)
+        path = checked_path(path, self.format)
         checked = self._dependencies(dependencies)
 
         def plan(state: State) -> Sequence[Change]:
@@ -212,7 +211,7 @@ class LogFileStore:
             )
 
     def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> dict[str, str | None]:
-        return {validate_path(path, self.format): version for path, version in (dependencies or {}).items()}
+        return {checked_path(path, self.format): version for path, version in (dependencies or {}).items()}
 
 
 class _Listing:
