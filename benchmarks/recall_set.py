@@ -19,7 +19,7 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.codec import time_text
 from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.recall import RANKINGS
+from bucket_memory.options import RANKINGS
 from bucket_memory.record_format import RecordBody
 
 if TYPE_CHECKING:

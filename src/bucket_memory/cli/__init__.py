@@ -3,7 +3,9 @@
 `base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
 table; `files`, `history`, `operations`, `records` and `browse` hold the commands; `output` the
 models of their --json output.
-Importing this package registers every command.
+Importing this package registers every command. The commands import the store's modules inside
+their bodies: `--help` and `--version` then import neither the harness's memory package (most of
+a second) nor a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """
 
 from . import browse, files, history, operations, records
