@@ -24,6 +24,7 @@ from typing import Any
 from a13n_harness.providers.memory import DirectoryFileStore, FileStore, MemoryStoreError, Origin
 
 from benchmarks.naive import demonstrate_write_skew, naive_request_counts
+from benchmarks.page import fill
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
@@ -750,10 +751,7 @@ def main() -> None:
     results = asyncio.run(run(quick))
     (ROOT / "benchmarks" / "results.json").write_text(json.dumps(results, indent=2))
     plot(results, ROOT / "docs" / "img")
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    start, end = "<!-- results -->", "<!-- /results -->"
-    page.write_text(text[: text.index(start) + len(start)] + "\n" + tables(results) + "\n" + text[text.index(end) :])
+    fill("results", tables(results))
     print(tables(results))
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 
+from benchmarks.page import fill
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.objects import MemoryObjectStore
 
@@ -222,10 +223,7 @@ def tables(results: dict[str, Any]) -> str:
 
 def write(results: dict[str, Any]) -> None:
     (ROOT / "benchmarks" / "peers.json").write_text(json.dumps(results, indent=2))
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    start, end = "<!-- peers -->", "<!-- /peers -->"
-    page.write_text(text[: text.index(start) + len(start)] + "\n" + tables(results) + "\n" + text[text.index(end) :])
+    fill("peers", tables(results))
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ import numpy
 from a13n_harness.providers.memory import Origin
 from pydantic_ai import Embedder
 
+from benchmarks.page import fill
 from benchmarks.recall_set import questions_per_kind, recall_at_5
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.codec import time_text
@@ -237,10 +238,7 @@ async def run(quick: bool) -> dict[str, Any]:
 
 def write(results: dict[str, Any]) -> None:
     (ROOT / "benchmarks" / "records.json").write_text(json.dumps(results, indent=2))
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    start, end = "<!-- records -->", "<!-- /records -->"
-    page.write_text(text[: text.index(start) + len(start)] + "\n" + tables(results) + "\n" + text[text.index(end) :])
+    fill("records", tables(results))
 
 
 def main() -> None:
