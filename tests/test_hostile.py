@@ -407,3 +407,21 @@ async def test_a_crafted_checkpoint_is_corruption_never_served(case: str, files:
     with pytest.raises(CorruptObjectError) as caught:
         await LogFileStore(objects).read("b.md")
     assert caught.value.key == key, case
+
+
+@pytest.mark.parametrize("path", [None, 5, b"a.md", ["a.md"], {"a": 1}])
+async def test_a_path_of_another_type_is_refused_plainly(path: Any) -> None:
+    """An API caller's path of the wrong type is `invalid_path`, never a TypeError from deep inside."""
+    store = LogFileStore(MemoryObjectStore())
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    attempts = [
+        store.read(path),
+        store.write(path, "x", expected=None, origin=ORIGIN),
+        store.delete(path, expected="1", origin=ORIGIN),
+        store.move("a.md", path, expected="1", origin=ORIGIN),
+    ]
+    for attempt in attempts:
+        with pytest.raises(MemoryStoreError) as caught:
+            await attempt
+        assert caught.value.code == "invalid_path"
+    assert (await store.read("a.md")).text == "a"

@@ -158,10 +158,12 @@ def _wire_origin(origin: Origin) -> Origin:
         raise ValueError(str(error)) from None
 
 
-def checked_path(path: str, fmt: FileFormat) -> str:
+def checked_path(path: object, fmt: FileFormat) -> str:
     """The canonical form of a file path, or `invalid_path`: the harness's `validate_path`, with
     plain printable ASCII (nearly every path) checked by one regular expression, ten times faster."""
-    if type(path) is str and len(path) <= fmt.path_bytes and _PLAIN_PATH.fullmatch(path):
+    if not isinstance(path, str):
+        raise MemoryStoreError("invalid_path", f"A path is a string, not {type(path).__name__}.")
+    if len(path) <= fmt.path_bytes and _PLAIN_PATH.fullmatch(path):
         return path
     return validate_path(path, fmt)
 
