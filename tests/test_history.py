@@ -243,3 +243,32 @@ async def test_verify_finds_a_checkpoint_whose_descriptions_lie() -> None:
     objects.objects[key] = (Checkpoint.signed(**{**fields, "descriptions": lies}).encode(), objects.clock)
     problems = await MemoryAdmin(LogFileStore(objects)).verify()
     assert [(problem.key, "differ" in problem.message) for problem in problems] == [(key, True)]
+
+
+class _CompactingWhileRead(MemoryObjectStore):
+    """A bucket where compaction deletes the oldest checkpoint just as `verify` comes to read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compacting: str | None = None
+
+    async def get(self, key: str) -> bytes | None:
+        if key == self.compacting:
+            self.compacting = None
+            await self.delete([key])
+        return await super().get(key)
+
+
+async def test_verify_does_not_take_an_object_compaction_deleted_for_damage() -> None:
+    """verify lists, then reads: on a live memory compaction can delete a superseded checkpoint in
+    between. That is the memory working, not damage (a `make test` run reported it as damage)."""
+    objects = _CompactingWhileRead()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    for index in range(3):
+        await store.write(f"f{index}.md", "text\n", expected=None, origin=ALICE)
+    await store.settle()
+    checkpoints = [info.key for info in await objects.list("checkpoints/")]
+    assert len(checkpoints) > 1, "a superseded checkpoint to delete"
+    objects.compacting = checkpoints[0]
+    assert await MemoryAdmin(store).verify() == []
+    assert objects.compacting is None, "the checkpoint vanished while verify read it"

@@ -22,6 +22,10 @@ from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State, same_files
 
+# Compaction deletes what verify listed; a check that met it starts again, this many times in all.
+_VANISHED = "vanished while it was read"
+_VERIFY_ATTEMPTS = 3
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -122,8 +126,17 @@ class History:
 
         Each commit must decode and follow the one before; each checkpoint must decode, name the
         hash of its commit, and equal the state the log replays to at its seq. Keys the store never
-        writes are reported (and never deleted).
+        writes are reported (and never deleted). A live memory keeps compacting, so an object that
+        vanishes between the listing and its read is not taken for damage: the whole check starts
+        again from a new listing, and only an object that vanishes every time is reported.
         """
+        for _ in range(_VERIFY_ATTEMPTS - 1):
+            problems = await self._verify_once(progress)
+            if not any(problem.message == _VANISHED for problem in problems):
+                return problems
+        return await self._verify_once(progress)
+
+    async def _verify_once(self, progress: Callable[[int, int], None] | None) -> list[Problem]:
         log = self.log
         listed = [*await log.reader.list_keys(LOG_PREFIX), *await log.reader.list_keys(CHECKPOINT_PREFIX)]
         problems = [
@@ -141,7 +154,7 @@ class History:
             if progress is not None:
                 progress(done, len(keys))
             if data is None:
-                return Problem(key, "vanished while it was read")
+                return Problem(key, _VANISHED)
             try:
                 if key.startswith(LOG_PREFIX):
                     return await Commit.read(log.location, key, data)
