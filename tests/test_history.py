@@ -156,9 +156,11 @@ async def test_verify_on_every_backend(store: LogFileStore) -> None:
     await store.write("a.md", "a", expected=None, origin=ALICE)
     await store.purge()
     await store.write("a.md", "b", expected=None, origin=ALICE)
+    await store.settle()  # housekeeping done: the objects verify lists are the ones it reads
+    listed = sum([len(await store.log.objects.list(folder)) for folder in ("log/", "checkpoints/")])
     seen: list[tuple[int, int]] = []
     assert await MemoryAdmin(store).verify(lambda done, total: seen.append((done, total))) == []
-    assert seen[-1] == (4, 4)
+    assert seen[-1] == (listed, listed) and listed >= 3
 
 
 @pytest.mark.slow  # two writer processes with skewed clocks, about 10 s
