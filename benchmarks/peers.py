@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from a13n_harness.providers.memory import Origin
 from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 
 from benchmarks.page import fill
@@ -32,6 +33,7 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.objects import MemoryObjectStore
 
 ROOT = Path(__file__).parent.parent
+ORIGIN = Origin(run_id="bench")
 TEXT = "- a remembered fact about the user's preferences\n" * 20
 ALL_KEYS = KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
 
@@ -57,7 +59,7 @@ async def cpu_of(work: Callable[[], Awaitable[object]], runs: int) -> dict[str, 
 async def ours_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
     objects = MemoryObjectStore()
     writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
-    await MemoryAdmin(writer).put_files(files(count), replace=False, origin=_origin())
+    await MemoryAdmin(writer).put_files(files(count), replace=False, origin=ORIGIN)
     await writer.settle()
 
     async def one_key() -> None:
@@ -106,12 +108,6 @@ async def slatedb_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
     }
 
 
-def _origin() -> Any:
-    from a13n_harness.providers.memory import Origin
-
-    return Origin(run_id="bench")
-
-
 # A fresh process each, importing only its own store: open, read a key, write one durably, close;
 # it prints its CPU and peak RSS, imports included, as a Lambda cold start pays them.
 # Peak RSS from VmHWM: ru_maxrss keeps the parent's peak across exec on Linux (every child
@@ -157,7 +153,7 @@ async def fresh_processes(count: int, runs: int) -> dict[str, dict[str, dict[str
         with tempfile.TemporaryDirectory() as directory:
             if kind == "ours":
                 async with open_store(directory) as store:
-                    await MemoryAdmin(store).put_files(files(count), replace=False, origin=_origin())
+                    await MemoryAdmin(store).put_files(files(count), replace=False, origin=ORIGIN)
             else:
                 db = await DbBuilder(directory, ObjectStore.resolve("file:///")).build()
                 batch = WriteBatch()
