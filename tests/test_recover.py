@@ -148,18 +148,22 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
 
     both_found = asyncio.Barrier(2)
     first_done = asyncio.Event()
+    first_taken = False  # set with no await between its test and its setting: one run takes it
     reapply = recovery._Reapplying.commit
 
     async def racing(self: recovery._Reapplying, fork: Any, changes: Any) -> int | None:
+        nonlocal first_taken
         if fork.seq == 1:
             await both_found.wait()  # both runs have computed their forks
-            if first_done.is_set():
+            if first_taken:  # the second run's attempt, once the first and the agent's write are done
+                await first_done.wait()
                 return await reapply(self, fork, changes)
+            first_taken = True
             seq = await reapply(self, fork, changes)
-            first_done.set()
             async with open_store(versioned_url) as agent:  # an agent writes between the runs' attempts
                 current = await agent.read("notes/0.md")
                 await agent.write("notes/0.md", "the agent's newer text\n", expected=current.version, origin=ORIGIN)
+            first_done.set()
             return seq
         return await reapply(self, fork, changes)
 
