@@ -24,7 +24,7 @@ from typing import Any
 from a13n_harness.providers.memory import DirectoryFileStore, FileStore, MemoryStoreError, Origin
 
 from benchmarks.naive import demonstrate_write_skew, naive_request_counts
-from benchmarks.page import fill
+from benchmarks.page import publish
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
@@ -749,10 +749,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer runs, shorter contention rounds")
     quick = parser.parse_args().quick
     results = asyncio.run(run(quick))
-    (ROOT / "benchmarks" / "results.json").write_text(json.dumps(results, indent=2))
     plot(results, ROOT / "docs" / "img")
-    fill("results", tables(results))
-    print(tables(results))
+    publish(results, saved_as="results.json", section="results", tables=tables(results))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 
-from benchmarks.page import fill
+from benchmarks.page import publish
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.objects import MemoryObjectStore
 
@@ -217,17 +217,11 @@ def tables(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def write(results: dict[str, Any]) -> None:
-    (ROOT / "benchmarks" / "peers.json").write_text(json.dumps(results, indent=2))
-    fill("peers", tables(results))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     results = asyncio.run(run(parser.parse_args().quick))
-    write(results)
-    print(tables(results))
+    publish(results, saved_as="peers.json", section="peers", tables=tables(results))
 
 
 if __name__ == "__main__":

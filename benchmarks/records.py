@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import base64
 import gc
-import json
 import platform
 import random
 import statistics
@@ -32,7 +31,7 @@ import numpy
 from a13n_harness.providers.memory import Origin
 from pydantic_ai import Embedder
 
-from benchmarks.page import fill
+from benchmarks.page import publish
 from benchmarks.recall_set import questions_per_kind, recall_at_5
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.codec import time_text
@@ -236,17 +235,11 @@ async def run(quick: bool) -> dict[str, Any]:
     }
 
 
-def write(results: dict[str, Any]) -> None:
-    (ROOT / "benchmarks" / "records.json").write_text(json.dumps(results, indent=2))
-    fill("records", tables(results))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="10,000 records only, fewer runs")
     results = asyncio.run(run(parser.parse_args().quick))
-    write(results)
-    print(tables(results))
+    publish(results, saved_as="records.json", section="records", tables=tables(results))
 
 
 if __name__ == "__main__":
