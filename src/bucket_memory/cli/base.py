@@ -78,11 +78,13 @@ def checked_version(value: str | None) -> str | None:
 
 
 def checked_path(value: str | None) -> str | None:
-    from a13n_harness.providers.memory import FileFormat, validate_path
+    from a13n_harness.providers.memory import FileFormat
+
+    from .. import codec
 
     if value is not None:
         with as_usage():
-            validate_path(value, FileFormat())  # the format every command opens its store with
+            codec.checked_path(value, FileFormat())  # the format every command opens its store with
     return value
 
 
