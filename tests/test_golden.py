@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.codec import Checkpoint, Commit, _wire_path, canonical, checked_path
+from bucket_memory.canonical_json import canonical
+from bucket_memory.codec import Checkpoint, Commit, _wire_path, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
 

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory import search as search_module
+from bucket_memory.canonical_json import canonical
 from bucket_memory.cli import app
-from bucket_memory.codec import Commit, CorruptObjectError, canonical, log_key
+from bucket_memory.codec import Commit, CorruptObjectError, log_key
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClock
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 

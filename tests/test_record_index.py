@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
-from bucket_memory.codec import Time, canonical, time_text
+from bucket_memory.canonical_json import canonical
+from bucket_memory.codec import Time, time_text
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
 from bucket_memory.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel

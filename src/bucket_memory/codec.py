@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import json
 import re
 import secrets
 import unicodedata
@@ -35,6 +34,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic import model_serializer as _model_serializer
+
+from .canonical_json import canonical_members, joined
 
 FORMAT = 1
 # Commits that carry an edit: readers of format 1 only refuse them with a message to upgrade.
@@ -262,25 +263,25 @@ class _Signed(_Wire):
     hash: Hash
 
     def encode(self) -> bytes:
-        return _joined(self._members.values())
+        return joined(self._members.values())
 
     def body_digest(self) -> str:
         """The SHA-256 of the canonical encoding without `hash`: the same member bytes `encode`
         joins, so a reader encodes a large checkpoint once, not once to hash and once to compare."""
-        return hashlib.sha256(_joined(member for name, member in self._members.items() if name != "hash")).hexdigest()
+        return hashlib.sha256(joined(member for name, member in self._members.items() if name != "hash")).hexdigest()
 
     @cached_property
     def _members(self) -> dict[str, bytes]:
-        return _canonical_members(self.model_dump(mode="json", by_alias=True))
+        return canonical_members(self.model_dump(mode="json", by_alias=True))
 
     @classmethod
     def signed(cls, **fields: Any) -> Self:
         """A new object with its hash, proven to decode back to itself before anyone writes it."""
         unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
-        members = _canonical_members(unsigned.model_dump(mode="json", by_alias=True))
-        body = _joined(member for name, member in members.items() if name != "hash")
+        members = canonical_members(unsigned.model_dump(mode="json", by_alias=True))
+        body = joined(member for name, member in members.items() if name != "hash")
         hashed = hashlib.sha256(body).hexdigest()
-        members["hash"] = _canonical_members({"hash": hashed})["hash"]
+        members["hash"] = canonical_members({"hash": hashed})["hash"]
         made = unsigned.model_copy(update={"hash": hashed})
         # The members just made are the new object's encoding: kept so that writing it encodes
         # nothing again (`unsigned` never cached its own, so model_copy carried none along).
@@ -425,51 +426,6 @@ def time_text(seconds: float) -> str:
 def moment_of(time: str) -> datetime:
     """The moment a time recorded by `time_text` names."""
     return datetime.fromisoformat(time)
-
-
-def canonical(value: object) -> bytes:
-    """The canonical JSON of `value`: sorted keys, no spaces, UTF-8."""
-    return _joined(_canonical_members(value).values()) if isinstance(value, dict) else _whole(value)
-
-
-def digest(body: object) -> str:
-    """The hash of an object whose other fields are `body`: the SHA-256 of its canonical JSON."""
-    return hashlib.sha256(canonical(body)).hexdigest()
-
-
-def _canonical_members(value: dict[str, object]) -> dict[str, bytes]:
-    """Each member of a JSON object as `canonical` writes it (`"name":value`), in key order.
-
-    An array is encoded 16 items a call: one C call over a whole 32 MiB checkpoint holds the GIL
-    for about 100 ms, which stalls the event loop's thread even from a worker thread; 16 files of
-    the default 64 KiB limit hold it a few ms, and the C encoder keeps nearly its whole speed."""
-    return {
-        name: _whole(name) + b":" + (_array(item) if isinstance(item, list | tuple) else _whole(item))
-        for name, item in sorted(value.items())
-    }
-
-
-def _array(items: list[object] | tuple[object, ...]) -> bytes:
-    pieces = (
-        _whole(list(items[start : start + _ITEMS_PER_CALL]))[1:-1] for start in range(0, len(items), _ITEMS_PER_CALL)
-    )
-    return b"[" + b",".join(pieces) + b"]"
-
-
-_ITEMS_PER_CALL = 16
-
-
-def _whole(value: object) -> bytes:
-    return _ENCODER.encode(value).encode()
-
-
-# One encoder for every call: json.dumps makes a new one per call when given options.
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _joined(members: Iterable[bytes]) -> bytes:
-    """The canonical JSON of an object whose members, in key order, are `members`."""
-    return b"{" + b",".join(members) + b"}"
 
 
 def _reason(model: type[_Signed], data: bytes, error: ValidationError) -> str:

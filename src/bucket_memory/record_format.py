@@ -48,7 +48,7 @@ class RecordBody:
 
     def encode(self) -> str:
         # The canonical JSON of a record, whose keys and nesting are fixed, without walking a dict:
-        # the same text as `codec.canonical`, at a third of the cost.
+        # the same text as `canonical_json.canonical`, at a third of the cost.
         fields = f'"text":{encode_basestring(self.text)},"updated_at":{encode_basestring(self.updated_at)}}}'
         if self.embedding is None:
             return "{" + fields
