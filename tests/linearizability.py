@@ -31,7 +31,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, MemoryStoreError, Origin
 
-from bucket_memory.codec import Commit, Delete, Edit, Move, Purge, Write
+from bucket_memory.codec import Change, Commit, Delete, Edit, Move, Purge, Write
 from bucket_memory.delta import spliced
 
 type Kind = Literal["read", "list", "changes", "write", "move", "delete", "purge"]
@@ -155,8 +155,10 @@ class Timeline:
                 self.placed[op_id] = _Placed(commit.seq, {path: files.get(path) for path in touched})
             match change:
                 case Write(path, text):
+                    assert text is not None, "nothing is erased in these histories"
                     files[path] = (version, text)
                 case Edit(path, at, removed, inserted):
+                    assert removed is not None and inserted is not None, "nothing is erased in these histories"
                     edited = spliced(files[path][1], at, removed, inserted)
                     assert edited is not None, f"commit {commit.seq}'s edit of {path} does not fit"
                     files[path] = (version, edited)
@@ -194,7 +196,7 @@ class Timeline:
         return {path for seq in range(after + 1, upto + 1) for path in self.changed[seq]}
 
 
-def _paths(change: Write | Edit | Delete | Move | Purge) -> tuple[str, ...]:
+def _paths(change: Change) -> tuple[str, ...]:
     match change:
         case Move(source, destination):
             return (source, destination)

@@ -21,6 +21,10 @@ from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import Checkpoint, Commit, _wire_path, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
+# Written by main when erasure came: sealed commits (format 3) with an edit, a move and a delete, one
+# commit of format 1 among them, then an erasure of the moved file, which rewrote commits 1, 3, 5
+# and 6 and the checkpoints below it, and a write after it.
+SEALED = Path(__file__).parent / "golden" / "format-3"
 
 
 @pytest.fixture
@@ -30,16 +34,41 @@ def golden(tmp_path: Path) -> Path:
     return copy
 
 
-def test_every_object_reencodes_to_its_stored_bytes() -> None:
-    objects = sorted((GOLDEN / "memory").rglob("*.json"))
-    assert len(objects) == 11
+@pytest.mark.parametrize(("golden_memory", "count"), [(GOLDEN, 11), (SEALED, 14)])
+def test_every_object_reencodes_to_its_stored_bytes(golden_memory: Path, count: int) -> None:
+    objects = sorted((golden_memory / "memory").rglob("*.json"))
+    assert len(objects) == count
     for path in objects:
         data = path.read_bytes()
-        key = path.relative_to(GOLDEN / "memory").as_posix()
+        key = path.relative_to(golden_memory / "memory").as_posix()
         decoded = (
             Commit.decode("golden", key, data) if key.startswith("log/") else Checkpoint.decode("golden", key, data)
         )
         assert decoded.encode() == data, key
+
+
+async def test_an_erased_memory_serves_verifies_and_shows_what_was_erased(tmp_path: Path) -> None:
+    copy = tmp_path / "memory"
+    shutil.copytree(SEALED / "memory", copy)
+    expected = json.loads((SEALED / "expected.json").read_text())
+    store = LogFileStore.local(copy)
+    assert {entry.path: entry.version for entry in await store.list()} == {
+        path: file["version"] for path, file in expected["files"].items()
+    }
+    admin = MemoryAdmin(store)
+    history = [[r.version, r.action, r.path, r.erased, r.origin.principal_id] for r in await admin.revisions()]
+    assert history == expected["history"]
+    assert await admin.verify() == []
+    commits = {
+        path.name: Commit.decode("golden", f"log/{path.name}", path.read_bytes()) for path in (copy / "log").iterdir()
+    }
+    # The commit of format 1 lost its text and can no longer be checked against its hash; every
+    # commit of format 3 still is, erased texts and all.
+    assert [(c.seq, c.format, c.checkable) for c in sorted(commits.values(), key=lambda c: c.seq) if c.format != 3] == [
+        (3, 1, False)
+    ]
+    for stored in copy.rglob("*.json"):
+        assert b"555-0100" not in stored.read_bytes() and b"Lisbon" not in stored.read_bytes()
 
 
 async def test_the_store_serves_what_the_first_release_wrote(golden: Path) -> None:

@@ -27,7 +27,7 @@ async def test_concurrent_increments_lose_no_update(memory_url: str) -> None:
     state, commits = await logged(memory_url)
     assert state.files["counter"].text == str(PROCESSES * rounds)
     # Every commit is one increment of the value before it: no update was written over.
-    values = [int(change.text) for commit in commits for change in commit.changes if isinstance(change, Write)]
+    values = [int(change.text or "") for commit in commits for change in commit.changes if isinstance(change, Write)]
     assert values == list(range(1, PROCESSES * rounds + 1))
     assert [commit.seq for commit in commits] == list(range(1, len(commits) + 1))
 

@@ -112,6 +112,9 @@ class RacedFirstCommit(MemoryObjectStore):
     async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
         raise AssertionError("not used")
 
+    async def delete_version(self, key: str, version: str) -> None:
+        raise AssertionError("not used")
+
     async def versioning(self) -> objects_module.Versioning:
         return "enabled"
 

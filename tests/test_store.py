@@ -341,7 +341,8 @@ async def test_an_append_is_stored_as_an_edit_and_read_back_whole(open_memory: S
     text = "first\n" + text.replace("line 1000:", "line one thousand:")  # two spans: one edit over both
     version = await store.write("log.md", text, expected=version, origin=ORIGIN)
     state, commits = await replay(store.log.objects)
-    assert [commit.format for commit in commits] == [1, 2, 2, 2, 2, 2, 2]
+    assert [commit.format for commit in commits] == [3] * 7  # sealed texts, edits among them
+    assert [type(commit.changes[0]).__name__ for commit in commits] == ["Write"] + ["Edit"] * 6
     assert all(len(commit.encode()) < 1000 for commit in commits[1:6])
     assert state.files["log.md"].text == text
     other = open_memory()
@@ -351,11 +352,20 @@ async def test_an_append_is_stored_as_an_edit_and_read_back_whole(open_memory: S
 
 
 async def test_edits_can_be_turned_off_for_older_readers(open_memory: StoreFactory) -> None:
-    store = open_memory(options=LogOptions(store_edits=False))
+    store = open_memory(options=LogOptions(store_edits=False, erasable=False))
     version = await create(store, "a.md", "x" * 5000)
     await store.write("a.md", "x" * 5000 + "y", expected=version, origin=ORIGIN)
     _, commits = await replay(store.log.objects)
     assert [commit.format for commit in commits] == [1, 1]
+
+
+async def test_sealed_texts_can_be_turned_off_for_older_readers(open_memory: StoreFactory) -> None:
+    store = open_memory(options=LogOptions(erasable=False))
+    version = await create(store, "a.md", "x" * 5000)
+    await store.write("a.md", "x" * 5000 + "y", expected=version, origin=ORIGIN)
+    _, commits = await replay(store.log.objects)
+    assert [commit.format for commit in commits] == [1, 2]
+    assert all(b'"salt"' not in commit.encode() for commit in commits)
 
 
 async def test_a_small_rewrite_is_stored_whole(store: LogFileStore) -> None:

@@ -14,7 +14,21 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
 
-from .codec import Change, Commit, Delete, Edit, Move, Purge, Write, checked_origin, checked_path, off_loop, stored_size
+from .codec import (
+    Change,
+    Commit,
+    Delete,
+    Edit,
+    Erase,
+    Move,
+    Purge,
+    Write,
+    checked_origin,
+    checked_path,
+    off_loop,
+    stored_size,
+)
+from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery, Restoration
@@ -22,14 +36,16 @@ from .retry import FETCH_CONCURRENCY
 from .state import State
 from .store import LogFileStore, checked_size, file_text
 
-type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge"]
+type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]
 
 
 @dataclass(frozen=True, slots=True)
 class Revision:
     """One change to one file in the retained history: the version it made, when, by whom, and what.
 
-    `action` is write, delete, moved-in (from `other`), moved-out (to `other`), or purge (path "").
+    `action` is write, delete, moved-in (from `other`), moved-out (to `other`), purge (path ""), or
+    erase (the commit that erased every text of the file). A write whose text was erased since names
+    that erasure commit in `erased` (its commit's origin and time say who and when).
     """
 
     path: str
@@ -39,6 +55,7 @@ class Revision:
     action: RevisionAction
     other: str | None = None
     size: int | None = None
+    erased: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +272,14 @@ class MemoryAdmin:
 
         return await store.log.commit(plan, checked_origin(origin))
 
+    async def preview_erase(self, path: str) -> ErasurePlan:
+        """What `erase(path)` would rewrite and delete now, changing nothing."""
+        return await Erasure(self.store).plan(path)
+
+    async def erase(self, path: str, *, origin: Origin) -> ErasurePlan:
+        """Erase every text the file at `path` ever had from the memory's whole past (`erasure.py`)."""
+        return await Erasure(self.store).erase(path, origin=origin)
+
     async def stats(self) -> Stats:
         """Sizes and the shape of the log, for operators."""
         log = self.store.log
@@ -284,7 +309,8 @@ class MemoryAdmin:
 
 
 def _texts(state: State) -> dict[str, str]:
-    return {path: live.text for path, live in state.files.items()}
+    """The files of a state, but those whose text was erased (an erased file stays erased)."""
+    return {path: live.text for path, live in state.files.items() if live.erased is None}
 
 
 def _differences(
@@ -308,14 +334,18 @@ def version_seq(version: str) -> int:
 
 
 def _revisions(commit: Commit, change: Change) -> list[Revision]:
-    def made(path: str, action: RevisionAction, other: str | None = None, size: int | None = None) -> Revision:
-        return Revision(path, str(commit.seq), commit.time, change.origin or commit.origin, action, other, size)
+    def made(
+        path: str, action: RevisionAction, other: str | None = None, size: int | None = None, erased: int | None = None
+    ) -> Revision:
+        return Revision(path, str(commit.seq), commit.time, change.origin or commit.origin, action, other, size, erased)
 
     match change:
         case Write(path, text):
-            return [made(path, "write", size=len(text.encode()))]
+            return [made(path, "write", size=len(text.encode()) if text is not None else None, erased=change.erased)]
         case Edit(path):
-            return [made(path, "write", size=change.size)]
+            return [made(path, "write", size=change.size, erased=change.erased)]
+        case Erase(path):
+            return [made(path, "erase")]
         case Delete(path):
             return [made(path, "delete")]
         case Move(source, destination):

@@ -44,7 +44,7 @@ def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool)
             changes: list[Change] = []
             for change in request.plan(scratch):
                 old = scratch.files.get(change.path) if edits and isinstance(change, Write) else None
-                changes.append(stored_form(change, old.text if old is not None else None))
+                changes.append(stored_form(change, old.text if old is not None and old.erased is None else None))
                 scratch.apply_change(changes[-1], seq)
         except MemoryStoreError as error:
             planned.append(error)

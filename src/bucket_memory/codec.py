@@ -17,7 +17,7 @@ import hashlib
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -35,11 +35,14 @@ from pydantic import (
 )
 from pydantic import model_serializer as _model_serializer
 
-from .canonical_json import canonical_members, joined
+from .canonical_json import canonical, canonical_members, joined
 
 FORMAT = 1
 # Commits that carry an edit: readers of format 1 only refuse them with a message to upgrade.
 EDIT_FORMAT = 2
+# Commits whose hash covers a salted digest of each text, not the text (see `Sealed`): a text can be
+# erased and the chain still checks. Readers of formats 1 and 2 only refuse them with a message to upgrade.
+SEALED_FORMAT = 3
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 RESERVED_FOLDERS = ("log", "checkpoints")
@@ -190,6 +193,7 @@ type WirePath = Annotated[str, AfterValidator(_wire_path)]
 type Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 type Hash = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 type Time = Annotated[str, Field(pattern=_TIME), AfterValidator(_real_time)]
+type Salt = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 
 class _Wire(BaseModel):
@@ -214,25 +218,79 @@ class _Change(_Wire):
     origin: WireOrigin | None = None
 
 
-class Write(_Change):
+class _Sealed(_Change):
+    """A change that carries text. In a commit of format 3 the text comes with a random `salt`, and
+    the commit's hash covers `sealed`, the SHA-256 of the salt and the text, in its place: erasing
+    drops the text and the salt, keeps `sealed` and names the erasure commit in `erased`, and the
+    chain still checks. An erased change of formats 1 and 2 has only `erased`: its commit's hash
+    can no longer be checked (`Commit.checkable`)."""
+
+    _written_when_set = frozenset({"origin", "salt", "sealed", "erased"})
+    _texts: ClassVar[tuple[str, ...]] = ()
+    salt: Salt | None = None
+    sealed: Hash | None = None
+    erased: Seq | None = None
+
+    @property
+    def is_erased(self) -> bool:
+        return self.erased is not None
+
+    def seal(self) -> str:
+        """The digest the commit's hash covers in place of this change's text."""
+        if self.sealed is not None:
+            return self.sealed
+        assert self.salt is not None, "only a salted text is sealed"
+        return hashlib.sha256(bytes.fromhex(self.salt) + self._content()).hexdigest()
+
+    def _content(self) -> bytes:
+        raise NotImplementedError
+
+    def redacted(self, erasure: int) -> Self:
+        """This change with its text erased by commit `erasure`: the sealed digest kept when it has one."""
+        sealed = self.seal() if self.salt is not None or self.sealed is not None else None
+        blank = dict.fromkeys(self._texts)
+        return self.model_copy(update={**blank, "salt": None, "sealed": sealed, "erased": erasure})
+
+    @model_validator(mode="after")
+    def _text_or_erased(self) -> Self:
+        texts = [getattr(self, name) for name in self._texts]
+        if self.erased is None and (None in texts or self.sealed is not None):
+            raise ValueError("a change carries its text, or is erased")
+        if self.erased is not None and (any(text is not None for text in texts) or self.salt is not None):
+            raise ValueError("an erased change carries no text and no salt")
+        return self
+
+
+class Write(_Sealed):
     __match_args__ = ("path", "text")
     op: Literal["write"] = "write"
     path: WirePath
-    text: str
+    _written_when_set = _Sealed._written_when_set | {"text"}
+    _texts = ("text",)
+    text: str | None = None
+
+    def _content(self) -> bytes:
+        assert self.text is not None
+        return self.text.encode()
 
 
-class Edit(_Change):
+class Edit(_Sealed):
     """A write of a file that exists as the one span it changes (see `delta`): `removed` at code
     point `at` becomes `inserted`, and the text is then `size` bytes of UTF-8. Commits that carry
-    one are of format 2."""
+    one are of format 2 (or 3)."""
 
     __match_args__ = ("path", "at", "removed", "inserted")
     op: Literal["edit"] = "edit"
     path: WirePath
     at: Annotated[int, Field(ge=0, le=MAX_OBJECT_BYTES)]
-    removed: str
-    inserted: str
+    _written_when_set = _Sealed._written_when_set | {"removed", "inserted"}
+    _texts = ("removed", "inserted")
+    removed: str | None = None
+    inserted: str | None = None
     size: Annotated[int, Field(ge=0, le=MAX_OBJECT_BYTES)]
+
+    def _content(self) -> bytes:
+        return canonical([self.removed, self.inserted])
 
 
 class Delete(_Change):
@@ -252,7 +310,17 @@ class Purge(_Change):
     op: Literal["purge"] = "purge"
 
 
-type Change = Annotated[Write | Edit | Delete | Move | Purge, Field(discriminator="op")]
+class Erase(_Change):
+    """The erasure of every text a file ever had (`erasure.py`): deletes `path` if it is live, and
+    names in the log which file was erased; the commit's origin names who erased it and its time
+    when. Commits that carry one are of format 3."""
+
+    __match_args__ = ("path",)
+    op: Literal["erase"] = "erase"
+    path: WirePath
+
+
+type Change = Annotated[Write | Edit | Delete | Move | Purge | Erase, Field(discriminator="op")]
 
 
 class _Signed(_Wire):
@@ -261,6 +329,11 @@ class _Signed(_Wire):
 
     seq: Seq
     hash: Hash
+
+    @property
+    def checkable(self) -> bool:
+        """Whether the hash can be checked against the content (not after an erasure in an old format)."""
+        return True
 
     def encode(self) -> bytes:
         return joined(self._members.values())
@@ -278,16 +351,18 @@ class _Signed(_Wire):
     def signed(cls, **fields: Any) -> Self:
         """A new object with its hash, proven to decode back to itself before anyone writes it."""
         unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
-        members = canonical_members(unsigned.model_dump(mode="json", by_alias=True))
-        body = joined(member for name, member in members.items() if name != "hash")
-        hashed = hashlib.sha256(body).hexdigest()
+        return unsigned._resigned(unsigned.body_digest())
+
+    def _resigned(self, hashed: str) -> Self:
+        """This object with `hash` set to `hashed`, proven to decode back to itself."""
+        members = dict(self._members)
         members["hash"] = canonical_members({"hash": hashed})["hash"]
-        made = unsigned.model_copy(update={"hash": hashed})
+        made = self.model_copy(update={"hash": hashed})
         # The members just made are the new object's encoding: kept so that writing it encodes
-        # nothing again (`unsigned` never cached its own, so model_copy carried none along).
+        # nothing again (a cached encoding of the original must not be carried along).
         made.__dict__["_members"] = members
         encoded = made.encode()
-        if len(encoded) > MAX_OBJECT_BYTES or cls._decoded(encoded) != made:
+        if len(encoded) > MAX_OBJECT_BYTES or type(self)._decoded(encoded) != made:
             raise MemoryStoreError(
                 "too_large", f"This change would make an object readers refuse ({len(encoded)} bytes)."
             )
@@ -302,7 +377,7 @@ class _Signed(_Wire):
             decoded = cls._decoded(data)
         except ValidationError as error:
             raise CorruptObjectError(location, key, _reason(cls, data, error)) from None
-        if decoded.hash != decoded.body_digest():
+        if decoded.checkable and decoded.hash != decoded.body_digest():
             raise CorruptObjectError(location, key, "its content does not match its hash")
         if decoded.encode() != data:
             raise CorruptObjectError(location, key, "not in the canonical form the store writes")
@@ -322,10 +397,11 @@ class _Signed(_Wire):
 
 class Commit(_Signed):
     """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain.
-    Its format is 2 exactly when it carries an edit."""
+    Format 1 carries whole texts; 2, edits too; 3 seals each text (`_Sealed`), so that it can be
+    erased with the chain intact, and may carry erasures."""
 
     kind: Literal["commit"] = "commit"
-    format: Literal[1, 2] = 1
+    format: Literal[1, 2, 3] = 1
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
     time: Time
     origin: WireOrigin
@@ -333,19 +409,70 @@ class Commit(_Signed):
     changes: tuple[Change, ...]
 
     @classmethod
-    def create(cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin, *, at: float) -> Commit:
-        """A new commit made at `at` (seconds since the epoch, by the server's clock)."""
+    def create(
+        cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin, *, at: float, sealed: bool = True
+    ) -> Commit:
+        """A new commit made at `at` (seconds since the epoch, by the server's clock); with `sealed`
+        (always when it erases), of format 3, each text under a salt of its own."""
         time = time_text(at)
-        fmt = EDIT_FORMAT if any(isinstance(change, Edit) for change in changes) else FORMAT
+        if sealed or any(isinstance(change, Erase) for change in changes):
+            fmt = SEALED_FORMAT
+            changes = tuple(
+                change.model_copy(update={"salt": secrets.token_hex(16)}) if isinstance(change, _Sealed) else change
+                for change in changes
+            )
+        else:
+            fmt = EDIT_FORMAT if any(isinstance(change, Edit) for change in changes) else FORMAT
         return cls.signed(
             seq=seq, format=fmt, id=secrets.token_hex(16), time=time, origin=origin, prev=prev, changes=changes
         )
 
     @model_validator(mode="after")
-    def _format_names_edits(self) -> Self:
+    def _format_names_its_changes(self) -> Self:
+        texts = [change for change in self.changes if isinstance(change, _Sealed)]
+        if self.format == SEALED_FORMAT:
+            if any(change.salt is None and change.sealed is None for change in texts):
+                raise ValueError("every text of a commit of format 3 is sealed")
+            return self
+        if any(change.salt or change.sealed for change in texts) or any(
+            isinstance(change, Erase) for change in self.changes
+        ):
+            raise ValueError("only a commit of format 3 erases or seals texts")
         if (self.format == EDIT_FORMAT) != any(isinstance(change, Edit) for change in self.changes):
-            raise ValueError("a commit is of format 2 exactly when it carries an edit")
+            raise ValueError("a commit of format 1 or 2 is of format 2 exactly when it carries an edit")
         return self
+
+    @property
+    def checkable(self) -> bool:
+        return self.format == SEALED_FORMAT or not any(
+            isinstance(change, _Sealed) and change.is_erased for change in self.changes
+        )
+
+    def body_digest(self) -> str:
+        if self.format != SEALED_FORMAT:
+            return super().body_digest()
+        members = {name: member for name, member in self._members.items() if name != "hash"}
+        sealed = [_sealed_form(change) for change in self.changes]
+        members["changes"] = canonical_members({"changes": sealed})["changes"]
+        return hashlib.sha256(joined(members.values())).hexdigest()
+
+    def redacted(self, erase: Callable[[int, Change], bool], erasure: int) -> Commit:
+        """This commit with the texts of the changes `erase` names (by index) erased by commit
+        `erasure`. Of format 3 its hash still checks; of formats 1 and 2 it can no longer be checked."""
+        changes = tuple(
+            change.redacted(erasure)
+            if isinstance(change, _Sealed) and not change.is_erased and erase(index, change)
+            else change
+            for index, change in enumerate(self.changes)
+        )
+        if changes == self.changes:
+            return self
+        made = self.model_copy(update={"changes": changes})
+        made.__dict__.pop("_members", None)
+        redacted = made._resigned(self.hash)
+        if redacted.checkable and redacted.body_digest() != self.hash:
+            raise AssertionError("erasing a sealed text keeps the commit's hash")
+        return redacted
 
     @property
     def moment(self) -> datetime:
@@ -359,7 +486,7 @@ class Commit(_Signed):
         counts: checkpoints then come as often as without edits, and a cold start reads as few
         commits (edits save the bytes of every commit, not the requests of a cold start)."""
         return sum(
-            len(change.text.encode()) if isinstance(change, Write) else change.size
+            len((change.text or "").encode()) if isinstance(change, Write) else change.size
             for change in self.changes
             if isinstance(change, Write | Edit)
         )
@@ -383,11 +510,22 @@ def stored_size_of(data: bytes) -> int:
 
 def text_bytes(changes: Iterable[Change]) -> int:
     """Bytes of text the changes carry."""
-    return sum(
-        len(change.text.encode()) if isinstance(change, Write) else len(change.inserted.encode())
-        for change in changes
-        if isinstance(change, Write | Edit)
-    )
+    return sum(len(_carried(change).encode()) for change in changes if isinstance(change, Write | Edit))
+
+
+def _carried(change: Write | Edit) -> str:
+    """The text a change carries (none once erased)."""
+    return (change.text if isinstance(change, Write) else change.inserted) or ""
+
+
+def _sealed_form(change: Change) -> dict[str, Any]:
+    """A change as the hash of a commit of format 3 covers it: a text as its sealed digest."""
+    encoded: dict[str, Any] = change.model_dump(mode="json", by_alias=True)
+    if isinstance(change, _Sealed):
+        for name in (*change._texts, "salt", "erased"):
+            encoded.pop(name, None)
+        encoded["sealed"] = change.seal()
+    return encoded
 
 
 async def off_loop[T](size: int, work: Callable[[], T]) -> T:
@@ -403,19 +541,47 @@ class Checkpoint(_Signed):
     release lack it. `descriptions` are the files' descriptions, in the order of `files`, as the
     harness's `describe` made them under the `FileFormat` limits `described_with` names
     (max_file_bytes, frontmatter_bytes, description_chars), so that a cold start need not parse
-    every file's frontmatter again; older checkpoints lack both."""
+    every file's frontmatter again; older checkpoints lack both. A file whose text was erased has
+    none (and no description), and `erased` names the erasure commit of each such file: such a
+    checkpoint is of format 2."""
 
     kind: Literal["checkpoint"] = "checkpoint"
-    format: Literal[1] = 1
+    format: Literal[1, 2] = 1
     head_hash: Hash
     floor: Seq
     time: Time
-    files: tuple[tuple[WirePath, str, Seq], ...]
+    files: tuple[tuple[WirePath, str | None, Seq], ...]
     deleted: tuple[tuple[WirePath, Seq], ...]
-    _written_when_set = frozenset({"genesis", "descriptions", "described_with"})
+    _written_when_set = frozenset({"genesis", "descriptions", "described_with", "erased"})
     genesis: Hash | None = None
     descriptions: tuple[str | None, ...] | None = None
     described_with: tuple[int, int, int] | None = None
+    erased: tuple[tuple[WirePath, Seq], ...] | None = None
+
+    @model_validator(mode="after")
+    def _erased_files_named(self) -> Self:
+        without_text = {path for path, text, _ in self.files if text is None}
+        named = {path for path, _ in self.erased or ()}
+        if without_text != named or len(named) != len(self.erased or ()):
+            raise ValueError("exactly the files without text are named in `erased`, once each")
+        if (self.format == 2) != bool(self.erased):
+            raise ValueError("a checkpoint is of format 2 exactly when it holds an erased file")
+        return self
+
+    def redacted(self, paths: Collection[str], erasure: int) -> Checkpoint:
+        """This checkpoint with the texts (and descriptions) of the files at `paths` erased by commit
+        `erasure`, signed again (nothing chains to a checkpoint's hash)."""
+        erasing = {path for path, text, _ in self.files if path in paths and text is not None}
+        if not erasing:
+            return self
+        files = tuple((path, None if path in erasing else text, seq) for path, text, seq in self.files)
+        descriptions = self.descriptions and tuple(
+            None if path in erasing else description
+            for (path, _, _), description in zip(self.files, self.descriptions, strict=True)
+        )
+        erased = tuple(sorted({**dict(self.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
+        fields = {**self.model_dump(by_alias=True), "format": 2, "files": files, "erased": erased}
+        return type(self).signed(**{**fields, "descriptions": descriptions})
 
 
 def time_text(seconds: float) -> str:
@@ -437,7 +603,7 @@ def _reason(model: type[_Signed], data: bytes, error: ValidationError) -> str:
     kind = model.model_fields["kind"].default
     if not isinstance(parsed, dict) or parsed.get("kind") != kind:
         return f"not a bucket-memory {kind}"
-    readable = (FORMAT, EDIT_FORMAT) if kind == "commit" else (FORMAT,)
+    readable = (FORMAT, EDIT_FORMAT, SEALED_FORMAT) if kind == "commit" else (FORMAT, 2)
     if parsed.get("format") not in readable:
         return f"format {parsed.get('format')!r}; this bucket-memory reads format {readable[-1]} (upgrade it?)"
     first = error.errors()[0]

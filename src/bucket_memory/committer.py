@@ -80,7 +80,9 @@ class Committer:
             # The server's clock, as the object store last saw it, and never before the head (seq_at
             # and recovery look commits up by time, so times must rise with seqs).
             at = max(await head.reader.objects.now(), state.head_time)
-            make = functools.partial(Commit.create, seq, state.head_hash, changes, first, at=at)
+            make = functools.partial(
+                Commit.create, seq, state.head_hash, changes, first, at=at, sealed=self.options.erasable
+            )
             commit = await off_loop(text_bytes(changes), make)
             match await self.settler.settle(commit):
                 case Landed(after, proven_at):

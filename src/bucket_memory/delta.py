@@ -17,7 +17,7 @@ _EDIT_OVERHEAD = 48
 def stored_form(change: Change, old: str | None) -> Change:
     """`change` as a commit carries it: a write over `old` (the file's text, None if it has none)
     becomes an edit when that is smaller."""
-    if not isinstance(change, Write) or old is None:
+    if not isinstance(change, Write) or old is None or change.text is None:
         return change
     at, removed, inserted = splice(old, change.text)
     if not worth_it(stored_size(removed) + stored_size(inserted), stored_size(change.text)):

@@ -86,6 +86,9 @@ class GCSObjectStore:
     async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
         return await self._run(self._replace, key, data, int(tag))
 
+    async def delete_version(self, key: str, version: str) -> None:
+        await self._run(self._delete, key, int(version))
+
     async def versioning(self) -> Versioning:
         return await self._run(self._versioning)
 
@@ -132,7 +135,11 @@ class GCSObjectStore:
         )
         found = [
             ObjectVersion(
-                blob.name[len(self.prefix) :], str(blob.generation), blob.time_created.timestamp(), str(blob.generation)
+                blob.name[len(self.prefix) :],
+                str(blob.generation),
+                blob.time_created.timestamp(),
+                str(blob.generation),
+                blob.time_deleted is None,  # a noncurrent generation has the time it stopped being live
             )
             for blob in blobs
         ]
@@ -157,9 +164,9 @@ class GCSObjectStore:
         self.bucket.reload(timeout=_TIMEOUT, retry=None)
         return "enabled" if self.bucket.versioning_enabled else "off"
 
-    def _delete(self, key: str) -> None:
+    def _delete(self, key: str, generation: int | None = None) -> None:
         with contextlib.suppress(api.NotFound):
-            self.bucket.blob(self.prefix + key).delete(timeout=_TIMEOUT, retry=None)
+            self.bucket.blob(self.prefix + key, generation=generation).delete(timeout=_TIMEOUT, retry=None)
 
     async def _run[**P, T](self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """One blocking call in a worker thread, through the error boundary, cut off at its deadline."""

@@ -39,7 +39,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from . import deadline, telemetry
 from .batch import Plan, Request, consume, fail
-from .codec import Purge
+from .codec import Erase, Purge
 from .committer import Committer, unconfirmed
 from .head import Head
 from .objects import ObjectStore
@@ -207,7 +207,9 @@ class CommitLog:
                     return
                 else:
                     committed = committed or commit is not None
-                    purged = purged or (commit is not None and any(isinstance(c, Purge) for c in commit.changes))
+                    # A purge or an erasure is followed by a checkpoint at once.
+                    ends = commit is not None and any(isinstance(change, Purge | Erase) for change in commit.changes)
+                    purged = purged or ends
         if committed and self.after_commit is not None:
             self._housekeeping_due, self._purge_pending = True, self._purge_pending or purged
             if self._housekeeper is None or self._housekeeper.done():

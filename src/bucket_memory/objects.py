@@ -82,12 +82,14 @@ class ObjectVersion:
 
     `version` names it for reading (an S3 version id, "null" for one written before versioning
     was on; a GCS generation), `tag` for a conditional overwrite of it (an S3 ETag, a generation).
+    `current` tells whether a read of the key answers it (not for one deleted or overwritten since).
     """
 
     key: str
     version: str
     modified: float
     tag: str
+    current: bool = False
 
 
 @runtime_checkable
@@ -97,7 +99,8 @@ class VersionedObjectStore(ObjectStore, Protocol):
     `list_versions` gives every content version under a prefix (delete markers left out), each
     key's oldest first. `has_past` tells in one request whether anything (a version or a delete
     marker) is stored under a prefix. `replace` overwrites a key only while it holds the version
-    `tag` names, and says whether it did.
+    `tag` names, and says whether it did. `delete_version` removes one stored version for good
+    (erasure: the operator's `s3:DeleteObjectVersion`); deleting one that is gone is no error.
     """
 
     async def list_versions(self, prefix: str) -> list[ObjectVersion]: ...
@@ -108,7 +111,18 @@ class VersionedObjectStore(ObjectStore, Protocol):
 
     async def replace(self, key: str, data: bytes, *, tag: str) -> bool: ...
 
+    async def delete_version(self, key: str, version: str) -> None: ...
+
     async def versioning(self) -> Versioning: ...
+
+
+@runtime_checkable
+class RewritableObjectStore(ObjectStore, Protocol):
+    """An object store that keeps no old versions and can replace an object in place: what erasure
+    rewrites a local memory's objects with. `rewrite` replaces a key whole, only while it exists, and
+    says whether it did."""
+
+    async def rewrite(self, key: str, data: bytes) -> bool: ...
 
 
 class ServerClock:
@@ -172,6 +186,9 @@ class LocalObjectStore:
     async def now(self) -> float:
         return time.time()
 
+    async def rewrite(self, key: str, data: bytes) -> bool:
+        return await asyncio.to_thread(self._rewrite, key, data)
+
     def _get(self, key: str) -> bytes | None:
         try:
             return (self.root / key).read_bytes()
@@ -207,6 +224,26 @@ class LocalObjectStore:
             # The object is in place and readable, so the create is not a definitive failure: the
             # log reads the key back (NFS and EFS can fail the directory sync after the link).
             raise TransientError(f"{target} was linked, then: {error.strerror or error}") from error
+        return True
+
+    def _rewrite(self, key: str, data: bytes) -> bool:
+        """Replace `key` by a staged, synced file renamed over it: readers see the old object or the
+        new one, whole. Only an existing key is replaced (a compaction may delete it between the
+        check and the rename, leaving one stray old object that the next compaction deletes again)."""
+        target = self.root / key
+        if not target.exists():
+            return False
+        staging = self.root / _STAGING
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
+                staged.write(data)
+                staged.flush()
+                os.fsync(staged.fileno())
+            os.replace(staged.name, target)
+            _fsync_directory(target.parent)
+        except OSError as error:
+            raise _os_error(error, target) from error
         return True
 
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
@@ -277,6 +314,12 @@ class MemoryObjectStore:
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
             self.objects.pop(key, None)
+
+    async def rewrite(self, key: str, data: bytes) -> bool:
+        if key not in self.objects:
+            return False
+        self.objects[key] = (bytes(data), self.clock)
+        return True
 
     async def now(self) -> float:
         return self.clock

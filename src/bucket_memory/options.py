@@ -30,7 +30,10 @@ class LogOptions:
     PUT and a catch-up; a lone writer pays a GET per write). With `store_edits`, a write of a file
     that exists is stored as the span it changes when that is smaller (an append costs its new
     text, not the whole file); such commits are of format 2, which bucket-memory 0.1 cannot
-    read, so a fleet still running older readers turns it off until they are upgraded. `clock` is
+    read, so a fleet still running older readers turns it off until they are upgraded. With
+    `erasable`, each commit seals its texts under random salts (format 3) so that `erase` can
+    remove a text from the whole history and `verify` still checks every commit; readers from
+    before `erase` cannot read such commits, so turn it off until every reader is upgraded. `clock` is
     the local monotonic clock heads are aged by (tests replace it).
     """
 
@@ -47,6 +50,7 @@ class LogOptions:
     operation_timeout: float = 60.0
     probe_before_write_after: float | None = None
     store_edits: bool = True
+    erasable: bool = True
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -57,8 +61,9 @@ class LogOptions:
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):
             raise ValueError(f"LogOptions.probe_before_write_after must be None or seconds >= 0, not {probe!r}")
-        if not isinstance(self.store_edits, bool):
-            raise ValueError(f"LogOptions.store_edits must be True or False, not {self.store_edits!r}")
+        for flag in ("store_edits", "erasable", "auto_compact"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"LogOptions.{flag} must be True or False, not {getattr(self, flag)!r}")
         for name in ("commit_attempts", "request_attempts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -26,6 +26,7 @@ from a13n_harness.providers.memory import (
 from . import deadline
 from .codec import Change, Delete, Write, checked_origin, moment_of, off_loop, stored_size, time_text
 from .embedding import DEFAULT_BATCH, check_batch
+from .erasure import Erasure, ErasurePlan
 from .extras import records_extra
 from .options import RANKINGS, Ranking
 from .recall import Recall
@@ -193,6 +194,25 @@ class LogRecordStore:
         raise MemoryStoreError(
             "record_not_found", f"{len(found)} records' ids start with {prefix} ({named}); give more of the id."
         )
+
+    async def record_path(self, given: str) -> str:
+        """The file of the record `given` names: the one live record whose id starts with it, else
+        a whole id (a deleted record's), else `record_not_found`."""
+        try:
+            return _path(await self.full_id(given))
+        except MemoryStoreError:
+            if isinstance(given, str) and ID_PATTERN.fullmatch(given.strip().lower()):
+                return _path(given.strip().lower())
+            raise
+
+    async def preview_erase(self, record_id: str) -> ErasurePlan:
+        """What `erase(record_id)` would rewrite and delete now, changing nothing."""
+        return await Erasure(self.files).plan(await self.record_path(record_id))
+
+    async def erase(self, record_id: str) -> ErasurePlan:
+        """Erase every text the record ever had from the memory's whole past (`erasure.py`), as the
+        store's origin; a deleted record's history too, given its whole id."""
+        return await Erasure(self.files).erase(await self.record_path(record_id), origin=self.origin)
 
     async def _snapshot(self, state: State) -> Snapshot:
         """The records as of `state`, from the index kept between calls."""

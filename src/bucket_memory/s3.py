@@ -136,6 +136,7 @@ class S3ObjectStore:
                     item.get("VersionId") or "null",
                     item["LastModified"].timestamp(),
                     item.get("ETag", ""),
+                    bool(item.get("IsLatest")),
                 )
                 for item in page.get("Versions", ())
             )
@@ -168,6 +169,13 @@ class S3ObjectStore:
         except (_Exists, _Missing):
             return False  # it no longer holds that version (412), or no longer exists
         return True
+
+    async def delete_version(self, key: str, version: str) -> None:
+        await self._call(
+            lambda client: client.delete_object(Bucket=self.bucket, Key=self.prefix + key, VersionId=version),
+            key,
+            history=True,
+        )
 
     async def versioning(self) -> Versioning:
         answer = await self._call(lambda client: client.get_bucket_versioning(Bucket=self.bucket), "", history=True)
@@ -354,10 +362,10 @@ def _error(code: str, status: int, where: str, message: str | None, history: boo
     if history and (code in ("AccessDenied", "AllAccessDisabled") or status == 403):
         return MemoryStoreError(
             "forbidden",
-            f"Reading old versions under {where} was denied ({code or status}). recover needs "
+            f"Using old versions under {where} was denied ({code or status}). recover needs "
             f"s3:ListBucketVersions and s3:GetBucketVersioning on bucket {bucket} and s3:GetObjectVersion on the "
-            "prefix, beside what agents have: the Terraform module's operator_policy_json (or "
-            "`bucket-memory policy --operator`) grants them.",
+            "prefix, erase s3:DeleteObjectVersion too, beside what agents have: the Terraform module's "
+            "operator_policy_json (or `bucket-memory policy --operator`) grants them.",
         )
     if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
         return MemoryStoreError(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .codec import Commit, CorruptObjectError, log_key
+from .codec import SEALED_FORMAT, Commit, CorruptObjectError, log_key
 from .head import Head, Overtaken
 from .retry import backoff, within_deadline
 
@@ -130,7 +130,14 @@ class Settler:
         return Unknown()
 
     def _fence(self, commit: Commit) -> Commit:
-        return Commit.create(commit.seq, commit.prev, (), Origin(run_id=FENCE_RUN), at=commit.moment.timestamp())
+        return Commit.create(
+            commit.seq,
+            commit.prev,
+            (),
+            Origin(run_id=FENCE_RUN),
+            at=commit.moment.timestamp(),
+            sealed=commit.format == SEALED_FORMAT,
+        )
 
     async def _attempt(self, commit: Commit) -> _Held | None:
         """One attempt to create the commit's key, and what the key then holds (None: unknown).

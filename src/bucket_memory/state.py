@@ -16,6 +16,7 @@ from .codec import (
     CorruptObjectError,
     Delete,
     Edit,
+    Erase,
     Move,
     Purge,
     Write,
@@ -33,11 +34,15 @@ CURSOR_SEPARATOR = "~"
 
 @dataclass(slots=True)
 class LiveFile:
+    """A file as of one commit. `erased` is the erasure commit of a file whose text was erased
+    (its text is then empty): only past states hold one, since the erasure deletes the file."""
+
     text: str
     version: int
     size: int  # of the UTF-8 text
     stored: int  # in commits and checkpoints, which the quota counts
     description: str | None
+    erased: int | None = None
 
 
 @dataclass(slots=True)
@@ -106,12 +111,14 @@ class State:
             case Write(path, text):
                 self.check_room(path)
                 self._remove(path, None)
-                self._add(path, text, seq)
+                self._add(path, text or "", seq, erased=change.erased)
             case Edit(path):
-                text = self.edited(change)
+                current = self.files.get(path)
+                erased = change.erased or (current.erased if current is not None else None)
+                text = self.edited(change) if erased is None else ""
                 self._remove(path, None)
-                self._add(path, text, seq)
-            case Delete(path):
+                self._add(path, text, seq, erased=erased)
+            case Delete(path) | Erase(path):
                 self._remove(path, seq)
             case Move(source, destination):
                 if source not in self.files:
@@ -121,7 +128,7 @@ class State:
                 self.check_room(destination, leaving=source)
                 moved = self.files[source]
                 self._remove(source, seq)
-                self._add(destination, moved.text, seq, moved.description, described=True)
+                self._add(destination, moved.text, seq, moved.description, described=True, erased=moved.erased)
             case Purge():
                 self.files.clear()
                 self.changed.clear()
@@ -133,7 +140,11 @@ class State:
         """The text of the edited file once `edit` is applied, or `invalid_text` when the edit was
         not made against that file's text."""
         current = self.files.get(edit.path)
-        text = spliced(current.text, edit.at, edit.removed, edit.inserted) if current is not None else None
+        text = (
+            spliced(current.text, edit.at, edit.removed, edit.inserted)
+            if current is not None and edit.removed is not None and edit.inserted is not None
+            else None
+        )
         if text is None or len(text.encode()) != edit.size:
             raise MemoryStoreError("invalid_text", f"its edit of {edit.path} does not fit the text it applies to")
         return text
@@ -215,6 +226,7 @@ class State:
         """The whole state as a checkpoint made at `at` (by the server's clock), dropping the oldest
         tombstones past `max_tombstones`."""
         deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
+        erased = [(path, live.erased) for path, live in sorted(self.files.items()) if live.erased is not None]
         floor = self.floor
         if len(deleted) > max_tombstones:
             dropped = deleted[: len(deleted) - max_tombstones]
@@ -225,11 +237,16 @@ class State:
             head_hash=self.head_hash,
             floor=floor,
             time=time_text(at),
-            files=[(path, live.text, live.version) for path, live in sorted(self.files.items())],
+            files=[
+                (path, live.text if live.erased is None else None, live.version)
+                for path, live in sorted(self.files.items())
+            ],
             deleted=deleted,
             genesis=self.genesis,
             descriptions=[live.description for _, live in sorted(self.files.items())],
             described_with=_describing(self.format),
+            erased=erased or None,
+            format=2 if erased else 1,
         )
 
     @classmethod
@@ -261,10 +278,13 @@ class State:
             else None
         )
         corrupt = functools.partial(CorruptObjectError, location, f"checkpoints/{checkpoint.seq:020d}.json")
+        erasures = dict(checkpoint.erased or ())
         for index, (path, text, version) in enumerate(checkpoint.files):
             if version > checkpoint.seq or path in state.files:
                 raise corrupt(f"{path} is listed twice or with a future version")
-            if described is None:
+            if text is None:
+                state._add(path, "", version, erased=erasures[path])
+            elif described is None:
                 state._add(path, text, version)
             else:
                 state._add(path, text, version, described[index], described=True)
@@ -277,13 +297,23 @@ class State:
         state.since_checkpoint = CheckpointCounts(seq=state.head)
         return state
 
-    def _add(self, path: str, text: str, seq: int, description: str | None = None, *, described: bool = False) -> None:
-        """Make `path` live with `text`; its description is made from the text unless `described`."""
+    def _add(
+        self,
+        path: str,
+        text: str,
+        seq: int,
+        description: str | None = None,
+        *,
+        described: bool = False,
+        erased: int | None = None,
+    ) -> None:
+        """Make `path` live with `text`; its description is made from the text unless `described`.
+        An erased file (`erased`: the erasure commit) has no text and no description."""
         data = text.encode()
         size, stored = len(data), stored_size_of(data)
-        self.files[path] = LiveFile(
-            text, seq, size, stored, description if described else _description(text, self.format)
-        )
+        if erased is None and not described:
+            description = _description(text, self.format)
+        self.files[path] = LiveFile(text, seq, size, stored, description if erased is None else None, erased)
         self.live_bytes += size
         self.stored_bytes += stored
         self.changed.pop(path, None)
@@ -309,8 +339,8 @@ class State:
 
 def same_files(one: State, other: State) -> bool:
     """The same files with the same versions and descriptions (a checkpoint's are taken on trust)."""
-    return {path: (live.text, live.version, live.description) for path, live in one.files.items()} == {
-        path: (live.text, live.version, live.description) for path, live in other.files.items()
+    return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {
+        path: (live.text, live.version, live.description, live.erased) for path, live in other.files.items()
     }
 
 

@@ -249,8 +249,18 @@ def _entry(path: str, live: LiveFile) -> FileEntry:
 
 
 def file_text(state: State, path: str) -> FileText | None:
+    """The file at `path` in `state`, None if there is none; `not_found` naming the erasure for one
+    whose text was erased (only past states hold such files)."""
     live = state.files.get(path)
-    return FileText(path=path, text=live.text, version=str(live.version)) if live is not None else None
+    if live is None:
+        return None
+    if live.erased is not None:
+        raise MemoryStoreError(
+            "not_found",
+            f"Version {live.version} of {path} was erased by commit {live.erased}; `bucket-memory log` shows who "
+            "erased it and when.",
+        )
+    return FileText(path=path, text=live.text, version=str(live.version))
 
 
 def checked_size(text: str, fmt: FileFormat) -> int:

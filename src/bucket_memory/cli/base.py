@@ -344,12 +344,24 @@ def confirm(changes: Changeset, what: str, yes: bool) -> bool:
         f"(as of commit {changes.seq}):"
     )
     for verb, paths in (("write ", changes.written), ("delete", changes.deleted)):
-        for path in paths[:_LISTED]:
-            say.print(f"  {verb} {path}")
-        if len(paths) > _LISTED:
-            say.print(f"  ... and {len(paths) - _LISTED} more to {verb.strip()}")
+        listed(verb, paths)
+    ask(yes)
+    return True
+
+
+def listed(verb: str, names: Sequence[str]) -> None:
+    """Names a change would touch, the first few of them, on stderr."""
+    for name in names[:_LISTED]:
+        err.print(f"  {verb} {name}")
+    if len(names) > _LISTED:
+        err.print(f"  ... and {len(names) - _LISTED} more to {verb.strip()}")
+
+
+def ask(yes: bool) -> None:
+    """Go on with a change just shown: at once with --yes; off a terminal, never without it; on one,
+    when the user says so."""
     if yes:
-        return True
+        return
     if not sys.stdin.isatty():
         fail(
             "needs_yes",
@@ -358,7 +370,6 @@ def confirm(changes: Changeset, what: str, yes: bool) -> bool:
         )
     if not typer.confirm("Make these changes?", default=False, err=True):
         fail("declined", "Nothing was changed.", exit_code=EXIT_PROBLEMS)
-    return True
 
 
 def emit(value: object, as_json: bool, human: Callable[[], object]) -> None:

@@ -57,6 +57,7 @@ def log(
             path=revision.path,
             other=revision.other,
             size=revision.size,
+            erased=revision.erased,
             principal=revision.origin.principal_id,
             run=revision.origin.run_id,
             tool_call=revision.origin.tool_call_id,
@@ -79,7 +80,7 @@ def log(
             [
                 revision.version,
                 revision.time if wide else age(revision.time, now),
-                revision.action,
+                revision.action if revision.erased is None else f"{revision.action} (erased by {revision.erased})",
                 _moved(revision),
                 (revision.principal or "") if wide else _short(revision.principal),
                 revision.run or "",

@@ -33,14 +33,16 @@ class File(_Output):
 
 
 class Revision(_Output):
-    """One change in the history: `log`. `path` is "" for a purge; `other` names the other end of a move."""
+    """One change in the history: `log`. `path` is "" for a purge; `other` names the other end of a move;
+    `erased` the commit that erased a write's text since (an "erase" entry: who and when)."""
 
     version: str
     time: str
-    action: Literal["write", "delete", "moved-in", "moved-out", "purge"]
+    action: Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]
     path: str
     other: str | None
     size: int | None
+    erased: int | None = None
     principal: str | None
     run: str | None
     tool_call: str | None
@@ -168,6 +170,18 @@ class Record(_Output):
     score: float | None
 
 
+class Erased(_Output):
+    """`erase`, `records erase`: the file's names, the erasure commit (None: a dry run that would make
+    one), the objects whose texts were (or would be) rewritten, the stored versions deleted."""
+
+    path: str
+    paths: list[str]
+    erasure: int | None
+    rewritten: list[str]
+    versions_deleted: list[str]
+    dry_run: bool
+
+
 class Removed(_Output):
     """`records rm`: the record deleted."""
 
@@ -210,6 +224,7 @@ OUTPUTS: dict[str, Any] = {
     "verify": Verified,
     "compact": Compacted,
     "recover": Recovered,
+    "erase": Erased,
     "stats": Stats,  # the admin API's own dataclass
     "init": Initialized,
     "doctor": Checked,
@@ -218,6 +233,7 @@ OUTPUTS: dict[str, Any] = {
     "records-search": list[Record],
     "records-add": Record,
     "records-rm": Removed,
+    "records-erase": Erased,
 }
 
 

@@ -10,7 +10,8 @@ import click
 import typer
 
 from ..options import RANKINGS, Ranking
-from .base import Json, Url, app, command, emit, origin, out, run
+from .base import Json, Url, Yes, app, command, emit, origin, out, run
+from .erase import DryRun
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:
@@ -198,3 +199,38 @@ def rm(
 
     whole = run(_on_records(removed, "rm", url), url)
     emit(Removed(id=whole), as_json, lambda: out.print(f"deleted {whole}"))
+
+
+@command("erase", group=records)
+def erase(
+    url: Url,
+    record_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="The record's id, or its first 4 or more hex digits if no other live record's start so; "
+            "a deleted record by its whole id.",
+            show_default=False,
+        ),
+    ],
+    dry_run: DryRun = False,
+    yes: Yes = False,
+    as_json: Json = False,
+) -> None:
+    """Erase every text a record ever had, from the memory, its history and the bucket's old versions,
+    for good; as `bucket-memory erase` does for a file (shown first, then asked).
+
+    Example: bucket-memory records erase s3://my-memories/facts 5f0c --dry-run
+    """
+    from ..records import LogRecordStore
+    from .erase import erasing, report
+
+    erased = erasing(
+        url,
+        lambda admin: LogRecordStore(admin.store).preview_erase(record_id),
+        lambda admin, who: LogRecordStore(admin.store, origin=who).erase(record_id),
+        "records erase",
+        dry_run,
+        yes,
+    )
+    emit(erased, as_json, lambda: report(erased))

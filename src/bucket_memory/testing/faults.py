@@ -23,7 +23,16 @@ from a13n_harness.providers.memory import MemoryStoreError
 from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
 
 type Operation = Literal[
-    "get", "create", "list", "delete", "list_versions", "get_version", "has_past", "replace", "versioning"
+    "get",
+    "create",
+    "list",
+    "delete",
+    "list_versions",
+    "get_version",
+    "has_past",
+    "replace",
+    "delete_version",
+    "versioning",
 ]
 type Fault = Literal["fail_before", "lose_reply", "resend", "refuse", "unmapped", "crash_before", "crash_after"]
 
@@ -146,6 +155,12 @@ class FaultyObjectStore:
         replaced = await inner.replace(key, data, tag=tag)
         await self._after("replace", key, fault)
         return replaced
+
+    async def delete_version(self, key: str, version: str) -> None:
+        inner = self._versioned()
+        fault = await self._before("delete_version", key)
+        await inner.delete_version(key, version)
+        await self._after("delete_version", key, fault)
 
     async def versioning(self) -> Versioning:
         inner = self._versioned()

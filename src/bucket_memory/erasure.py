@@ -1,0 +1,334 @@
+"""Erasure: every text one file ever had, removed from the live state, the retained log, every
+checkpoint and every stored version of them, with the history still verifiable.
+
+The order makes it safe while writers run and resumable after a crash at any point:
+
+1. An erasure commit (`Erase` changes naming the file's paths; its origin names the operator)
+   deletes the file. Every writer must apply it before it can commit anything after it, so none
+   writes the old text back from a cached head; a checkpoint follows at once, so a cold start
+   never needs an older one.
+2. The current objects holding its texts are rewritten with those texts erased, newest first: a
+   reader that replays meets erased changes only after unerased ones (an edit of an erased text
+   leaves it erased), so every prefix of this step serves and replays. A commit of format 3 keeps
+   its hash (it covers a salted digest of each text); an older one keeps its stored hash, which
+   can no longer be checked against its content.
+3. Checkpoints written meanwhile by writers that were behind are looked for and rewritten too.
+4. Every other stored version holding a text of the file is deleted: the old versions of the
+   rewritten objects, and versions of compacted or overwritten keys, found by the file's names.
+
+Running it again finds the erasure commit and does whatever is left.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from .canonical_json import canonical
+from .codec import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    Change,
+    Checkpoint,
+    Commit,
+    CorruptObjectError,
+    Erase,
+    checked_origin,
+    checked_path,
+    key_seq,
+)
+from .history import History
+from .lineage import Lineages
+from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from .retry import gather_bounded, retrying
+from .state import State
+from .store import LogFileStore
+
+logger = logging.getLogger(__name__)
+
+# Checkpoints a writer that was behind may still write below the erasure: looked for this many times.
+_SWEEPS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ErasurePlan:
+    """What erasing `path` does: the names the file ever had (`paths`), the erasure commit
+    (`erasure`; None when it is still to be made), the current objects whose texts are rewritten
+    (`rewrites`), and the stored versions deleted (`versions`, "key@version")."""
+
+    path: str
+    paths: tuple[str, ...]
+    erasure: int | None
+    rewrites: tuple[str, ...]
+    versions: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Target:
+    """The file being erased, as the retained log and the erasure commit tell of it."""
+
+    path: str
+    lineages: Lineages
+    files: set[int]
+    names: set[str]
+
+    def refresh(self) -> None:
+        self.files = self.lineages.files_named(self.path)
+        self.names = self.lineages.names(self.files) | {self.path}
+
+    def erases(self, seq: int) -> Callable[[int, Change], bool]:
+        """Which changes of commit `seq` carry one of the file's texts."""
+        if seq <= self.lineages.base:
+            return lambda _, change: getattr(change, "path", None) in self.names
+        indexes = self.lineages.texts(self.files).get(seq, set())
+        return lambda index, _: index in indexes
+
+    def checkpoint_paths(self, checkpoint: Checkpoint) -> set[str]:
+        return {
+            path
+            for path, text, _ in checkpoint.files
+            if text is not None and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
+        }
+
+
+class Erasure:
+    """Erases one file's texts from a memory's whole past (see the module's docstring for the steps).
+
+    It needs the operator's permissions on a bucket: listing, reading and deleting object versions
+    (`bucket-memory policy --operator`); a local memory keeps no versions and is rewritten in place.
+    """
+
+    def __init__(self, store: LogFileStore) -> None:
+        self.store = store
+        self.log = store.log
+        self.objects = store.log.objects
+
+    async def plan(self, path: str) -> ErasurePlan:
+        """What `erase(path)` would rewrite and delete now, changing nothing."""
+        target = await self._target(checked_path(path, self.store.format))
+        erasure = target.lineages.erasure(target.path, target.files)
+        rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1)]
+        versions = await self._dirty_versions(target, set())
+        self._check_something(target, erasure, rewrites, versions)
+        return ErasurePlan(
+            target.path,
+            tuple(sorted(target.names)),
+            erasure,
+            tuple(rewrites),
+            tuple(f"{version.key}@{version.version}" for version in versions),
+        )
+
+    async def erase(self, path: str, *, origin: Origin) -> ErasurePlan:
+        """Erase every text the file at `path` ever had (under any of its names); what was done."""
+        origin = checked_origin(origin)
+        await self._check_permissions()
+        target = await self._target(checked_path(path, self.store.format))
+        erasure = target.lineages.erasure(target.path, target.files)
+        if erasure is None:
+            if not target.files:
+                self._check_something(target, None, [], await self._dirty_versions(target, set()))
+            erasure = await self._commit_erasure(target, origin)
+        await self.log.settle()  # the checkpoint that follows an erasure
+        rewritten: list[str] = []
+        for _ in range(_SWEEPS):
+            found = await self._rewrites(target, erasure)
+            if not found:
+                break
+            for key, redact in found:
+                if await self._rewrite(key, redact):
+                    rewritten.append(key)
+        deleted = await self._dirty_versions(target, set(rewritten))
+        await gather_bounded(deleted, self._delete_version)
+        logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
+        return ErasurePlan(
+            target.path,
+            tuple(sorted(target.names)),
+            erasure,
+            tuple(rewritten),
+            tuple(f"{version.key}@{version.version}" for version in deleted),
+        )
+
+    async def _target(self, path: str) -> _Target:
+        """The file at `path` through the retained log, from the oldest checkpoint it starts from."""
+        reader = self.log.reader
+        for _ in range(self.log.options.request_attempts):
+            commits = await History(self.log).commits()
+            base: State | None = State(format=self.store.format)
+            if commits and commits[0].seq > 1:
+                # The oldest checkpoint the retained log replays from (compaction keeps it and its commit).
+                bases = [info.key for seq, info in await reader.list_checkpoints() if seq >= commits[0].seq - 1]
+                base = await reader.load_checkpoint(bases[0]) if bases else None
+            if base is not None:
+                break
+        else:
+            raise MemoryStoreError("unavailable", f"{self.log.location} kept compacting while it was read; try again.")
+        lineages = Lineages(base)
+        lineages.feed_all(commit for commit in commits if commit.seq > lineages.base)
+        target = _Target(path, lineages, set(), set())
+        target.refresh()
+        return target
+
+    async def _commit_erasure(self, target: _Target, origin: Origin) -> int:
+        """Commit the erasure on a head whose every commit the lineages took in; its seq."""
+        reader = self.log.reader
+        for _ in range(self.log.options.commit_attempts):
+            head = target.lineages.head
+            try:
+                seq = await self.log.commit(functools.partial(_erasure_plan, target, head), origin)
+            except MemoryStoreError as error:
+                if error.code != "version_mismatch":
+                    raise
+                target.lineages.feed_all(await reader.fetch_commits(await reader.list_log(after=head)))
+                target.refresh()
+                continue
+            assert seq is not None, "an erasure always changes the log"
+            target.lineages.feed_all(await reader.fetch_commits(await reader.list_log(after=head)))
+            return seq
+        raise MemoryStoreError(
+            "unavailable", f"{self.log.location} kept changing while the erasure was planned; try again."
+        )
+
+    async def _rewrites(self, target: _Target, erasure: int) -> list[tuple[str, Callable[[bytes], bytes | None]]]:
+        """The current objects below the erasure that hold a text of the file, newest first, each with
+        how to erase it from the bytes read (None: nothing left to erase)."""
+        reader = self.log.reader
+        found: list[tuple[int, int, str, Callable[[bytes], bytes | None]]] = []
+        for seq, info in await reader.list_log():
+            if seq < erasure and seq <= target.lineages.head:
+                found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
+        for seq, info in await reader.list_checkpoints():
+            if seq < erasure:
+                found.append((seq, 0, info.key, functools.partial(self._erased_checkpoint, target, erasure, info.key)))
+        found.sort(reverse=True)
+
+        async def dirty(item: tuple[int, int, str, Callable[[bytes], bytes | None]]) -> bool:
+            data = await reader.get(item[2])
+            return data is not None and item[3](data) is not None
+
+        marks = await gather_bounded(found, dirty)
+        return [(key, redact) for (_, _, key, redact), mark in zip(found, marks, strict=True) if mark]
+
+    def _erased_commit(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
+        commit = Commit.decode(self.log.location, key, data)
+        redacted = commit.redacted(target.erases(commit.seq), erasure)
+        return None if redacted is commit else redacted.encode()
+
+    def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
+        checkpoint = Checkpoint.decode(self.log.location, key, data)
+        redacted = checkpoint.redacted(target.checkpoint_paths(checkpoint), erasure)
+        return None if redacted is checkpoint else redacted.encode()
+
+    async def _rewrite(self, key: str, redact: Callable[[bytes], bytes | None]) -> bool:
+        """Replace the current object at `key` by its erased form, while nobody else replaces it."""
+        reader, objects = self.log.reader, self.objects
+        for _ in range(self.log.options.request_attempts):
+            if not isinstance(objects, VersionedObjectStore):
+                assert isinstance(objects, RewritableObjectStore)
+                data = await reader.get(key)
+                erased = None if data is None else redact(data)
+                if erased is None:
+                    return False
+                return await retrying(functools.partial(objects.rewrite, key, erased), what=f"Rewriting {key}")
+            current = [version for version in await self._versions(key) if version.current]
+            if not current:
+                return False  # compacted meanwhile
+            data = await self._read_version(current[-1])
+            erased = None if data is None else redact(data)
+            if erased is None:
+                return False
+            replace = functools.partial(objects.replace, key, erased, tag=current[-1].tag)
+            if await retrying(replace, what=f"Rewriting {key}"):
+                return True
+        raise MemoryStoreError(
+            "unavailable", f"{self.log.location}/{key} kept changing while it was erased; try again."
+        )
+
+    async def _dirty_versions(self, target: _Target, rewritten: set[str]) -> list[ObjectVersion]:
+        """Stored versions other than the current ones that hold a text of the file: every old version
+        of a rewritten key, and any other whose commit or checkpoint writes one of the file's names."""
+        objects = self.objects
+        if not isinstance(objects, VersionedObjectStore):
+            return []
+        listed = [version for version in await self._versions("") if key_seq(version.key) is not None]
+        candidates = [version for version in listed if not version.current]
+
+        async def dirty(version: ObjectVersion) -> bool:
+            if version.key in rewritten:
+                return True
+            data = await self._read_version(version)
+            return data is not None and _holds_names(data, version.key, target.names)
+
+        marks = await gather_bounded(candidates, dirty)
+        return [version for version, mark in zip(candidates, marks, strict=True) if mark]
+
+    async def _versions(self, prefix: str) -> list[ObjectVersion]:
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore)
+        return await retrying(
+            lambda: objects.list_versions(prefix), what=f"Listing versions of {self.log.location}/{prefix}"
+        )
+
+    async def _read_version(self, version: ObjectVersion) -> bytes | None:
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore)
+        return await retrying(
+            lambda: objects.get_version(version.key, version.version), what=f"Reading {version.key}@{version.version}"
+        )
+
+    async def _delete_version(self, version: ObjectVersion) -> None:
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore)
+        await retrying(
+            lambda: objects.delete_version(version.key, version.version),
+            what=f"Deleting {version.key}@{version.version}",
+        )
+
+    async def _check_permissions(self) -> None:
+        """Refuse before anything is changed where this store cannot erase: a bucket whose versions
+        the credentials may not list, or a store that can neither list versions nor rewrite."""
+        objects = self.objects
+        if isinstance(objects, VersionedObjectStore):
+            await retrying(lambda: objects.has_past(LOG_PREFIX), what=f"Listing versions of {self.log.location}")
+        elif not isinstance(objects, RewritableObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase.")
+
+    def _check_something(
+        self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]
+    ) -> None:
+        if not (target.files or erasure or rewrites or versions):
+            raise MemoryStoreError(
+                "not_found",
+                f"No file of {self.log.location} was ever at {target.path}, in the retained history or in the "
+                "bucket's versions: nothing to erase. `bucket-memory log URL` lists the paths it holds.",
+            )
+
+
+def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:
+    """The erasure's changes, planned only on the head whose every commit the lineages took in: one
+    per name the file had, but names another file holds now (which the erasure must not delete)."""
+    if state.head != head:
+        raise MemoryStoreError("version_mismatch", "the memory moved on since its history was read")
+    others = {path for path in state.files if path not in target.lineages.live(target.files)}
+    return tuple(Erase(path=path) for path in sorted(target.names - others))
+
+
+def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
+    """Whether a stored object (read as hostile) writes a text at one of `names`; one that does not
+    decode counts where its bytes spell one of them as a JSON string."""
+    try:
+        if key.startswith(LOG_PREFIX):
+            commit = Commit.decode("erase", key, data)
+            return any(
+                getattr(change, "path", None) in names and not getattr(change, "is_erased", True)
+                for change in commit.changes
+            )
+        if key.startswith(CHECKPOINT_PREFIX):
+            checkpoint = Checkpoint.decode("erase", key, data)
+            return any(path in names and text is not None for path, text, _ in checkpoint.files)
+    except CorruptObjectError:
+        return any(canonical(name) in data for name in names)
+    return False

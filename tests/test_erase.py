@@ -1,0 +1,336 @@
+"""Erase: a file's every text gone from every stored byte of the memory, its history still verifiable.
+
+Each test scans every stored version of every object under the prefix (current, noncurrent,
+rewritten) for the erased texts in every form the store writes them: raw UTF-8, JSON-escaped (as
+commits and checkpoints carry text), and \\u-escaped, including the fragments edits carry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
+from bucket_memory.codec import LOG_PREFIX, Commit
+from bucket_memory.gcs import GCSObjectStore
+from bucket_memory.objects import LocalObjectStore, ObjectStore
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .conftest import VERSIONED, unique_prefix
+
+AGENT = Origin(run_id="agent", principal_id="agent-1")
+DPO = Origin(run_id="bucket-memory erase", principal_id="dpo@example.com")
+# Checkpoints every few commits, so that the erased texts sit in several of them too.
+OFTEN = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)
+SECRET = 'Alice Example, phone +1 555 0100, "likes" green tea\n☕ account 4242-SECRET-0001'
+# What later versions add, by edits (a write of an existing file is stored as the span it changes).
+APPENDED = ["\nmoved on 2026-12-01: SECRET-EDIT-TWO", "\nnote: SECRET-EDIT-THREE ✓"]
+FRAGMENTS = ["4242-SECRET-0001", "SECRET-EDIT-TWO", "SECRET-EDIT-THREE", "green tea", "555 0100"]
+
+
+def forms(text: str) -> list[bytes]:
+    """Every way the store could hold `text`: raw, JSON-escaped, ASCII-escaped."""
+    return [
+        text.encode(),
+        json.dumps(text, ensure_ascii=False)[1:-1].encode(),
+        json.dumps(text, ensure_ascii=True)[1:-1].encode(),
+    ]
+
+
+def leaks(stored: list[bytes]) -> list[str]:
+    """The erased fragments found in any stored object, in any form."""
+    return [fragment for fragment in FRAGMENTS if any(form in data for data in stored for form in forms(fragment))]
+
+
+def every_stored_version(objects: ObjectStore) -> list[bytes]:
+    """Every version of every object under the memory's prefix, current or not (every file under a
+    local memory's directory, its staging folder included)."""
+    if isinstance(objects, VersionedMemoryObjectStore):
+        return [data for versions in objects.stored.values() for _, data, _ in versions if data is not None]
+    if isinstance(objects, LocalObjectStore):
+        return [path.read_bytes() for path in Path(objects.root).rglob("*") if path.is_file()]
+    raise AssertionError(f"no scan for {objects!r}")
+
+
+def every_stored_version_at(url: str) -> list[bytes]:
+    """Every version of every object under a bucket prefix, read by the SDKs themselves."""
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    if url.startswith("s3://"):
+        import botocore.session
+
+        s3 = botocore.session.get_session().create_client("s3")
+        listed = s3.list_object_versions(Bucket=bucket, Prefix=prefix)
+        return [
+            s3.get_object(Bucket=bucket, Key=item["Key"], VersionId=item["VersionId"])["Body"].read()
+            for item in listed.get("Versions", [])
+        ]
+    from google.cloud import storage
+
+    client = storage.Client()
+    return [
+        client.bucket(bucket).blob(blob.name, generation=blob.generation).download_as_bytes()
+        for blob in client.list_blobs(bucket, prefix=prefix, versions="true")
+    ]
+
+
+async def remembered(store: LogFileStore, *, old_format: LogFileStore | None = None) -> dict[str, list[str]]:
+    """A history with the secret written, edited, moved and edited again among other files' changes;
+    every version of the other files, by path."""
+    kept: dict[str, list[str]] = {"notes/keep.md": [], "people/bob.md": []}
+
+    async def other(index: int) -> None:
+        for path in kept:
+            text = f"{path} version {index}\n"
+            await store.write(path, text, expected=None if index == 0 else kept[path][-1].split("|")[0], origin=AGENT)
+            kept[path].append(f"{(await store.read(path)).version}|{text}")
+
+    await other(0)
+    version = await store.write("people/alice.md", SECRET, expected=None, origin=AGENT)
+    await other(1)
+    writer = old_format or store
+    text = SECRET + APPENDED[0]
+    version = await writer.write("people/alice.md", text, expected=version, origin=AGENT)
+    await other(2)
+    version = await store.move("people/alice.md", "archive/alice.md", expected=version, origin=AGENT)
+    text += APPENDED[1]
+    await store.write("archive/alice.md", text, expected=version, origin=AGENT)
+    await other(3)
+    return kept
+
+
+async def check_other_history(admin: MemoryAdmin, kept: dict[str, list[str]]) -> None:
+    for path, versions in kept.items():
+        for entry in versions:
+            version, text = entry.split("|", 1)
+            assert (await admin.read_at(path, version)).text == text
+
+
+async def test_erase_leaves_no_byte_of_any_text_and_the_history_checks() -> None:
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store)
+    await store.settle()
+    assert leaks(every_stored_version(objects)) == FRAGMENTS  # the scan finds what is there
+
+    admin = MemoryAdmin(store)
+    erased = await admin.erase("people/alice.md", origin=DPO)
+    assert erased.paths == ("archive/alice.md", "people/alice.md")
+    assert erased.rewrites and erased.versions
+
+    assert leaks(every_stored_version(objects)) == []
+    assert await admin.verify() == []
+    await check_other_history(admin, kept)
+    cold = LogFileStore(objects, options=OFTEN)
+    assert sorted(entry.path for entry in await cold.list()) == ["notes/keep.md", "people/bob.md"]
+    await check_other_history(MemoryAdmin(cold), kept)
+
+
+async def test_history_shows_erased_versions_as_erased_with_who_and_when() -> None:
+    store = LogFileStore(VersionedMemoryObjectStore(), options=OFTEN)
+    await remembered(store)
+    admin = MemoryAdmin(store)
+    erased = await admin.erase("archive/alice.md", origin=DPO)
+    assert erased.erasure is not None
+    revisions = await admin.revisions("people/alice.md")
+    erasure = next(revision for revision in revisions if revision.action == "erase")
+    assert erasure.origin.principal_id == "dpo@example.com" and erasure.version == str(erased.erasure)
+    writes = [revision for revision in revisions if revision.action == "write"]
+    assert len(writes) == 2 and all(revision.erased == erased.erasure for revision in writes)
+    with pytest.raises(MemoryStoreError) as caught:
+        await admin.read_at("people/alice.md", writes[-1].version)
+    assert caught.value.code == "not_found" and f"erased by commit {erased.erasure}" in str(caught.value)
+    with pytest.raises(MemoryStoreError) as caught:
+        await admin.restore("people/alice.md", writes[-1].version, origin=AGENT)
+    assert caught.value.code == "not_found" and "erased" in str(caught.value)
+    # A rollback to before the erasure brings every other file back, never an erased text.
+    await admin.rollback(int(writes[-1].version), origin=AGENT)
+    assert sorted(entry.path for entry in await store.list()) == ["notes/keep.md", "people/bob.md"]
+
+
+async def test_erasing_again_finds_the_erasure_and_changes_nothing() -> None:
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    admin = MemoryAdmin(store)
+    first = await admin.erase("people/alice.md", origin=DPO)
+    head = (await store.log.proven_state()).head
+    again = await admin.erase("people/alice.md", origin=DPO)
+    assert again.erasure == first.erasure and again.rewrites == () and again.versions == ()
+    assert (await store.log.proven_state()).head == head
+    assert (await admin.preview_erase("archive/alice.md")).rewrites == ()
+
+
+async def test_commits_of_the_old_formats_are_erased_and_still_chain() -> None:
+    """Commits written without sealed texts (formats 1 and 2) lose their texts too; their hashes can
+    no longer be checked against their content, but the chain through them still checks."""
+    objects = VersionedMemoryObjectStore()
+    old = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3, erasable=False))
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store, old_format=old)
+    formats = {
+        Commit.decode("t", key, data).format for key, (data, _) in objects.objects.items() if key.startswith(LOG_PREFIX)
+    }
+    assert formats == {2, 3}
+    admin = MemoryAdmin(store)
+    await admin.erase("people/alice.md", origin=DPO)
+    assert leaks(every_stored_version(objects)) == []
+    assert await admin.verify() == []
+    await check_other_history(admin, kept)
+
+
+async def test_a_file_never_written_is_not_found_and_nothing_changes() -> None:
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    before = dict(objects.stored)
+    for call in (MemoryAdmin(store).erase("people/carol.md", origin=DPO), MemoryAdmin(store).preview_erase("people")):
+        with pytest.raises(MemoryStoreError) as caught:
+            await call
+        assert caught.value.code == "not_found"
+    assert objects.stored == before
+
+
+@pytest.mark.parametrize("path", ["../escape.md", "/etc/passwd", "a/../../b", "", "x" * 5000, 7, None, b"bytes"])
+async def test_a_path_that_is_no_path_is_refused(path: Any) -> None:
+    store = LogFileStore(VersionedMemoryObjectStore(), options=OFTEN)
+    await store.write("a.md", "a", expected=None, origin=AGENT)
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).erase(path, origin=DPO)
+    assert caught.value.code == "invalid_path"
+
+
+async def test_a_forged_erasure_origin_is_refused() -> None:
+    store = LogFileStore(VersionedMemoryObjectStore(), options=OFTEN)
+    await remembered(store)
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).erase(
+            "people/alice.md", origin=Origin(run_id="bucket-memory recover", tool_call_id="reapplies:x")
+        )
+    assert caught.value.code == "invalid_text"
+
+
+def crash_at(target: int, when: Fault) -> Faults:
+    """A crash at the `target`-th request that changes something (create, replace, delete)."""
+    count: list[int] = []
+
+    def script(operation: Operation, key: str, n: int) -> Fault | None:
+        if operation in ("create", "replace", "delete", "delete_version"):
+            count.append(1)
+            if len(count) == target:
+                return when
+        return None
+
+    return Faults(script=script)
+
+
+@pytest.mark.parametrize("when", ["crash_before", "crash_after"])
+async def test_an_erase_killed_at_any_write_serves_and_a_second_run_finishes(when: Fault) -> None:
+    """Kill the erase at its first, second, ... changing request: the memory still opens, reads and
+    checks its chain, and erasing again leaves no byte of the texts."""
+    writes = 1
+    while True:
+        objects = VersionedMemoryObjectStore()
+        store = LogFileStore(objects, options=OFTEN)
+        kept = await remembered(store)
+        await store.settle()
+        dying = LogFileStore(FaultyObjectStore(objects, crash_at(writes, when)), options=OFTEN)
+        crashed = False
+        try:
+            await MemoryAdmin(dying).erase("people/alice.md", origin=DPO)
+        except* SimulatedCrash:  # alone, or from one of the requests sent together
+            crashed = True
+        if not crashed:
+            break  # the erase made fewer changing requests than this: every point was tried
+        survivor = LogFileStore(objects, options=OFTEN)
+        assert {entry.path for entry in await survivor.list()} >= {"notes/keep.md", "people/bob.md"}
+        await check_other_history(MemoryAdmin(survivor), kept)
+        await MemoryAdmin(survivor).erase("people/alice.md", origin=DPO)
+        assert leaks(every_stored_version(objects)) == []
+        assert await MemoryAdmin(LogFileStore(objects, options=OFTEN)).verify() == []
+        writes += 1
+    assert writes > 10
+
+
+async def test_a_local_memory_is_rewritten_in_place(tmp_path: Path) -> None:
+    objects = LocalObjectStore(tmp_path / "memory")
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store)
+    await store.settle()
+    assert leaks(every_stored_version(objects)) == FRAGMENTS
+    erased = await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    assert erased.versions == ()
+    assert leaks(every_stored_version(objects)) == []
+    cold = LogFileStore.local(tmp_path / "memory", options=OFTEN)
+    assert await MemoryAdmin(cold).verify() == []
+    await check_other_history(MemoryAdmin(cold), kept)
+
+
+@pytest.fixture(params=["s3", "gs"])
+def versioned_url(request: pytest.FixtureRequest) -> str:
+    request.getfixturevalue("s3_endpoint" if request.param == "s3" else "gcs_endpoint")
+    return f"{request.param}://{VERSIONED}/{unique_prefix()}"
+
+
+async def test_erase_on_a_versioned_bucket(versioned_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with open_store(versioned_url, options=OFTEN) as store:
+        kept = await remembered(store)
+        await store.settle()
+    before = every_stored_version_at(versioned_url)
+    assert leaks(before) == FRAGMENTS
+    deleted: list[tuple[str, str]] = []
+    if versioned_url.startswith("gs://"):
+        # fake-gcs-server (the bundled binary) ignores the generation a DELETE names and archives the
+        # live object instead (fixed upstream in fsouza/fake-gcs-server#2322, see the test below): the
+        # deletions are recorded here and checked to be exactly the generations that hold a text.
+        async def recorded(self: GCSObjectStore, key: str, version: str) -> None:
+            deleted.append((key, version))
+
+        monkeypatch.setattr(GCSObjectStore, "delete_version", recorded)
+    async with open_store(versioned_url, options=OFTEN) as store:
+        erased = await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+        assert erased.versions
+    if deleted:
+        remaining = [
+            data for (key, version), data in stored_generations(versioned_url).items() if (key, version) not in deleted
+        ]
+        assert leaks(remaining) == []
+        assert len(deleted) == len(erased.versions)
+    else:
+        assert leaks(every_stored_version_at(versioned_url)) == []
+    async with open_store(versioned_url, options=OFTEN) as store:
+        assert await MemoryAdmin(store).verify() == []
+        await check_other_history(MemoryAdmin(store), kept)
+        assert sorted(entry.path for entry in await store.list()) == ["notes/keep.md", "people/bob.md"]
+
+
+def stored_generations(url: str) -> dict[tuple[str, str], bytes]:
+    """Every generation under a GCS prefix, by (key under the prefix, generation)."""
+    from google.cloud import storage
+
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    client = storage.Client()
+    return {
+        (blob.name[len(prefix) + 1 :], str(blob.generation)): client.bucket(bucket)
+        .blob(blob.name, generation=blob.generation)
+        .download_as_bytes()
+        for blob in client.list_blobs(bucket, prefix=prefix, versions="true")
+    }
+
+
+@pytest.mark.xfail(
+    strict=True, reason="fake-gcs-server before fsouza/fake-gcs-server#2322 ignores a DELETE's generation"
+)
+async def test_the_gcs_emulator_deletes_the_generation_it_is_asked_to(gcs_client: Any) -> None:
+    objects = GCSObjectStore(gcs_client, bucket=VERSIONED, prefix=unique_prefix())
+    assert await objects.create("log/00000000000000000001.json", b"old")
+    (old,) = await objects.list_versions("log/")
+    assert await objects.replace("log/00000000000000000001.json", b"new", tag=old.tag)
+    await objects.delete_version(old.key, old.version)
+    assert await objects.get("log/00000000000000000001.json") == b"new"
+    assert [version.version for version in await objects.list_versions("log/")] != [old.version]
+    assert await objects.get_version(old.key, old.version) is None
