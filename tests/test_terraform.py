@@ -221,6 +221,7 @@ def test_both_policies_grant_the_key_and_only_the_operator_reads_versions(applie
     assert not any("Version" in str(statement["Action"]) for statement in agent.values())
     assert operator["ListMemoryVersions"]["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "teams/green/*"]
     assert sorted(operator["ReadMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
+    assert sorted(operator["EraseMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
     # `bucket-memory policy` writes the same grants.
     prefixes = ["teams/blue/", "teams/green/"]
     assert normalized(access_policy("applied", prefixes, applied["kms_key"])) == normalized(

@@ -2,7 +2,8 @@
 
 `access_policy` is what agents need on S3: objects under each prefix, listing only under them,
 and the bucket's KMS key through S3 when there is one. `operator_policy` adds what `recover`,
-`compact`, `verify` and history read: old versions under the prefixes and the versioning status.
+`compact`, `verify`, `erase` and history need: old versions under the prefixes (reading them, and
+deleting them for `erase`) and the versioning status.
 `gcs_condition` is the IAM condition the GCS module binds `roles/storage.objectUser` with. A test
 holds each to what the modules apply.
 
@@ -87,7 +88,8 @@ def access_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None 
 
 
 def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
-    """The operators' policy: the agents' grants, old versions under the prefixes, the versioning status."""
+    """The operators' policy: the agents' grants, old versions under the prefixes (read, and deleted by
+    `erase`), the versioning status."""
     arn = f"arn:aws:s3:::{bucket}"
     policy = access_policy(bucket, prefixes, kms_key_arn)
     policy["Statement"] += [
@@ -97,6 +99,12 @@ def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | Non
             "Sid": "ReadMemoryVersions",
             "Effect": "Allow",
             "Action": "s3:GetObjectVersion",
+            "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
+        },
+        {
+            "Sid": "EraseMemoryVersions",
+            "Effect": "Allow",
+            "Action": "s3:DeleteObjectVersion",
             "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
         },
     ]

@@ -151,4 +151,9 @@ data "aws_iam_policy_document" "operator" {
     actions   = ["s3:GetObjectVersion"]
     resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
   }
+  statement {
+    sid       = "EraseMemoryVersions"
+    actions   = ["s3:DeleteObjectVersion"] # `bucket-memory erase` removes old versions that hold an erased text
+    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+  }
 }

@@ -19,6 +19,6 @@ output "access_policy_json" {
 }
 
 output "operator_policy_json" {
-  description = "An IAM policy for operators who run recover, compact and verify: the agents' grants plus old versions, under the prefixes only."
+  description = "An IAM policy for operators who run recover, compact, verify and erase: the agents' grants plus reading and deleting old versions, under the prefixes only."
   value       = data.aws_iam_policy_document.operator.json
 }
