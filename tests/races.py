@@ -190,3 +190,49 @@ async def _first_writes(barrier: Barrier, urls: Sequence[str], name: str) -> lis
             except MemoryStoreError as error:
                 outcomes.append(error.code)
     return outcomes
+
+
+def erase_or_write(barrier: Barrier, results: multiprocessing.Queue[object], url: str, role: str, rounds: int) -> None:
+    """Either erase `people/alice.md`, now `archive/alice.md` ("erase"), or, as an agent whose reads hold its text,
+    write `role/<n>.md` and append to that file from its last read, until it has seen the file gone
+    `rounds` times (or 200 writes). Report what was acknowledged: (path, text) pairs, the erasure's
+    seq for the eraser."""
+    _report(results, lambda: _erase_or_write(barrier, url, role, rounds))
+
+
+async def _erase_or_write(barrier: Barrier, url: str, role: str, rounds: int) -> object:
+    from bucket_memory import LogOptions, MemoryAdmin
+
+    options = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)  # checkpoints while it erases
+    async with open_store(url, options=options) as store:
+        held = await _read(store, "archive/alice.md")
+        barrier.wait()
+        if role == "erase":
+            erased = await MemoryAdmin(store).erase(
+                "people/alice.md", origin=Origin(run_id="erase", principal_id="dpo")
+            )
+            return erased.erasure
+        acknowledged: list[tuple[str, str]] = []
+        origin = Origin(run_id=f"agent-{role}")
+        gone = 0
+        for n in range(200):
+            path, text = f"{role}/{n:03d}.md", f"{role} {n}\n"
+            await store.write(path, text, expected=None, origin=origin)
+            acknowledged.append((path, text))
+            if held is None:
+                gone += 1
+                if gone >= rounds:
+                    break
+                held = await _read(store, "archive/alice.md")
+                continue
+            try:  # an append to the text this agent last read, which still holds the secret
+                version = await store.write(
+                    held.path, held.text + f"\n{role} {n}", expected=held.version, origin=origin
+                )
+                held = FileText(path=held.path, text=held.text + f"\n{role} {n}", version=version)
+            except MemoryStoreError as error:
+                if error.code not in ("version_mismatch", "not_found"):
+                    raise
+                held = await _read(store, "archive/alice.md")
+        await store.settle()
+        return acknowledged

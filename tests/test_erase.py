@@ -7,6 +7,7 @@ commits and checkpoints carry text), and \\u-escaped, including the fragments ed
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -334,3 +335,75 @@ async def test_the_gcs_emulator_deletes_the_generation_it_is_asked_to(gcs_client
     assert await objects.get("log/00000000000000000001.json") == b"new"
     assert [version.version for version in await objects.list_versions("log/")] != [old.version]
     assert await objects.get_version(old.key, old.version) is None
+
+
+@pytest.mark.timeout(300)
+def test_writers_racing_an_erase_lose_nothing_and_never_write_the_text_back(s3_endpoint: str) -> None:
+    """Agents in other processes write their own files and append to the erased file from the text
+    they last read, while the erase runs: every acknowledged write stays, and no stored version of
+    any object holds the text afterwards (their appends refused once the erasure landed, or erased)."""
+    from .races import erase_or_write, run_processes
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+
+    async def seed() -> None:
+        async with open_store(url, options=OFTEN) as store:
+            await remembered(store)
+            await store.settle()
+
+    asyncio.run(seed())
+    results = run_processes(erase_or_write, [(url, "erase", 0), *((url, f"agent{n}", 4) for n in range(3))])
+    # Results come in the order the processes finished: the eraser's is its erasure's seq.
+    (erasure,) = [result for result in results if isinstance(result, int)]
+    acknowledged = [pair for result in results if isinstance(result, list) for pair in result]
+    assert erasure > 0 and len(acknowledged) >= 12
+    assert leaks(every_stored_version_at(url)) == []
+
+    async def final() -> None:
+        async with open_store(url, options=OFTEN) as store:
+            for path, text in acknowledged:
+                assert (await store.read(path)).text == text
+            for path in ("people/alice.md", "archive/alice.md"):
+                with pytest.raises(MemoryStoreError):
+                    await store.read(path)
+            assert await MemoryAdmin(store).verify() == []
+            # The race was real: agents' appends landed before the erasure, and were erased with it.
+            appends = [
+                revision
+                for revision in await MemoryAdmin(store).revisions("archive/alice.md")
+                if (revision.origin.run_id or "").startswith("agent-agent")
+            ]
+            assert appends and all(revision.erased == erasure for revision in appends)
+
+    asyncio.run(final())
+
+
+async def test_a_file_written_anew_at_its_path_meanwhile_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between reading the history and committing, another writer deletes the file and writes an
+    unrelated one at its path: the erasure cannot tell it from an append, deletes it, and puts it back."""
+    from bucket_memory import erasure
+
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    other = LogFileStore(objects, options=OFTEN)
+    read_history = erasure.Erasure._target
+
+    async def then_replaced(self: erasure.Erasure, path: str) -> Any:
+        target = await read_history(self, path)
+        current = await other.read("archive/alice.md")
+        await other.delete("archive/alice.md", expected=current.version, origin=AGENT)
+        await other.write("archive/alice.md", "an unrelated file\n", expected=None, origin=AGENT)
+        return target
+
+    monkeypatch.setattr(erasure.Erasure, "_target", then_replaced)
+    await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    assert (await store.read("archive/alice.md")).text == "an unrelated file\n"
+    newest = await MemoryAdmin(store).revisions("archive/alice.md", limit=3)
+    assert [(r.action, r.origin.principal_id) for r in newest] == [
+        ("write", "dpo@example.com"),
+        ("erase", "dpo@example.com"),
+        ("write", "agent-1"),
+    ]
+    assert leaks(every_stored_version(objects)) == []
+    assert await MemoryAdmin(store).verify() == []

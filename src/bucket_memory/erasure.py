@@ -37,6 +37,7 @@ from .codec import (
     Commit,
     CorruptObjectError,
     Erase,
+    Write,
     checked_origin,
     checked_path,
     key_seq,
@@ -173,7 +174,14 @@ class Erasure:
         return target
 
     async def _commit_erasure(self, target: _Target, origin: Origin) -> int:
-        """Commit the erasure on a head whose every commit the lineages took in; its seq."""
+        """Commit the erasure, planned on the head or a newer one where the file kept its paths; its seq.
+
+        Writers that keep appending to the file would starve a plan that waited for a head with no
+        commit it has not read, so commits since are allowed where they cannot have moved the file
+        (see `_erasure_plan`). One case stays unseen: a file deleted and written anew at a path the
+        erased file held, between the reading and the commit. The erasure then deleted another file,
+        which is put back at once.
+        """
         reader = self.log.reader
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
@@ -187,10 +195,26 @@ class Erasure:
                 continue
             assert seq is not None, "an erasure always changes the log"
             target.lineages.feed_all(await reader.fetch_commits(await reader.list_log(after=head)))
+            target.refresh()
+            await self._put_back(target, seq, origin)
             return seq
         raise MemoryStoreError(
             "unavailable", f"{self.log.location} kept changing while the erasure was planned; try again."
         )
+
+    async def _put_back(self, target: _Target, erasure: int, origin: Origin) -> None:
+        """Write back the files erasure commit `erasure` deleted that are not the erased file's."""
+        others = {path for path, file in target.lineages.ended_by(erasure).items() if file not in target.files}
+        if not others:
+            return
+        before = await History(self.log).state_at(erasure - 1)
+        texts = {path: before.files[path].text for path in others}
+        logger.warning("%s: the erasure deleted %s, written meanwhile; putting them back", self.log.location, others)
+
+        def plan(state: State) -> tuple[Change, ...]:
+            return tuple(Write(path=path, text=text) for path, text in sorted(texts.items()) if path not in state.files)
+
+        await self.log.commit(plan, origin)
 
     async def _rewrites(self, target: _Target, erasure: int) -> list[tuple[str, Callable[[bytes], bytes | None]]]:
         """The current objects below the erasure that hold a text of the file, newest first, each with
@@ -308,11 +332,17 @@ class Erasure:
 
 
 def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:
-    """The erasure's changes, planned only on the head whose every commit the lineages took in: one
-    per name the file had, but names another file holds now (which the erasure must not delete)."""
-    if state.head != head:
-        raise MemoryStoreError("version_mismatch", "the memory moved on since its history was read")
-    others = {path for path in state.files if path not in target.lineages.live(target.files)}
+    """The erasure's changes: one per name the file had, but names another file holds now (which
+    the erasure must not delete). Planned on `head`, whose every commit the lineages took in, or on
+    a newer head where the file is still at every path it was (appends are fine) and no other name
+    it had was written since; else `version_mismatch`, and the lineages read on."""
+    live = target.lineages.live(target.files)
+    if state.head != head and (
+        any(path not in state.files for path in live)
+        or any(state.changed.get(name, 0) > head for name in target.names - live - {target.path})
+    ):
+        raise MemoryStoreError("version_mismatch", "the file moved since its history was read")
+    others = {path for path in state.files if path not in live and path != target.path}
     return tuple(Erase(path=path) for path in sorted(target.names - others))
 
 

@@ -31,6 +31,7 @@ class Lineages:
         }
         self._texts: list[tuple[int, int, int]] = []  # (seq, change index, file) of each text not yet erased
         self._erasures: dict[str, int] = {}  # path -> seq of its newest erasure
+        self._ended: dict[int, dict[str, int]] = {}  # seq of an erasure -> the files it ended, by path
 
     def feed(self, commit: Commit) -> None:
         """Take in the next commit."""
@@ -62,6 +63,10 @@ class Lineages:
                 found.setdefault(seq, set()).add(index)
         return found
 
+    def ended_by(self, seq: int) -> dict[str, int]:
+        """The files the erasure commit `seq` deleted, by path."""
+        return dict(self._ended.get(seq, {}))
+
     def erasure(self, path: str, files: set[int]) -> int | None:
         """The newest erasure of `path`, if no text of those files came after it."""
         erased = self._erasures.get(path)
@@ -86,9 +91,11 @@ class Lineages:
                 if not change.is_erased:
                     self._texts.append((seq, index, file))
             case Delete(path) | Erase(path):
-                self._end(path, seq)
+                ended = self._end(path, seq)
                 if isinstance(change, Erase):
                     self._erasures[path] = seq
+                    if ended is not None:
+                        self._ended.setdefault(seq, {})[path] = ended
             case Move(source, destination):
                 file = self._end(source, seq)
                 if file is not None:

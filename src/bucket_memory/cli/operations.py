@@ -368,7 +368,11 @@ def policy(
         typer.Argument(help="Memories of one bucket: s3://bucket/prefix or gs://bucket/prefix.", callback=_iam_urls),
     ],
     operator: Annotated[
-        bool, typer.Option(help="Also grant what recover, compact, verify, erase and history need: reading old versions, and deleting them (erase).")
+        bool,
+        typer.Option(
+            help="Also grant what recover, compact, verify, erase and history need: reading old versions, "
+            "and deleting them (erase)."
+        ),
     ] = False,
     kms_key: Annotated[
         str | None, typer.Option(help="S3: the bucket's KMS key ARN, to grant through S3.", show_default=False)
