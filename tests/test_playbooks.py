@@ -128,7 +128,28 @@ def three_files(tmp_path: Path) -> tuple[str, Callable[[], None]]:
     return url, lambda: check_files(url, files)
 
 
+def a_secret(tmp_path: Path) -> tuple[str, Callable[[], None]]:
+    from .test_erase import every_stored_version_at
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+
+    async def seed() -> None:
+        async with open_store(url) as store:
+            version = await store.write("people/alice.md", "Alice: 555-0100\n", expected=None, origin=ORIGIN)
+            await store.write("people/alice.md", "Alice: 555-0100, tea\n", expected=version, origin=ORIGIN)
+            await store.write("plan.md", "ship\n", expected=None, origin=ORIGIN)
+
+    asyncio.run(seed())
+
+    def check() -> None:
+        assert not any(b"555-0100" in data for data in every_stored_version_at(url))
+        check_files(url, {"plan.md": "ship\n"})
+
+    return url, check
+
+
 SCENARIOS: dict[str, Callable[[Path], tuple[str, Callable[[], None]]]] = {
+    "erase": a_secret,
     "wipe": wiped_with_a_warm_writer,
     "versioning-late": versioning_off,
     "damaged": one_damaged,
@@ -150,9 +171,9 @@ def test_every_playbook_has_a_scenario() -> None:
     assert set(PLAYBOOKS) == set(SCENARIOS)
 
 
-# The three longest (about 5 s each: several command processes, versioning turned on late) run in
+# The longest (5 to 25 s each: several command processes, versioning turned on late) run in
 # `make test-slow`.
-SLOWEST = {"damaged", "versioning-late", "init-existing"}
+SLOWEST = {"damaged", "versioning-late", "init-existing", "erase"}
 
 
 # The read-only one last: its moto server (with IAM) replaces the session's in the environment.
