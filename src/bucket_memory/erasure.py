@@ -7,9 +7,9 @@ The order makes it safe while writers run and resumable after a crash at any poi
    deletes the file. Every writer must apply it before it can commit anything after it, so none
    writes the old text back from a cached head; a checkpoint follows at once, so a cold start
    never needs an older one.
-2. The current objects holding its texts are rewritten with those texts erased, newest first: a
-   reader that replays meets erased changes only after unerased ones (an edit of an erased text
-   leaves it erased), so every prefix of this step serves and replays. A commit of format 3 keeps
+2. The current objects holding its texts are rewritten with those texts erased, several at a time:
+   an edit of an erased text leaves it erased, so a replay through any mix of erased and unerased
+   objects serves, and a crash part-way leaves a memory that opens. A commit of format 3 keeps
    its hash (it covers a salted digest of each text); an older one keeps its stored hash, which
    can no longer be checked against its content.
 3. Checkpoints written meanwhile by writers that were behind are looked for and rewritten too.
@@ -112,7 +112,7 @@ class Erasure:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
-        rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1)]
+        rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1, set())]
         versions = await self._dirty_versions(target, set())
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
@@ -135,13 +135,12 @@ class Erasure:
             erasure = await self._commit_erasure(target, origin)
         await self.log.settle()  # the checkpoint that follows an erasure
         rewritten: list[str] = []
-        for _ in range(_SWEEPS):
-            found = await self._rewrites(target, erasure)
+        looked_at: set[str] = set()
+        for _ in range(_SWEEPS):  # then again for checkpoints written meanwhile below the erasure
+            found = await self._rewrites(target, erasure, looked_at)
             if not found:
                 break
-            for key, redact in found:
-                if await self._rewrite(key, redact):
-                    rewritten.append(key)
+            rewritten.extend(await self._rewrite_all(found))
         deleted = await self._dirty_versions(target, set(rewritten))
         await gather_bounded(deleted, self._delete_version)
         logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
@@ -216,18 +215,24 @@ class Erasure:
 
         await self.log.commit(plan, origin)
 
-    async def _rewrites(self, target: _Target, erasure: int) -> list[tuple[str, Callable[[bytes], bytes | None]]]:
+    async def _rewrites(
+        self, target: _Target, erasure: int, looked_at: set[str]
+    ) -> list[tuple[str, Callable[[bytes], bytes | None]]]:
         """The current objects below the erasure that hold a text of the file, newest first, each with
-        how to erase it from the bytes read (None: nothing left to erase)."""
-        reader = self.log.reader
+        how to erase it from the bytes read (None: nothing left to erase). Only those the lineages
+        say may hold one are read, each once (`looked_at` collects them)."""
+        reader, lineages = self.log.reader, target.lineages
+        texts = lineages.texts(target.files)
         found: list[tuple[int, int, str, Callable[[bytes], bytes | None]]] = []
         for seq, info in await reader.list_log():
-            if seq < erasure and seq <= target.lineages.head:
+            if seq < erasure and (seq in texts or seq <= lineages.base):
                 found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
         for seq, info in await reader.list_checkpoints():
-            if seq < erasure:
+            if seq < erasure and any(lineages.holds(name, seq, target.files, target.names) for name in target.names):
                 found.append((seq, 0, info.key, functools.partial(self._erased_checkpoint, target, erasure, info.key)))
-        found.sort(reverse=True)
+        found = sorted(item for item in found if item[2] not in looked_at)
+        found.reverse()
+        looked_at.update(key for _, _, key, _ in found)
 
         async def dirty(item: tuple[int, int, str, Callable[[bytes], bytes | None]]) -> bool:
             data = await reader.get(item[2])
@@ -246,30 +251,41 @@ class Erasure:
         redacted = checkpoint.redacted(target.checkpoint_paths(checkpoint), erasure)
         return None if redacted is checkpoint else redacted.encode()
 
-    async def _rewrite(self, key: str, redact: Callable[[bytes], bytes | None]) -> bool:
-        """Replace the current object at `key` by its erased form, while nobody else replaces it."""
+    async def _rewrite_all(self, found: list[tuple[str, Callable[[bytes], bytes | None]]]) -> list[str]:
+        """Rewrite the objects found, several at a time; the keys this run rewrote."""
+        tags = await self._current_tags()
+        done = await gather_bounded(found, lambda item: self._rewrite(item[0], item[1], tags.get(item[0])))
+        return [key for (key, _), landed in zip(found, done, strict=True) if landed]
+
+    async def _rewrite(self, key: str, redact: Callable[[bytes], bytes | None], tag: str | None) -> bool:
+        """Replace the current object at `key` (whose version `tag` names, when known) by its erased
+        form, while nobody else replaces it; whether this call did."""
         reader, objects = self.log.reader, self.objects
         for _ in range(self.log.options.request_attempts):
-            if not isinstance(objects, VersionedObjectStore):
-                assert isinstance(objects, RewritableObjectStore)
-                data = await reader.get(key)
-                erased = None if data is None else redact(data)
-                if erased is None:
-                    return False
-                return await retrying(functools.partial(objects.rewrite, key, erased), what=f"Rewriting {key}")
-            current = [version for version in await self._versions(key) if version.current]
-            if not current:
-                return False  # compacted meanwhile
-            data = await self._read_version(current[-1])
+            data = await reader.get(key)
             erased = None if data is None else redact(data)
             if erased is None:
-                return False
-            replace = functools.partial(objects.replace, key, erased, tag=current[-1].tag)
-            if await retrying(replace, what=f"Rewriting {key}"):
+                return False  # compacted meanwhile, or erased by another run
+            if not isinstance(objects, VersionedObjectStore):
+                assert isinstance(objects, RewritableObjectStore)
+                return await retrying(functools.partial(objects.rewrite, key, erased), what=f"Rewriting {key}")
+            if tag is None:
+                current = [version for version in await self._versions(key) if version.current]
+                if not current:
+                    return False
+                tag = current[-1].tag
+            if await retrying(functools.partial(objects.replace, key, erased, tag=tag), what=f"Rewriting {key}"):
                 return True
+            tag = None  # another version came (a concurrent run): read it again
         raise MemoryStoreError(
             "unavailable", f"{self.log.location}/{key} kept changing while it was erased; try again."
         )
+
+    async def _current_tags(self) -> dict[str, str]:
+        """The tag of each key's current version, from one listing (none on a local memory)."""
+        if not isinstance(self.objects, VersionedObjectStore):
+            return {}
+        return {version.key: version.tag for version in await self._versions("") if version.current}
 
     async def _dirty_versions(self, target: _Target, rewritten: set[str]) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: every old version
