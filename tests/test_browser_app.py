@@ -529,3 +529,18 @@ async def test_a_record_is_shown_as_a_record_not_its_json(url: str) -> None:
         assert "a record, written" in before_details and '"updated_at"' not in before_details
         assert "a vector of 64 dimensions by" in before_details
         assert "The file as stored" in page.text
+
+
+async def test_erased_versions_are_shown_erased_without_a_link(writer: httpx.AsyncClient, url: str) -> None:
+    if url.startswith("gs://"):
+        pytest.skip("the GCS emulator archives live objects when asked to delete old versions (see test_erase)")
+    async with open_store(url) as store:
+        await MemoryAdmin(store).erase("notes/plan.md", origin=Origin(run_id="bucket-memory erase", principal_id="dpo"))
+    history = (await writer.get("/file", params={"path": "notes/plan.md"})).text
+    assert history.count("(erased by commit 3)") == 2
+    assert "version=1" not in history and "restore?path" not in history, "no link to a text that is gone"
+    assert "ship monday" not in history and "ship friday" not in history
+    feed = (await writer.get("/")).text
+    assert "(erased by commit 3)" in feed and "/file?path=notes/plan.md&amp;version=1" not in feed
+    old = await writer.get("/file", params={"path": "notes/plan.md", "version": "1"})
+    assert old.status_code == 404 and "was erased by commit 3" in old.text

@@ -123,3 +123,15 @@ def _json(output: str) -> dict[str, object]:
     """The JSON document a command printed on stdout after what it showed on stderr."""
     found: dict[str, object] = json.loads(output[output.index("{\n") :])
     return found
+
+
+def test_diff_shows_an_erased_version_as_erased(tmp_path: Path) -> None:
+    url = str(tmp_path / "memory")
+    asyncio.run(seeded(url))
+    cli("erase", url, "people/alice.md", "--yes")
+    writes = [e["version"] for e in json.loads(cli("log", url, "people/alice.md", "--json")) if e["action"] == "write"]
+    first, second = writes[-1], writes[0]
+    shown = cli("diff", url, "people/alice.md", "--from", first, "--to", second)
+    assert f"people/alice.md@{first}: erased by commit" in shown and "SECRET" not in shown
+    found = _json(cli("diff", url, "people/alice.md", "--from", first, "--to", second, "--json"))
+    assert found["diff"] == "" and len(found["erased"]) == 2  # type: ignore[arg-type]

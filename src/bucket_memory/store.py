@@ -255,12 +255,20 @@ def file_text(state: State, path: str) -> FileText | None:
     if live is None:
         return None
     if live.erased is not None:
-        raise MemoryStoreError(
-            "not_found",
-            f"Version {live.version} of {path} was erased by commit {live.erased}; `bucket-memory log` shows who "
-            "erased it and when.",
-        )
+        raise ErasedVersionError(path, str(live.version), live.erased)
     return FileText(path=path, text=live.text, version=str(live.version))
+
+
+class ErasedVersionError(MemoryStoreError):
+    """A version of a file whose text was erased (`not_found`): `erasure` is the erasure commit."""
+
+    def __init__(self, path: str, version: str, erasure: int) -> None:
+        super().__init__(
+            "not_found",
+            f"Version {version} of {path} was erased by commit {erasure}; `bucket-memory log` shows who erased it "
+            "and when.",
+        )
+        self.path, self.version, self.erasure = path, version, erasure
 
 
 def checked_size(text: str, fmt: FileFormat) -> int:

@@ -37,7 +37,7 @@ from ..connect import open_store
 from ..diffs import LineDiff, line_diff
 from ..record_format import RecordBody
 from ..records import LogRecordStore, is_record_path
-from ..store import LogFileStore
+from ..store import ErasedVersionError, LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
 from .headers import SecurityHeaders
 from .times import time_element
@@ -402,6 +402,13 @@ async def _text_at(browser: Browser, path: str, version: str) -> FileText | None
         if version == "now":
             return await browser.store.read(path)
         return await browser.admin.text_at(path, version)
+    except ErasedVersionError as error:
+        raise Trouble(
+            404,
+            f"Version {error.version} of {_shown(path)} was erased by commit {error.erasure}: its text is gone for "
+            "good. The file's history shows who erased it and when.",
+            _about_file(path),
+        ) from None
     except MemoryStoreError as error:
         if error.code != "not_found":
             raise
@@ -446,10 +453,11 @@ class Row:
     principal: str | None
     run: str | None
     tool_call: str | None
+    erased: int | None = None  # the commit that erased this version's text
 
     @property
     def has_text(self) -> bool:
-        return bool(self.path) and self.action in ("write", "moved-in")
+        return bool(self.path) and self.action in ("write", "moved-in") and self.erased is None
 
 
 def _row(revision: Revision) -> Row:
@@ -464,6 +472,7 @@ def _row(revision: Revision) -> Row:
         origin.principal_id,
         origin.run_id,
         origin.tool_call_id,
+        revision.erased,
     )
 
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, origin, out, run
+from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, origin, out, run
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, show
 
 if TYPE_CHECKING:
+    from a13n_harness.providers.memory import FileText
+
     from ..admin import MemoryAdmin
 
 
@@ -226,16 +229,31 @@ def diff(
     Example: bucket-memory diff s3://my-memories/team notes/tea.md --from 3
     """
     from ..diffs import unified_diff
+    from ..store import ErasedVersionError
     from .output import Diff
 
+    erased: list[str] = []
+
+    async def text(read: Awaitable[FileText]) -> str:
+        try:
+            return (await read).text
+        except ErasedVersionError as error:  # shown as erased, compared as empty
+            erased.append(f"{error.version}: erased by commit {error.erasure}")
+            return ""
+
     async def texts(admin: MemoryAdmin) -> tuple[str, str]:
-        before = await admin.read_at(path, start)
-        after = await (admin.store.read(path) if end is None else admin.read_at(path, end))
-        return before.text, after.text
+        before = await text(admin.read_at(path, start))
+        return before, await text(admin.store.read(path) if end is None else admin.read_at(path, end))
 
     before, after = run(texts, url, read_only=True)
     lines = "".join(unified_diff(before, after, f"{path}@{start}", f"{path}@{end or 'now'}"))
-    emit(Diff(path=path, start=start, end=end or "now", diff=lines), as_json, lambda: sys.stdout.write(lines))
+
+    def human() -> None:
+        for note in erased:
+            err.print(f"{path}@{note}")
+        sys.stdout.write(lines)
+
+    emit(Diff(path=path, start=start, end=end or "now", diff=lines, erased=erased), as_json, human)
 
 
 def _on_terminal() -> bool:

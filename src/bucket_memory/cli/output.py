@@ -49,12 +49,14 @@ class Revision(_Output):
 
 
 class Diff(_Output):
-    """A unified diff between two versions of a file: `diff`."""
+    """A unified diff between two versions of a file: `diff`. A version whose text was erased is
+    compared as empty, and `erased` names it with its erasure commit ("3: erased by commit 9")."""
 
     path: str
     start: str
     end: str
     diff: str
+    erased: list[str] = []
 
 
 class Written(_Output):
