@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.codec import LOG_PREFIX, Commit
+from bucket_memory.codec import LOG_PREFIX, Change, Commit, Edit, Write, log_key
 from bucket_memory.gcs import GCSObjectStore
 from bucket_memory.objects import LocalObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -407,3 +409,41 @@ async def test_a_file_written_anew_at_its_path_meanwhile_is_put_back(monkeypatch
     ]
     assert leaks(every_stored_version(objects)) == []
     assert await MemoryAdmin(store).verify() == []
+
+
+texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+
+
+@given(
+    st.lists(st.tuples(texts, st.booleans()), min_size=1, max_size=6),
+    st.tuples(texts, texts, st.booleans()),
+    st.booleans(),
+)
+def test_erasing_any_texts_of_a_commit_keeps_it_whole(
+    writes: list[tuple[str, bool]], edited: tuple[str, str, bool], sealed: bool
+) -> None:
+    """Any subset of a commit's texts erased, in any order: the commit decodes, keeps its hash, and
+    (in format 3) still proves it; the erased changes carry neither text nor salt."""
+    changes: list[Change] = [Write(path=f"f{n}.md", text=text) for n, (text, _) in enumerate(writes)]
+    removed, inserted, erase_edit = edited
+    changes.append(Edit(path="e.md", at=0, removed=removed, inserted=inserted, size=len(inserted.encode())))
+    erase = [flag for _, flag in writes] + [erase_edit]
+    commit = Commit.create(7, "0" * 64, tuple(changes), AGENT, at=0, sealed=sealed)
+    assert Commit.decode("t", log_key(7), commit.encode()) == commit
+    once = commit.redacted(lambda index, _: erase[index], 9)
+    halves = commit.redacted(lambda index, _: erase[index] and index % 2 == 0, 9).redacted(
+        lambda index, _: erase[index], 9
+    )
+    assert once == halves and once.hash == commit.hash
+    decoded = Commit.decode("t", log_key(7), once.encode())
+    assert decoded == once and decoded.checkable == (sealed or not any(erase))
+    for change, erased in zip(decoded.changes, erase, strict=True):
+        assert isinstance(change, Write | Edit)
+        assert (change.erased == 9) == erased
+        assert not erased or (change.salt is None and getattr(change, "text", None) is None)
+
+
+@pytest.mark.parametrize("value", ["no", 0, None, 1])
+def test_erasable_is_a_bool(value: object) -> None:
+    with pytest.raises(ValueError, match="erasable must be True or False"):
+        LogOptions(erasable=value)  # type: ignore[arg-type]

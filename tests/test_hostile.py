@@ -178,6 +178,15 @@ def nested(depth: int) -> bytes:
         ("edit of another size", crafted(2, "", [edit(at=1, removed="", inserted="b", size=3)], fmt=2)),
         ("edit of a missing file", crafted(2, "", [edit(path="b.md", at=0, removed="", inserted="b", size=1)], fmt=2)),
         ("edit at a huge offset", crafted(2, "", [edit(at=10**30, removed="", inserted="b", size=1)], fmt=2)),
+        ("a salt in format 1", crafted(2, "", [{"op": "write", "path": "a.md", "text": "x", "salt": "0" * 32}])),
+        ("an erasure in format 1", crafted(2, "", [{"op": "erase", "path": "a.md"}])),
+        ("erased with its text", crafted(2, "", [{"op": "write", "path": "a.md", "text": "x", "erased": 1}])),
+        ("erased with its salt", crafted(2, "", [{"op": "write", "path": "a.md", "salt": "0" * 32, "erased": 1}], 3)),
+        ("an unsealed text in format 3", crafted(2, "", [{"op": "write", "path": "a.md", "text": "x"}], fmt=3)),
+        ("a seal without an erasure", crafted(2, "", [{"op": "write", "path": "a.md", "sealed": "0" * 64}], 3)),
+        ("an erased edit with a text", crafted(2, "", [edit(at=0, inserted="b", size=1, erased=1)], fmt=2)),
+        ("an erasure of an escaping path", crafted(2, "", [{"op": "erase", "path": "../a.md"}], fmt=3)),
+        ("format 4", crafted(2, "", [], fmt=4)),
     ],
 )
 async def test_crafted_objects_are_corruption_never_served(case: str, payload: bytes) -> None:
@@ -390,6 +399,7 @@ def test_store_edits_is_a_bool(value: object) -> None:
         ("a path twice", [["a.md", "a", 1], ["a.md", "b", 2]]),
         ("a future version", [["a.md", "a", 9]]),
         ("an escaping path", [["../a.md", "a", 1]]),
+        ("a file without text, not named erased", [["a.md", None, 1], ["b.md", "b", 2]]),
     ],
 )
 async def test_a_crafted_checkpoint_is_corruption_never_served(case: str, files: list[list[object]]) -> None:
@@ -426,3 +436,46 @@ async def test_a_path_of_another_type_is_refused_plainly(path: Any) -> None:
             await attempt
         assert caught.value.code == "invalid_path"
     assert (await store.read("a.md")).text == "a"
+
+
+@pytest.mark.parametrize(
+    ("case", "fields"),
+    [
+        ("erased names a file with text", {"format": 2, "erased": [["b.md", 3]]}),
+        ("erased without format 2", {"files": [["a.md", None, 1], ["b.md", "b", 2]], "erased": [["a.md", 3]]}),
+        ("format 2 without erased", {"format": 2}),
+        (
+            "an erased file named twice",
+            {"format": 2, "files": [["a.md", None, 1], ["b.md", "b", 2]], "erased": [["a.md", 3], ["a.md", 4]]},
+        ),
+    ],
+)
+async def test_a_crafted_checkpoint_of_erased_files_is_corruption(case: str, fields: dict[str, object]) -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    await store.write("b.md", "b", expected=None, origin=ORIGIN)
+    await store.settle()
+    key = [info.key for info in await objects.list("checkpoints/")][-1]
+    stored = json.loads(objects.objects[key][0])
+    body = {name: value for name, value in stored.items() if name not in ("hash", "descriptions", "described_with")}
+    body.update(fields)
+    objects.objects[key] = (canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()}), objects.clock)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("b.md")
+    assert caught.value.key == key, case
+
+
+async def test_a_sealed_text_changed_after_sealing_is_corruption() -> None:
+    """In format 3 the hash covers each text's salted digest: swapping a text or its salt for
+    another, the hash left as it was, breaks the hash as it did when the hash covered texts."""
+    objects = MemoryObjectStore()
+    await LogFileStore(objects).write("a.md", "the real text", expected=None, origin=ORIGIN)
+    stored = objects.objects[log_key(1)][0]
+    for field, forged in (("text", "a forged text"), ("salt", "0" * 32)):
+        body = json.loads(stored)
+        body["changes"][0][field] = forged
+        objects.objects[log_key(1)] = (canonical(body), objects.clock)
+        with pytest.raises(CorruptObjectError) as caught:
+            await LogFileStore(objects).read("a.md")
+        assert caught.value.reason == "its content does not match its hash", field
