@@ -411,7 +411,7 @@ async def test_a_file_written_anew_at_its_path_meanwhile_is_put_back(monkeypatch
     assert await MemoryAdmin(store).verify() == []
 
 
-texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 
 
 @given(
