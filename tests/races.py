@@ -7,6 +7,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from multiprocessing.synchronize import Barrier
+from typing import Any
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
 
@@ -236,3 +237,43 @@ async def _erase_or_write(barrier: Barrier, url: str, role: str, rounds: int) ->
                 held = await _read(store, "archive/alice.md")
         await store.settle()
         return acknowledged
+
+
+def erase_killed_at(url: str, kill_at: int, before: bool) -> None:
+    """Erase `people/alice.md`, and SIGKILL this process at its `kill_at`-th request that changes an
+    object (a create, rewrite, conditional replace or version deletion), `before` it is sent or just
+    after it landed: kill -9 at that point."""
+    import signal
+
+    from bucket_memory import LogOptions, MemoryAdmin
+    from bucket_memory.objects import LocalObjectStore
+    from bucket_memory.s3 import S3ObjectStore
+
+    sent = 0
+
+    def killing(method: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            nonlocal sent
+            sent += 1
+            number = sent  # requests run several at a time: this one's number, not the latest
+            if number == kill_at and before:
+                os.kill(os.getpid(), signal.SIGKILL)
+            answer = await method(*args, **kwargs)
+            if number == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return answer
+
+        return call
+
+    for cls, names in (
+        (S3ObjectStore, ("create", "replace", "delete_version")),
+        (LocalObjectStore, ("create", "rewrite")),
+    ):
+        for name in names:
+            setattr(cls, name, killing(getattr(cls, name)))
+
+    async def erase() -> None:
+        async with open_store(url, options=LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)) as store:
+            await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="erase", principal_id="dpo"))
+
+    asyncio.run(erase())

@@ -447,3 +447,40 @@ def test_erasing_any_texts_of_a_commit_keeps_it_whole(
 def test_erasable_is_a_bool(value: object) -> None:
     with pytest.raises(ValueError, match="erasable must be True or False"):
         LogOptions(erasable=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("kill_at", "before"), [(1, False), (2, True), (6, False), (12, True)])
+def test_kill_9_during_an_erase_then_erasing_again_finishes(s3_endpoint: str, kill_at: int, before: bool) -> None:
+    """A real process killed with SIGKILL at a request of the erase (the erasure commit, its
+    checkpoint, a rewrite, a version deletion; 14 in all): the memory opens and serves, and erasing again
+    leaves no byte of the texts, and a history that checks."""
+    import multiprocessing
+
+    from .races import erase_killed_at
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+
+    async def seed() -> dict[str, list[str]]:
+        async with open_store(url, options=OFTEN) as store:
+            kept = await remembered(store)
+            await store.settle()
+            return kept
+
+    kept = asyncio.run(seed())
+    process = multiprocessing.get_context("spawn").Process(target=erase_killed_at, args=(url, kill_at, before))
+    process.start()
+    process.join(timeout=240)
+    assert process.exitcode == -9, "killed at that request"
+
+    async def finish() -> None:
+        async with open_store(url, options=OFTEN) as store:
+            assert {entry.path for entry in await store.list()} >= {"notes/keep.md", "people/bob.md"}
+            await check_other_history(MemoryAdmin(store), kept)
+            await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+        async with open_store(url, options=OFTEN) as store:
+            assert await MemoryAdmin(store).verify() == []
+            await check_other_history(MemoryAdmin(store), kept)
+
+    asyncio.run(finish())
+    assert leaks(every_stored_version_at(url)) == []
