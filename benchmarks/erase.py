@@ -70,7 +70,8 @@ def main() -> None:
     results = [asyncio.run(one_erase(commits, 10)) for _ in range(runs)]
     first = results[0]
     operations = ", ".join(f"{name} {count}" for name, count in sorted(first["by_operation"].items()))
-    tables = f"""### Erase one file of {commits} commits ({commits // 10} of them its versions; {LATENCY * 1000:.0f} ms a request; median (min-max) of {runs})
+    title = f"{commits} commits ({commits // 10} of them its versions; {LATENCY * 1000:.0f} ms a request)"
+    tables = f"""### Erase one file of {title}: median (min-max) of {runs}
 
 | | erase |
 |---|---|

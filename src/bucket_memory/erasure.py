@@ -40,12 +40,12 @@ from .codec import (
     Write,
     checked_origin,
     checked_path,
-    key_seq,
 )
 from .history import History
 from .lineage import Lineages
-from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
-from .retry import gather_bounded, retrying
+from .objects import ObjectVersion
+from .retry import gather_bounded
+from .rewriting import Redaction, Rewriting
 from .state import State
 from .store import LogFileStore
 
@@ -106,14 +106,14 @@ class Erasure:
     def __init__(self, store: LogFileStore) -> None:
         self.store = store
         self.log = store.log
-        self.objects = store.log.objects
+        self.rewriting = Rewriting(store.log)
 
     async def plan(self, path: str) -> ErasurePlan:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
         rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1, set())]
-        versions = await self._dirty_versions(target, set())
+        versions = await self._old_versions(target, set())
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
             target.path,
@@ -126,12 +126,12 @@ class Erasure:
     async def erase(self, path: str, *, origin: Origin) -> ErasurePlan:
         """Erase every text the file at `path` ever had (under any of its names); what was done."""
         origin = checked_origin(origin)
-        await self._check_permissions()
+        await self.rewriting.check()
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
         if erasure is None:
             if not target.files:
-                self._check_something(target, None, [], await self._dirty_versions(target, set()))
+                self._check_something(target, None, [], await self._old_versions(target, set()))
             erasure = await self._commit_erasure(target, origin)
         await self.log.settle()  # the checkpoint that follows an erasure
         rewritten: list[str] = []
@@ -140,9 +140,9 @@ class Erasure:
             found = await self._rewrites(target, erasure, looked_at)
             if not found:
                 break
-            rewritten.extend(await self._rewrite_all(found))
-        deleted = await self._dirty_versions(target, set(rewritten))
-        await gather_bounded(deleted, self._delete_version)
+            rewritten.extend(await self.rewriting.rewrite_all(found))
+        deleted = await self._old_versions(target, set(rewritten))
+        await self.rewriting.delete_versions(deleted)
         logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
         return ErasurePlan(
             target.path,
@@ -215,15 +215,13 @@ class Erasure:
 
         await self.log.commit(plan, origin)
 
-    async def _rewrites(
-        self, target: _Target, erasure: int, looked_at: set[str]
-    ) -> list[tuple[str, Callable[[bytes], bytes | None]]]:
+    async def _rewrites(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
         """The current objects below the erasure that hold a text of the file, newest first, each with
         how to erase it from the bytes read (None: nothing left to erase). Only those the lineages
         say may hold one are read, each once (`looked_at` collects them)."""
         reader, lineages = self.log.reader, target.lineages
         texts = lineages.texts(target.files)
-        found: list[tuple[int, int, str, Callable[[bytes], bytes | None]]] = []
+        found: list[tuple[int, int, str, Redaction]] = []
         for seq, info in await reader.list_log():
             if seq < erasure and (seq in texts or seq <= lineages.base):
                 found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
@@ -234,7 +232,7 @@ class Erasure:
         found.reverse()
         looked_at.update(key for _, _, key, _ in found)
 
-        async def dirty(item: tuple[int, int, str, Callable[[bytes], bytes | None]]) -> bool:
+        async def dirty(item: tuple[int, int, str, Redaction]) -> bool:
             data = await reader.get(item[2])
             return data is not None and item[3](data) is not None
 
@@ -251,90 +249,12 @@ class Erasure:
         redacted = checkpoint.redacted(target.checkpoint_paths(checkpoint), erasure)
         return None if redacted is checkpoint else redacted.encode()
 
-    async def _rewrite_all(self, found: list[tuple[str, Callable[[bytes], bytes | None]]]) -> list[str]:
-        """Rewrite the objects found, several at a time; the keys this run rewrote."""
-        tags = await self._current_tags()
-        done = await gather_bounded(found, lambda item: self._rewrite(item[0], item[1], tags.get(item[0])))
-        return [key for (key, _), landed in zip(found, done, strict=True) if landed]
-
-    async def _rewrite(self, key: str, redact: Callable[[bytes], bytes | None], tag: str | None) -> bool:
-        """Replace the current object at `key` (whose version `tag` names, when known) by its erased
-        form, while nobody else replaces it; whether this call did."""
-        reader, objects = self.log.reader, self.objects
-        for _ in range(self.log.options.request_attempts):
-            data = await reader.get(key)
-            erased = None if data is None else redact(data)
-            if erased is None:
-                return False  # compacted meanwhile, or erased by another run
-            if not isinstance(objects, VersionedObjectStore):
-                assert isinstance(objects, RewritableObjectStore)
-                return await retrying(functools.partial(objects.rewrite, key, erased), what=f"Rewriting {key}")
-            if tag is None:
-                current = [version for version in await self._versions(key) if version.current]
-                if not current:
-                    return False
-                tag = current[-1].tag
-            if await retrying(functools.partial(objects.replace, key, erased, tag=tag), what=f"Rewriting {key}"):
-                return True
-            tag = None  # another version came (a concurrent run): read it again
-        raise MemoryStoreError(
-            "unavailable", f"{self.log.location}/{key} kept changing while it was erased; try again."
-        )
-
-    async def _current_tags(self) -> dict[str, str]:
-        """The tag of each key's current version, from one listing (none on a local memory)."""
-        if not isinstance(self.objects, VersionedObjectStore):
-            return {}
-        return {version.key: version.tag for version in await self._versions("") if version.current}
-
-    async def _dirty_versions(self, target: _Target, rewritten: set[str]) -> list[ObjectVersion]:
+    async def _old_versions(self, target: _Target, rewritten: set[str]) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: every old version
         of a rewritten key, and any other whose commit or checkpoint writes one of the file's names."""
-        objects = self.objects
-        if not isinstance(objects, VersionedObjectStore):
-            return []
-        listed = [version for version in await self._versions("") if key_seq(version.key) is not None]
-        candidates = [version for version in listed if not version.current]
-
-        async def dirty(version: ObjectVersion) -> bool:
-            if version.key in rewritten:
-                return True
-            data = await self._read_version(version)
-            return data is not None and _holds_names(data, version.key, target.names)
-
-        marks = await gather_bounded(candidates, dirty)
-        return [version for version, mark in zip(candidates, marks, strict=True) if mark]
-
-    async def _versions(self, prefix: str) -> list[ObjectVersion]:
-        objects = self.objects
-        assert isinstance(objects, VersionedObjectStore)
-        return await retrying(
-            lambda: objects.list_versions(prefix), what=f"Listing versions of {self.log.location}/{prefix}"
+        return await self.rewriting.old_versions(
+            lambda version, data: _holds_names(data, version.key, target.names), rewritten
         )
-
-    async def _read_version(self, version: ObjectVersion) -> bytes | None:
-        objects = self.objects
-        assert isinstance(objects, VersionedObjectStore)
-        return await retrying(
-            lambda: objects.get_version(version.key, version.version), what=f"Reading {version.key}@{version.version}"
-        )
-
-    async def _delete_version(self, version: ObjectVersion) -> None:
-        objects = self.objects
-        assert isinstance(objects, VersionedObjectStore)
-        await retrying(
-            lambda: objects.delete_version(version.key, version.version),
-            what=f"Deleting {version.key}@{version.version}",
-        )
-
-    async def _check_permissions(self) -> None:
-        """Refuse before anything is changed where this store cannot erase: a bucket whose versions
-        the credentials may not list, or a store that can neither list versions nor rewrite."""
-        objects = self.objects
-        if isinstance(objects, VersionedObjectStore):
-            await retrying(lambda: objects.has_past(LOG_PREFIX), what=f"Listing versions of {self.log.location}")
-        elif not isinstance(objects, RewritableObjectStore):
-            raise MemoryStoreError("unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase.")
 
     def _check_something(
         self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]

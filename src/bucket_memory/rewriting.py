@@ -1,0 +1,123 @@
+"""Changing objects the log never changes: a current object replaced by another form of itself, and
+stored versions removed for good. Only erasure does this (`erasure.py`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .codec import LOG_PREFIX, key_seq
+from .log import CommitLog
+from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from .retry import gather_bounded, retrying
+
+type Redaction = Callable[[bytes], bytes | None]
+
+
+class Rewriting:
+    """The objects of one memory, rewritten in place and their old versions deleted.
+
+    A bucket with versions (S3, GCS) replaces an object only while it holds the version that was
+    read (S3 `If-Match`, GCS `ifGenerationMatch`), so two runs at once never undo each other; a local
+    memory, which keeps no versions, renames a new file over it. `check` refuses, before anything is
+    changed, credentials that may not list versions and a store that can do neither.
+    """
+
+    def __init__(self, log: CommitLog) -> None:
+        self.log = log
+        self.objects = log.objects
+
+    async def check(self) -> None:
+        objects = self.objects
+        if isinstance(objects, VersionedObjectStore):
+            await retrying(lambda: objects.has_past(LOG_PREFIX), what=f"Listing versions of {self.log.location}")
+        elif not isinstance(objects, RewritableObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase.")
+
+    async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
+        """Replace each object found by what its redaction makes of it, several at a time; the keys
+        this call rewrote (not those gone, or left with nothing to redact, meanwhile)."""
+        tags = await self._current_tags()
+        done = await gather_bounded(list(found), lambda item: self._rewrite(item[0], item[1], tags.get(item[0])))
+        return [key for (key, _), landed in zip(found, done, strict=True) if landed]
+
+    async def old_versions(
+        self, holds: Callable[[ObjectVersion, bytes], bool], rewritten: set[str]
+    ) -> list[ObjectVersion]:
+        """The stored versions of the memory's own keys, other than the current ones, that are old
+        versions of a `rewritten` key or that `holds` says hold something (each read once)."""
+        if not isinstance(self.objects, VersionedObjectStore):
+            return []
+        listed = [version for version in await self._versions("") if key_seq(version.key) is not None]
+        candidates = [version for version in listed if not version.current]
+
+        async def held(version: ObjectVersion) -> bool:
+            if version.key in rewritten:
+                return True
+            data = await self._read_version(version)
+            return data is not None and holds(version, data)
+
+        marks = await gather_bounded(candidates, held)
+        return [version for version, mark in zip(candidates, marks, strict=True) if mark]
+
+    async def delete_versions(self, versions: Sequence[ObjectVersion]) -> None:
+        """Delete these stored versions for good (`old_versions` finds them: none on a local memory)."""
+        if not versions:
+            return
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore), "only a bucket with versions lists old versions"
+
+        async def delete(version: ObjectVersion) -> None:
+            await retrying(
+                functools.partial(objects.delete_version, version.key, version.version),
+                what=f"Deleting {version.key}@{version.version}",
+            )
+
+        await gather_bounded(list(versions), delete)
+
+    async def _rewrite(self, key: str, redact: Redaction, tag: str | None) -> bool:
+        """Replace the current object at `key` (whose version `tag` names, when known) by its redacted
+        form, while nobody else replaces it; whether this call did."""
+        reader, objects = self.log.reader, self.objects
+        for _ in range(self.log.options.request_attempts):
+            data = await reader.get(key)
+            redacted = None if data is None else redact(data)
+            if redacted is None:
+                return False  # compacted meanwhile, or redacted by another run
+            if not isinstance(objects, VersionedObjectStore):
+                assert isinstance(objects, RewritableObjectStore)
+                return await retrying(functools.partial(objects.rewrite, key, redacted), what=f"Rewriting {key}")
+            if tag is None:
+                current = [version for version in await self._versions(key) if version.current]
+                if not current:
+                    return False
+                tag = current[-1].tag
+            if await retrying(functools.partial(objects.replace, key, redacted, tag=tag), what=f"Rewriting {key}"):
+                return True
+            tag = None  # another version came (a concurrent run): read it again
+        raise MemoryStoreError(
+            "unavailable", f"{self.log.location}/{key} kept changing while it was rewritten; try again."
+        )
+
+    async def _current_tags(self) -> dict[str, str]:
+        """The tag of each key's current version, from one listing (none on a local memory)."""
+        if not isinstance(self.objects, VersionedObjectStore):
+            return {}
+        return {version.key: version.tag for version in await self._versions("") if version.current}
+
+    async def _versions(self, prefix: str) -> list[ObjectVersion]:
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore)
+        return await retrying(
+            functools.partial(objects.list_versions, prefix), what=f"Listing versions of {self.log.location}/{prefix}"
+        )
+
+    async def _read_version(self, version: ObjectVersion) -> bytes | None:
+        objects = self.objects
+        assert isinstance(objects, VersionedObjectStore)
+        return await retrying(
+            functools.partial(objects.get_version, version.key, version.version),
+            what=f"Reading {version.key}@{version.version}",
+        )
