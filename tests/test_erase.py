@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
+from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import LOG_PREFIX, Change, Commit, Edit, Write, log_key
 from bucket_memory.gcs import GCSObjectStore
 from bucket_memory.objects import LocalObjectStore, ObjectStore
@@ -484,3 +486,51 @@ def test_kill_9_during_an_erase_then_erasing_again_finishes(s3_endpoint: str, ki
 
     asyncio.run(finish())
     assert leaks(every_stored_version_at(url)) == []
+
+
+def forged(objects: VersionedMemoryObjectStore, seq: int, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite commit `seq` by hand as a writer with bucket access would, its hash kept, and re-sign
+    every checkpoint above it from the state the log now replays to (nothing chains to those)."""
+    key = log_key(seq)
+    body = json.loads(objects.objects[key][0])
+    change(body)
+    objects.objects[key] = (canonical(body), objects.clock)
+    for checkpoint in [k for k in objects.objects if k.startswith("checkpoints/")]:
+        del objects.objects[checkpoint]
+
+
+async def test_verify_finds_a_change_hidden_by_hand() -> None:
+    """Marking a change erased keeps a format-3 commit's hash: verify holds every erased text to an
+    erasure of that file, so a text hidden (or a file emptied) by hand is found."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
+    await store.write("a.md", "kept", expected=None, origin=AGENT)
+    await store.write("b.md", "b", expected=None, origin=AGENT)
+    await store.write("c.md", "c", expected=None, origin=AGENT)
+    commit = Commit.decode("t", log_key(1), objects.objects[log_key(1)][0])
+    hidden = commit.redacted(lambda index, change: True, 3)  # "erased" by commit 3, which erased nothing
+    assert hidden.hash == commit.hash
+    objects.objects[log_key(1)] = (hidden.encode(), objects.clock)
+    problems = await MemoryAdmin(LogFileStore(objects)).verify()
+    assert [(p.key, "marked erased by a commit that erased no such file" in p.message) for p in problems] == [
+        (log_key(1), True)
+    ]
+
+
+async def test_verify_finds_an_old_format_commit_changed_by_hand() -> None:
+    """A commit relabelled as format 1 with an erased change can no longer be checked against its
+    hash; only an erasure's vouch for exactly what it holds makes verify accept it."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
+    await store.write("a.md", "the real text", expected=None, origin=AGENT)
+    await store.write("b.md", "b", expected=None, origin=AGENT)
+
+    def relabelled(body: dict[str, Any]) -> None:
+        body["format"] = 1
+        body["changes"] = [{"op": "write", "path": "a.md", "text": "FORGED"}, {"op": "write", "path": "z", "erased": 2}]
+
+    forged(objects, 1, relabelled)
+    reader = LogFileStore(objects)
+    assert (await reader.read("a.md")).text == "FORGED"  # live reads trust the log as they trust checkpoints
+    problems = await MemoryAdmin(reader).verify()
+    assert any(p.key == log_key(1) and "no erasure vouches" in p.message for p in problems)

@@ -313,11 +313,15 @@ class Purge(_Change):
 class Erase(_Change):
     """The erasure of every text a file ever had (`erasure.py`): deletes `path` if it is live, and
     names in the log which file was erased; the commit's origin names who erased it and its time
-    when. Commits that carry one are of format 3."""
+    when. Commits that carry one are of format 3. `unchecked` vouches for the commits of formats 1
+    and 2 whose texts it erases, whose hashes then no longer check their content: each one's seq
+    with the SHA-256 of its body once erased, which `verify` holds them to."""
 
     __match_args__ = ("path",)
     op: Literal["erase"] = "erase"
     path: WirePath
+    _written_when_set = frozenset({"origin", "unchecked"})
+    unchecked: tuple[tuple[Seq, Hash], ...] | None = None
 
 
 type Change = Annotated[Write | Edit | Delete | Move | Purge | Erase, Field(discriminator="op")]

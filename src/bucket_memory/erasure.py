@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
@@ -32,6 +32,7 @@ from .canonical_json import canonical
 from .codec import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
+    SEALED_FORMAT,
     Change,
     Checkpoint,
     Commit,
@@ -70,12 +71,33 @@ class ErasurePlan:
 
 @dataclass(slots=True)
 class _Target:
-    """The file being erased, as the retained log and the erasure commit tell of it."""
+    """The file being erased, as the retained log and the erasure commit tell of it; `old` keeps
+    the log's commits of formats 1 and 2, for which the erasure vouches (`Erase.unchecked`)."""
 
     path: str
     lineages: Lineages
-    files: set[int]
-    names: set[str]
+    files: set[int] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)
+    old: dict[int, Commit] = field(default_factory=dict)
+
+    def feed(self, commits: Iterable[Commit]) -> None:
+        """Take in commits of the log in seq order (those at or below the lineages' base only kept)."""
+        for commit in commits:
+            if commit.format < SEALED_FORMAT:
+                self.old[commit.seq] = commit
+            if commit.seq > self.lineages.head:
+                self.lineages.feed(commit)
+        self.refresh()
+
+    def vouches(self, erasure: int) -> tuple[tuple[int, str], ...]:
+        """Each commit of formats 1 and 2 that erasure commit `erasure` will erase texts of, with the
+        SHA-256 of its body once erased."""
+        found = []
+        for seq, commit in sorted(self.old.items()):
+            redacted = commit.redacted(self.erases(seq), erasure)
+            if redacted is not commit:
+                found.append((seq, redacted.body_digest()))
+        return tuple(found)
 
     def refresh(self) -> None:
         self.files = self.lineages.files_named(self.path)
@@ -133,6 +155,7 @@ class Erasure:
             if not target.files:
                 self._check_something(target, None, [], await self._old_versions(target, set()))
             erasure = await self._commit_erasure(target, origin)
+        await self._put_back(target, erasure, origin)
         await self.log.settle()  # the checkpoint that follows an erasure
         rewritten: list[str] = []
         looked_at: set[str] = set()
@@ -165,11 +188,13 @@ class Erasure:
             if base is not None:
                 break
         else:
-            raise MemoryStoreError("unavailable", f"{self.log.location} kept compacting while it was read; try again.")
-        lineages = Lineages(base)
-        lineages.feed_all(commit for commit in commits if commit.seq > lineages.base)
-        target = _Target(path, lineages, set(), set())
-        target.refresh()
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.log.location}'s log starts at commit {commits[0].seq}, and no checkpoint holds the state "
+                "before it (or each one was compacted as it was read). Run `bucket-memory verify` on it.",
+            )
+        target = _Target(path, Lineages(base))
+        target.feed(commits)
         return target
 
     async def _commit_erasure(self, target: _Target, origin: Origin) -> int:
@@ -189,31 +214,31 @@ class Erasure:
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
-                target.lineages.feed_all(await reader.fetch_commits(await reader.list_log(after=head)))
-                target.refresh()
+                target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
                 continue
             assert seq is not None, "an erasure always changes the log"
-            target.lineages.feed_all(await reader.fetch_commits(await reader.list_log(after=head)))
-            target.refresh()
-            await self._put_back(target, seq, origin)
+            target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
+            if target.lineages.live(target.files):
+                continue  # moved away and a file written at its path, unseen: erased again where it went
             return seq
         raise MemoryStoreError(
             "unavailable", f"{self.log.location} kept changing while the erasure was planned; try again."
         )
 
     async def _put_back(self, target: _Target, erasure: int, origin: Origin) -> None:
-        """Write back the files erasure commit `erasure` deleted that are not the erased file's."""
+        """Write back the files erasure commit `erasure` deleted that are not the erased file's, where
+        their paths are free (so also when a run that made the erasure stopped before it could)."""
         others = {path for path, file in target.lineages.ended_by(erasure).items() if file not in target.files}
         if not others:
             return
         before = await History(self.log).state_at(erasure - 1)
         texts = {path: before.files[path].text for path in others}
-        logger.warning("%s: the erasure deleted %s, written meanwhile; putting them back", self.log.location, others)
 
         def plan(state: State) -> tuple[Change, ...]:
             return tuple(Write(path=path, text=text) for path, text in sorted(texts.items()) if path not in state.files)
 
-        await self.log.commit(plan, origin)
+        if await self.log.commit(plan, origin) is not None:
+            logger.warning("%s: the erasure deleted %s, written meanwhile: put back", self.log.location, others)
 
     async def _rewrites(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
         """The current objects below the erasure that hold a text of the file, newest first, each with
@@ -269,17 +294,17 @@ class Erasure:
 
 def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:
     """The erasure's changes: one per name the file had, but names another file holds now (which
-    the erasure must not delete). Planned on `head`, whose every commit the lineages took in, or on
-    a newer head where the file is still at every path it was (appends are fine) and no other name
-    it had was written since; else `version_mismatch`, and the lineages read on."""
+    the erasure must not delete), the first vouching for the commits of old formats it will erase.
+    Planned on `head`, whose every commit the lineages took in, or on a newer head where the file is
+    still at every path it was (appends are fine); else `version_mismatch`, and the lineages read on.
+    (A plan sees only the paths the batch changed in `state.changed`, so it goes by `state.files`.)"""
     live = target.lineages.live(target.files)
-    if state.head != head and (
-        any(path not in state.files for path in live)
-        or any(state.changed.get(name, 0) > head for name in target.names - live - {target.path})
-    ):
+    if state.head != head and any(path not in state.files for path in live):
         raise MemoryStoreError("version_mismatch", "the file moved since its history was read")
     others = {path for path in state.files if path not in live and path != target.path}
-    return tuple(Erase(path=path) for path in sorted(target.names - others))
+    paths = sorted(target.names - others)
+    vouches = target.vouches(state.head + 1) or None
+    return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))
 
 
 def _holds_names(data: bytes, key: str, names: set[str]) -> bool:

@@ -18,6 +18,7 @@ from .codec import (
     key_seq,
     log_key,
 )
+from .lineage import erasure_problems
 from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State, same_files
@@ -177,7 +178,15 @@ class History:
         if not problems and ordered:
             # A replay of the whole retained log: CPU-bound, on states no one else holds.
             problems.extend(await asyncio.to_thread(self._replay_problems, commits, checkpoints))
+        if not problems and ordered:
+            problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
         return problems
+
+    def _erasure_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
+        first = min(commits)
+        base = checkpoints[min(seq for seq in checkpoints if seq >= first - 1)] if first > 1 else None
+        found = erasure_problems(base or State(format=self.log.format), commits)
+        return [Problem(log_key(seq), message) for seq, message in found]
 
     def _replay_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
         """Replay the retained log and compare the state with every checkpoint it passes."""

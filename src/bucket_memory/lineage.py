@@ -1,10 +1,11 @@
-"""Which file each text of the retained log belongs to: what `erase` follows through moves and rewrites."""
+"""Which file each text of the retained log belongs to: what `erase` follows through moves and
+rewrites, and what `verify` holds erased texts to."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write
 from .state import State
@@ -32,6 +33,9 @@ class Lineages:
         self._texts: list[tuple[int, int, int]] = []  # (seq, change index, file) of each text not yet erased
         self._erasures: dict[str, int] = {}  # path -> seq of its newest erasure
         self._ended: dict[int, dict[str, int]] = {}  # seq of an erasure -> the files it ended, by path
+        self._erased_by: dict[int, set[str]] = {}  # seq of an erasure -> the paths it names
+        # (seq, change index, file, path, erasure) of each change whose text was erased
+        self._erased_texts: list[tuple[int, int, int, str, int]] = []
 
     def feed(self, commit: Commit) -> None:
         """Take in the next commit."""
@@ -63,6 +67,15 @@ class Lineages:
                 found.setdefault(seq, set()).add(index)
         return found
 
+    def unfounded_erasures(self) -> list[tuple[int, int]]:
+        """(seq, change index) of each erased text whose `erased` names no erasure of one of its
+        file's names (before `base`, of its path): a text hidden by hand, not erased."""
+        return [
+            (seq, index)
+            for seq, index, file, path, erasure in self._erased_texts
+            if not (self._erased_by.get(erasure, set()) & (self._names[file] | {path}))
+        ]
+
     def ended_by(self, seq: int) -> dict[str, int]:
         """The files the erasure commit `seq` deleted, by path."""
         return dict(self._ended.get(seq, {}))
@@ -88,12 +101,15 @@ class Lineages:
                 file = self._live.get(path)
                 if file is None:
                     file = self._start(path, seq)
-                if not change.is_erased:
+                if change.erased is None:
                     self._texts.append((seq, index, file))
+                else:
+                    self._erased_texts.append((seq, index, file, path, change.erased))
             case Delete(path) | Erase(path):
                 ended = self._end(path, seq)
                 if isinstance(change, Erase):
                     self._erasures[path] = seq
+                    self._erased_by.setdefault(seq, set()).add(path)
                     if ended is not None:
                         self._ended.setdefault(seq, {})[path] = ended
             case Move(source, destination):
@@ -120,3 +136,35 @@ class Lineages:
         if file is not None:
             self._held[path].append((seq, None))
         return file
+
+
+def erasure_problems(base: State, commits: Mapping[int, Commit]) -> list[tuple[int, str]]:
+    """(seq, what is wrong) for erased texts of the retained log `commits` (from the state `base`)
+    that no erasure erased, and for commits of old formats whose hash no longer checks their content
+    that no erasure vouches for: what someone with write access hiding or changing a change by hand
+    would leave, and what an erase stopped part-way leaves until it is run again."""
+    lineages = Lineages(base)
+    lineages.feed_all(commits[seq] for seq in sorted(commits) if seq > lineages.base)
+    unfounded = set(lineages.unfounded_erasures())
+    erased = {seq: {c.path for c in commit.changes if isinstance(c, Erase)} for seq, commit in commits.items()}
+    vouched: dict[int, str] = {}
+    for seq in sorted(commits):  # a later erasure vouches for the commit as it then erased it
+        vouched.update(pair for c in commits[seq].changes if isinstance(c, Erase) for pair in c.unchecked or ())
+    found: list[tuple[int, str]] = []
+    for seq in sorted(commits):
+        commit = commits[seq]
+        for index, change in enumerate(commit.changes):
+            if not isinstance(change, Write | Edit) or change.erased is None:
+                continue
+            by_name = seq <= lineages.base and change.path not in erased.get(change.erased, set())
+            if by_name or (seq, index) in unfounded:
+                found.append((seq, f"its change {index + 1} is marked erased by a commit that erased no such file"))
+        if not commit.checkable and vouched.get(seq) != commit.body_digest():
+            found.append(
+                (
+                    seq,
+                    "its texts were erased in an old format, so its hash no longer checks its content, and no "
+                    "erasure vouches for what it holds (if an erase stopped part-way, run it again)",
+                )
+            )
+    return found
