@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import Origin
@@ -82,6 +83,7 @@ def roles() -> Iterator[object]:
             ),
             "agent": json.dumps(access_policy("erasable", ["team/"])),
             "operator": json.dumps(operator_policy("erasable", ["team/"])),
+            "old-operator": json.dumps(before_erase(operator_policy("erasable", ["team/"]))),
         },
     ) as act_as:
         act_as("admin")
@@ -100,7 +102,15 @@ def test_erase_needs_the_operators_grants(roles: object) -> None:
     refused = cli("erase", URL, "people/alice.md", "--yes", expect=3)
     assert "forbidden" in refused and "policy --operator" in refused
     act_as("admin")  # type: ignore[operator]
-    assert leaks(every_stored_version_at(URL)) == FRAGMENTS, "refused before anything changed"
+    before = every_stored_version_at(URL)
+    assert leaks(before) == FRAGMENTS, "refused before anything changed"
+    # An operator role from before erase came may read old versions but not delete them: refused
+    # before the erasure is committed, not half-way with the texts still in old versions.
+    act_as("old-operator")  # type: ignore[operator]
+    refused = cli("erase", URL, "people/alice.md", "--yes", expect=3)
+    assert "forbidden" in refused and "s3:DeleteObjectVersion" in refused
+    act_as("admin")  # type: ignore[operator]
+    assert "erase" not in [entry["action"] for entry in json.loads(cli("log", URL, "--json"))]
     act_as("operator")  # type: ignore[operator]
     cli("erase", URL, "people/alice.md", "--yes")
     act_as("admin")  # type: ignore[operator]
@@ -113,6 +123,11 @@ async def seeded(url: str) -> None:
         await remembered(store)
         await store.write("plain.md", "kept\n", expected=None, origin=Origin(run_id="seed"))
         await store.settle()
+
+
+def before_erase(policy: dict[str, Any]) -> dict[str, Any]:
+    """The operators' policy as it was before erase: without deleting old versions."""
+    return {**policy, "Statement": [s for s in policy["Statement"] if s["Action"] != "s3:DeleteObjectVersion"]}
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -4,6 +4,8 @@ stored versions removed for good. Only erasure does this (`erasure.py`)."""
 from __future__ import annotations
 
 import functools
+import logging
+import secrets
 from collections.abc import Callable, Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -12,6 +14,8 @@ from .codec import LOG_PREFIX, key_seq
 from .log import CommitLog
 from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
+
+logger = logging.getLogger(__name__)
 
 type Redaction = Callable[[bytes], bytes | None]
 
@@ -30,11 +34,31 @@ class Rewriting:
         self.objects = log.objects
 
     async def check(self) -> None:
+        """Refuse now what would be refused half-way: on a bucket, listing versions, and reading and
+        deleting one, tried on a short-lived object of its own (`doctor/<random>.json`, as `doctor`
+        makes), which it leaves as nothing (as a delete marker and one version where deleting a
+        version is refused, both under `doctor/`)."""
         objects = self.objects
-        if isinstance(objects, VersionedObjectStore):
-            await retrying(lambda: objects.has_past(LOG_PREFIX), what=f"Listing versions of {self.log.location}")
-        elif not isinstance(objects, RewritableObjectStore):
-            raise MemoryStoreError("unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase.")
+        if not isinstance(objects, VersionedObjectStore):
+            if not isinstance(objects, RewritableObjectStore):
+                raise MemoryStoreError(
+                    "unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase."
+                )
+            return
+        what = f"Checking the operator's permissions on {self.log.location}"
+        await retrying(lambda: objects.has_past(LOG_PREFIX), what=what)
+        key = f"doctor/{secrets.token_hex(8)}.json"
+        await retrying(functools.partial(objects.create, key, b"{}"), what=what)
+        try:
+            for version in await self._versions(key):
+                await self._read_version(version)
+                await retrying(functools.partial(objects.delete_version, version.key, version.version), what=what)
+        finally:
+            try:
+                if await retrying(functools.partial(objects.get, key), what=what) is not None:
+                    await retrying(functools.partial(objects.delete, [key]), what=what)
+            except MemoryStoreError as error:  # the refusal above is what the operator must see
+                logger.warning("could not delete %s/%s: %s", self.log.location, key, error)
 
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys

@@ -118,7 +118,8 @@ class S3ObjectStore:
         response = await self._call(lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch), keys[0])
         if errors := response.get("Errors"):
             first = errors[0]
-            raise _error(first.get("Code", ""), 0, f"{self.location}/{first.get('Key', '')}", first.get("Message"))
+            key = first.get("Key", "").removeprefix(self.prefix)  # the bucket's key: the location names the prefix
+            raise _error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"))
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every content version under the prefix (delete markers left out), each key's oldest first.

@@ -58,7 +58,10 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
 
     async def delete_version(self, key: str, version: str) -> None:
         versions = [entry for entry in self.stored.get(key, ()) if entry[0] != version]
-        self.stored[key] = versions
+        if versions:
+            self.stored[key] = versions
+        else:
+            self.stored.pop(key, None)
         newest = versions[-1] if versions else None
         if newest is not None and newest[1] is not None:
             self.objects[key] = (newest[1], newest[2])
