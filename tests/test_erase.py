@@ -536,3 +536,29 @@ async def test_verify_finds_an_old_format_commit_changed_by_hand() -> None:
     assert (await reader.read("a.md")).text == "FORGED"  # live reads trust the log as they trust checkpoints
     problems = await MemoryAdmin(reader).verify()
     assert any(p.key == log_key(1) and "no erasure vouches" in p.message for p in problems)
+
+
+@pytest.mark.parametrize("backend", ["versioned", "local"])
+async def test_two_erasures_at_once_never_put_each_others_text_back(backend: str, tmp_path: Path) -> None:
+    """Two operators erase two files at once: their texts share checkpoints, which both rewrite; a
+    rewrite that replaced whatever was there would put the other's text back."""
+    objects: ObjectStore = VersionedMemoryObjectStore() if backend == "versioned" else LocalObjectStore(tmp_path / "m")
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    version = await store.write("people/carol.md", "Carol CAROL-SECRET-77\n", expected=None, origin=AGENT)
+    await store.write("people/carol.md", "Carol CAROL-SECRET-77 and more\n", expected=version, origin=AGENT)
+    await store.write("notes/later.md", "later\n", expected=None, origin=AGENT)
+    await store.settle()
+    slow = Faults(latency=0.001, max_delay=0.003)  # requests of the two runs interleave (a local disk's do)
+    runs = [
+        MemoryAdmin(
+            LogFileStore(
+                FaultyObjectStore(objects, slow, seed=seed) if backend == "versioned" else objects, options=OFTEN
+            )
+        ).erase(path, origin=DPO)
+        for seed, path in ((1, "people/alice.md"), (2, "people/carol.md"))
+    ]
+    await asyncio.gather(*runs)
+    stored = every_stored_version(objects)
+    assert leaks(stored) == [] and not any(b"CAROL-SECRET" in data for data in stored)
+    assert await MemoryAdmin(LogFileStore(objects, options=OFTEN)).verify() == []

@@ -41,6 +41,7 @@ from .codec import (
     Write,
     checked_origin,
     checked_path,
+    off_loop,
 )
 from .history import History
 from .lineage import Lineages
@@ -135,7 +136,7 @@ class Erasure:
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
         rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1, set())]
-        versions = await self._old_versions(target, set())
+        versions = await self._old_versions(target)
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
             target.path,
@@ -153,7 +154,7 @@ class Erasure:
         erasure = target.lineages.erasure(target.path, target.files)
         if erasure is None:
             if not target.files:
-                self._check_something(target, None, [], await self._old_versions(target, set()))
+                self._check_something(target, None, [], await self._old_versions(target))
             erasure = await self._commit_erasure(target, origin)
         await self._put_back(target, erasure, origin)
         await self.log.settle()  # the checkpoint that follows an erasure
@@ -164,7 +165,7 @@ class Erasure:
             if not found:
                 break
             rewritten.extend(await self.rewriting.rewrite_all(found))
-        deleted = await self._old_versions(target, set(rewritten))
+        deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
         logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
         return ErasurePlan(
@@ -259,7 +260,7 @@ class Erasure:
 
         async def dirty(item: tuple[int, int, str, Redaction]) -> bool:
             data = await reader.get(item[2])
-            return data is not None and item[3](data) is not None
+            return data is not None and await off_loop(len(data), functools.partial(item[3], data)) is not None
 
         marks = await gather_bounded(found, dirty)
         return [(key, redact) for (_, _, key, redact), mark in zip(found, marks, strict=True) if mark]
@@ -274,12 +275,10 @@ class Erasure:
         redacted = checkpoint.redacted(target.checkpoint_paths(checkpoint), erasure)
         return None if redacted is checkpoint else redacted.encode()
 
-    async def _old_versions(self, target: _Target, rewritten: set[str]) -> list[ObjectVersion]:
-        """Stored versions other than the current ones that hold a text of the file: every old version
-        of a rewritten key, and any other whose commit or checkpoint writes one of the file's names."""
-        return await self.rewriting.old_versions(
-            lambda version, data: _holds_names(data, version.key, target.names), rewritten
-        )
+    async def _old_versions(self, target: _Target) -> list[ObjectVersion]:
+        """Stored versions other than the current ones that hold a text of the file: whose commit or
+        checkpoint writes a text at one of its names (the old versions of rewritten objects among them)."""
+        return await self.rewriting.old_versions(lambda version, data: _holds_names(data, version.key, target.names))
 
     def _check_something(
         self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import errno
+import fcntl
 import os
 import tempfile
 import time
@@ -119,10 +120,10 @@ class VersionedObjectStore(ObjectStore, Protocol):
 @runtime_checkable
 class RewritableObjectStore(ObjectStore, Protocol):
     """An object store that keeps no old versions and can replace an object in place: what erasure
-    rewrites a local memory's objects with. `rewrite` replaces a key whole, only while it exists, and
-    says whether it did."""
+    rewrites a local memory's objects with. `rewrite` replaces a key whole, only while it holds the
+    bytes `expected`, and says whether it did."""
 
-    async def rewrite(self, key: str, data: bytes) -> bool: ...
+    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool: ...
 
 
 class ServerClock:
@@ -186,8 +187,8 @@ class LocalObjectStore:
     async def now(self) -> float:
         return time.time()
 
-    async def rewrite(self, key: str, data: bytes) -> bool:
-        return await asyncio.to_thread(self._rewrite, key, data)
+    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
+        return await asyncio.to_thread(self._rewrite, key, data, expected)
 
     def _get(self, key: str) -> bytes | None:
         try:
@@ -226,22 +227,28 @@ class LocalObjectStore:
             raise TransientError(f"{target} was linked, then: {error.strerror or error}") from error
         return True
 
-    def _rewrite(self, key: str, data: bytes) -> bool:
-        """Replace `key` by a staged, synced file renamed over it: readers see the old object or the
-        new one, whole. Only an existing key is replaced (a compaction may delete it between the
-        check and the rename, leaving one stray old object that the next compaction deletes again)."""
+    def _rewrite(self, key: str, data: bytes, expected: bytes) -> bool:
+        """Replace `key` by a staged, synced file renamed over it, while it holds `expected`: readers
+        see the old object or the new one, whole. Rewriters take turns on a lock file, so the check and
+        the rename are one step for them (a compaction may still delete the key in between, leaving one
+        stray old object that the next compaction deletes again)."""
         target = self.root / key
-        if not target.exists():
-            return False
         staging = self.root / _STAGING
         try:
             staging.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
-                staged.write(data)
-                staged.flush()
-                os.fsync(staged.fileno())
-            os.replace(staged.name, target)
-            _fsync_directory(target.parent)
+            with open(staging / "rewrite.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                try:
+                    if target.read_bytes() != expected:
+                        return False
+                except FileNotFoundError:
+                    return False
+                with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
+                    staged.write(data)
+                    staged.flush()
+                    os.fsync(staged.fileno())
+                os.replace(staged.name, target)
+                _fsync_directory(target.parent)
         except OSError as error:
             raise _os_error(error, target) from error
         return True
@@ -315,8 +322,8 @@ class MemoryObjectStore:
         for key in keys:
             self.objects.pop(key, None)
 
-    async def rewrite(self, key: str, data: bytes) -> bool:
-        if key not in self.objects:
+    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
+        if self.objects.get(key, (None, 0.0))[0] != expected:
             return False
         self.objects[key] = (bytes(data), self.clock)
         return True

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import LOG_PREFIX, key_seq
+from .codec import LOG_PREFIX, key_seq, off_loop
 from .log import CommitLog
 from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
@@ -24,8 +24,9 @@ class Rewriting:
     """The objects of one memory, rewritten in place and their old versions deleted.
 
     A bucket with versions (S3, GCS) replaces an object only while it holds the version that was
-    read (S3 `If-Match`, GCS `ifGenerationMatch`), so two runs at once never undo each other; a local
-    memory, which keeps no versions, renames a new file over it. `check` refuses, before anything is
+    read (S3 `If-Match`, GCS `ifGenerationMatch`); a local memory, which keeps no versions, renames
+    a new file over it only while it holds the bytes read (under a lock). So two runs at once
+    (erasing two files, whose texts share checkpoints) never undo each other. `check` refuses, before anything is
     changed, credentials that may not list versions and a store that can do neither.
     """
 
@@ -63,25 +64,22 @@ class Rewriting:
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys
         this call rewrote (not those gone, or left with nothing to redact, meanwhile)."""
-        tags = await self._current_tags()
-        done = await gather_bounded(list(found), lambda item: self._rewrite(item[0], item[1], tags.get(item[0])))
+        current = await self._current()
+        done = await gather_bounded(list(found), lambda item: self._rewrite(item[0], item[1], current.get(item[0])))
         return [key for (key, _), landed in zip(found, done, strict=True) if landed]
 
-    async def old_versions(
-        self, holds: Callable[[ObjectVersion, bytes], bool], rewritten: set[str]
-    ) -> list[ObjectVersion]:
-        """The stored versions of the memory's own keys, other than the current ones, that are old
-        versions of a `rewritten` key or that `holds` says hold something (each read once)."""
+    async def old_versions(self, holds: Callable[[ObjectVersion, bytes], bool]) -> list[ObjectVersion]:
+        """The stored versions of the memory's own keys, other than the current ones, that `holds`
+        says hold something, each read once. A redacted version made current and then deleted by
+        compaction is kept: it is what `recover` puts back."""
         if not isinstance(self.objects, VersionedObjectStore):
             return []
         listed = [version for version in await self._versions("") if key_seq(version.key) is not None]
         candidates = [version for version in listed if not version.current]
 
         async def held(version: ObjectVersion) -> bool:
-            if version.key in rewritten:
-                return True
             data = await self._read_version(version)
-            return data is not None and holds(version, data)
+            return data is not None and await off_loop(len(data), functools.partial(holds, version, data))
 
         marks = await gather_bounded(candidates, held)
         return [version for version, mark in zip(candidates, marks, strict=True) if mark]
@@ -101,35 +99,43 @@ class Rewriting:
 
         await gather_bounded(list(versions), delete)
 
-    async def _rewrite(self, key: str, redact: Redaction, tag: str | None) -> bool:
-        """Replace the current object at `key` (whose version `tag` names, when known) by its redacted
-        form, while nobody else replaces it; whether this call did."""
-        reader, objects = self.log.reader, self.objects
+    async def _rewrite(self, key: str, redact: Redaction, current: ObjectVersion | None) -> bool:
+        """Replace the object at `key` by the redacted form of the very version read (`current`, when
+        listed), only while it is still current; whether this call did."""
+        objects = self.objects
         for _ in range(self.log.options.request_attempts):
-            data = await reader.get(key)
-            redacted = None if data is None else redact(data)
-            if redacted is None:
-                return False  # compacted meanwhile, or redacted by another run
             if not isinstance(objects, VersionedObjectStore):
                 assert isinstance(objects, RewritableObjectStore)
-                return await retrying(functools.partial(objects.rewrite, key, redacted), what=f"Rewriting {key}")
-            if tag is None:
-                current = [version for version in await self._versions(key) if version.current]
-                if not current:
+                data = await self.log.reader.get(key)
+                redacted = None if data is None else await off_loop(len(data), functools.partial(redact, data))
+                if data is None or redacted is None:
+                    return False  # compacted meanwhile, or redacted by another run
+                rewrite = functools.partial(objects.rewrite, key, redacted, expected=data)
+                if await retrying(rewrite, what=f"Rewriting {key}"):
+                    return True
+                continue  # another run rewrote it meanwhile: redact what it holds now
+            if current is None:
+                listed = [version for version in await self._versions(key) if version.current]
+                if not listed:
                     return False
-                tag = current[-1].tag
-            if await retrying(functools.partial(objects.replace, key, redacted, tag=tag), what=f"Rewriting {key}"):
+                current = listed[-1]
+            data = await self._read_version(current)
+            redacted = None if data is None else await off_loop(len(data), functools.partial(redact, data))
+            if data is None or redacted is None:
+                return False
+            replace = functools.partial(objects.replace, key, redacted, tag=current.tag)
+            if await retrying(replace, what=f"Rewriting {key}"):
                 return True
-            tag = None  # another version came (a concurrent run): read it again
+            current = None  # another version came (a concurrent run): list and read it again
         raise MemoryStoreError(
             "unavailable", f"{self.log.location}/{key} kept changing while it was rewritten; try again."
         )
 
-    async def _current_tags(self) -> dict[str, str]:
-        """The tag of each key's current version, from one listing (none on a local memory)."""
+    async def _current(self) -> dict[str, ObjectVersion]:
+        """The current version of each key, from one listing (none on a local memory)."""
         if not isinstance(self.objects, VersionedObjectStore):
             return {}
-        return {version.key: version.tag for version in await self._versions("") if version.current}
+        return {version.key: version for version in await self._versions("") if version.current}
 
     async def _versions(self, prefix: str) -> list[ObjectVersion]:
         objects = self.objects
