@@ -8,6 +8,7 @@ commits and checkpoints carry text), and \\u-escaped, including the fragments ed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -562,3 +563,28 @@ async def test_two_erasures_at_once_never_put_each_others_text_back(backend: str
     stored = every_stored_version(objects)
     assert leaks(stored) == [] and not any(b"CAROL-SECRET" in data for data in stored)
     assert await MemoryAdmin(LogFileStore(objects, options=OFTEN)).verify() == []
+
+
+async def test_recover_during_a_stopped_erase_never_puts_a_text_back() -> None:
+    """An erase stopped after rewriting, before deleting old versions: the first versions still hold
+    the texts, and a recover then (which restores from the newest checkpoint's chain, the erasure's
+    own) repairs nothing and puts no text back; erasing again finishes."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store)
+    await store.settle()
+
+    def stop_before_deleting(operation: Operation, key: str, n: int) -> Fault | None:
+        return "crash_before" if operation == "delete_version" and not key.startswith("doctor/") else None
+
+    dying = LogFileStore(FaultyObjectStore(objects, Faults(script=stop_before_deleting)), options=OFTEN)
+    with contextlib.suppress(SimulatedCrash):  # alone, or in a group from requests sent together
+        await MemoryAdmin(dying).erase("people/alice.md", origin=DPO)
+    current = [data for data, _ in objects.objects.values()]
+    assert leaks(current) == [] and leaks(every_stored_version(objects)) == FRAGMENTS
+    recovered = await MemoryAdmin(LogFileStore(objects, options=OFTEN)).recover(None, origin=DPO)
+    assert recovered.restoration.repaired == ()
+    assert leaks([data for data, _ in objects.objects.values()]) == []
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
+    assert leaks(every_stored_version(objects)) == []
+    await check_other_history(MemoryAdmin(LogFileStore(objects, options=OFTEN)), kept)
