@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -588,3 +590,21 @@ async def test_recover_during_a_stopped_erase_never_puts_a_text_back() -> None:
     await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
     assert leaks(every_stored_version(objects)) == []
     await check_other_history(MemoryAdmin(LogFileStore(objects, options=OFTEN)), kept)
+
+
+async def test_a_local_writers_leftover_stage_is_removed(tmp_path: Path) -> None:
+    """A writer killed between staging a commit and linking it leaves the commit in `.staging`:
+    erase removes such leftovers that hold one of the file's names (only those older than any
+    create can take: a stage being written now is a live writer's)."""
+    objects = LocalObjectStore(tmp_path / "memory")
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    staging = tmp_path / "memory" / ".staging"
+    leftover, fresh = staging / "tmpleftover", staging / "tmpfresh"
+    leftover.write_bytes((tmp_path / "memory" / "log" / "00000000000000000003.json").read_bytes())
+    fresh.write_bytes(b'{"changes":[{"op":"write","path":"people/alice.md"')  # a live writer's, half written
+    old = time.time() - 3600
+    os.utime(leftover, (old, old))
+    erased = await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    assert ".staging/tmpleftover" in erased.versions and not leftover.exists() and fresh.exists()
+    assert leaks(every_stored_version(objects)) == []

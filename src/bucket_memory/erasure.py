@@ -61,7 +61,8 @@ _SWEEPS = 3
 class ErasurePlan:
     """What erasing `path` does: the names the file ever had (`paths`), the erasure commit
     (`erasure`; None when it is still to be made), the current objects whose texts are rewritten
-    (`rewrites`), and the stored versions deleted (`versions`, "key@version")."""
+    (`rewrites`), and the stored versions deleted (`versions`, "key@version"; a local memory's staging files
+    that writers which died mid-create left, ".staging/name")."""
 
     path: str
     paths: tuple[str, ...]
@@ -167,13 +168,14 @@ class Erasure:
             rewritten.extend(await self.rewriting.rewrite_all(found))
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
+        staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
         logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
         return ErasurePlan(
             target.path,
             tuple(sorted(target.names)),
             erasure,
             tuple(rewritten),
-            tuple(f"{version.key}@{version.version}" for version in deleted),
+            (*(f"{version.key}@{version.version}" for version in deleted), *staged),
         )
 
     async def _target(self, path: str) -> _Target:
@@ -306,6 +308,11 @@ def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...
     return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))
 
 
+def _holds_any(data: bytes, names: set[str]) -> bool:
+    """Whether bytes (a half-written stage, perhaps) spell one of `names` as a JSON string."""
+    return any(canonical(name)[1:-1] in data for name in names)
+
+
 def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
     """Whether a stored object (read as hostile) writes a text at one of `names`; one that does not
     decode counts where its bytes spell one of them as a JSON string."""
@@ -320,5 +327,5 @@ def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
             checkpoint = Checkpoint.decode("erase", key, data)
             return any(path in names and text is not None for path, text, _ in checkpoint.files)
     except CorruptObjectError:
-        return any(canonical(name) in data for name in names)
+        return _holds_any(data, names)
     return False

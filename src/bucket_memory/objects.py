@@ -190,6 +190,14 @@ class LocalObjectStore:
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         return await asyncio.to_thread(self._rewrite, key, data, expected)
 
+    async def staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
+        """Staging files (name, bytes) last written more than `older_than` seconds ago: what a writer
+        that died between staging a commit and linking it (or unlinking the stage) left behind."""
+        return await asyncio.to_thread(self._staged, older_than)
+
+    async def remove_staged(self, name: str) -> None:
+        await asyncio.to_thread(self._remove_staged, name)
+
     def _get(self, key: str) -> bytes | None:
         try:
             return (self.root / key).read_bytes()
@@ -252,6 +260,28 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, target) from error
         return True
+
+    def _staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
+        found: builtins.list[tuple[str, bytes]] = []
+        try:
+            with os.scandir(self.root / _STAGING) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file() and entry.stat().st_mtime < time.time() - older_than:
+                            found.append((entry.name, Path(entry.path).read_bytes()))
+                    except FileNotFoundError:
+                        continue  # linked and unlinked meanwhile
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise _os_error(error, self.root / _STAGING) from error
+        return found
+
+    def _remove_staged(self, name: str) -> None:
+        try:
+            (self.root / _STAGING / name).unlink(missing_ok=True)
+        except OSError as error:
+            raise _os_error(error, self.root / _STAGING / name) from error
 
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.

@@ -12,12 +12,13 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .codec import LOG_PREFIX, key_seq, off_loop
 from .log import CommitLog
-from .objects import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from .objects import LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
 
 logger = logging.getLogger(__name__)
 
 type Redaction = Callable[[bytes], bytes | None]
+_STAGING_FOLDER = ".staging"
 
 
 class Rewriting:
@@ -83,6 +84,19 @@ class Rewriting:
 
         marks = await gather_bounded(candidates, held)
         return [version for version, mark in zip(candidates, marks, strict=True) if mark]
+
+    async def staged_leftovers(self, holds: Callable[[str, bytes], bool]) -> list[str]:
+        """Remove the staging files of a local memory that `holds` says hold something, left by
+        writers that died mid-create (older than any create can take); their names."""
+        objects = self.objects
+        if not isinstance(objects, LocalObjectStore):
+            return []
+        removed = []
+        for name, data in await objects.staged(older_than=self.log.options.operation_timeout):
+            if holds(name, data):
+                await objects.remove_staged(name)
+                removed.append(f"{_STAGING_FOLDER}/{name}")
+        return removed
 
     async def delete_versions(self, versions: Sequence[ObjectVersion]) -> None:
         """Delete these stored versions for good (`old_versions` finds them: none on a local memory)."""

@@ -10,8 +10,6 @@ import typer
 from .base import Json, Url, Yes, ask, checked_path, command, count, emit, err, listed, origin, out, run
 
 if TYPE_CHECKING:
-    from a13n_harness.providers.memory import Origin
-
     from ..admin import MemoryAdmin
     from ..erasure import ErasurePlan
     from .output import Erased
@@ -39,33 +37,22 @@ def erase(
     finishes an erasure that was stopped part-way.
     Example: bucket-memory erase s3://my-memories/team people/alice.md --dry-run
     """
-    erased = erasing(
-        url,
-        lambda admin: admin.preview_erase(path),
-        lambda admin, who: admin.erase(path, origin=who),
-        "erase",
-        dry_run,
-        yes,
-    )
+    erased = erasing(url, lambda admin: admin.preview_erase(path), "erase", dry_run, yes)
     emit(erased, as_json, lambda: report(erased))
 
 
 def erasing(
-    url: str,
-    preview: Callable[[MemoryAdmin], Awaitable[ErasurePlan]],
-    work: Callable[[MemoryAdmin, Origin], Awaitable[ErasurePlan]],
-    command_name: str,
-    dry_run: bool,
-    yes: bool,
+    url: str, preview: Callable[[MemoryAdmin], Awaitable[ErasurePlan]], command_name: str, dry_run: bool, yes: bool
 ) -> Erased:
-    """Show what an erasure does, ask, and do it (or only show it, `dry_run`)."""
+    """Show what an erasure does, ask, and do it (or only show it, `dry_run`): on the file the plan
+    shown names, so that a record id's prefix is not resolved again to another record."""
     plan = run(preview, url, read_only=dry_run)
     _show(plan)
     if dry_run:
         return _output(plan, dry_run=True)
     ask(yes)
     who = origin(command_name, url)
-    return _output(run(lambda admin: work(admin, who), url), dry_run=False)
+    return _output(run(lambda admin: admin.erase(plan.path, origin=who), url), dry_run=False)
 
 
 def _show(plan: ErasurePlan) -> None:

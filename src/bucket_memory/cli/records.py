@@ -226,11 +226,6 @@ def erase(
     from .erase import erasing, report
 
     erased = erasing(
-        url,
-        lambda admin: LogRecordStore(admin.store).preview_erase(record_id),
-        lambda admin, who: LogRecordStore(admin.store, origin=who).erase(record_id),
-        "records erase",
-        dry_run,
-        yes,
+        url, lambda admin: LogRecordStore(admin.store).preview_erase(record_id), "records erase", dry_run, yes
     )
     emit(erased, as_json, lambda: report(erased))
