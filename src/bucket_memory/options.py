@@ -33,7 +33,8 @@ class LogOptions:
     read, so a fleet still running older readers turns it off until they are upgraded. With
     `erasable`, each commit seals its texts under random salts (format 3) so that `erase` can
     remove a text from the whole history and `verify` still checks every commit; readers from
-    before `erase` cannot read such commits, so turn it off until every reader is upgraded. `clock` is
+    before `erase` cannot read such commits, so turn it off until every reader is upgraded (an
+    erasure commit is of format 3 regardless: upgrade them before erasing). `clock` is
     the local monotonic clock heads are aged by (tests replace it).
     """
 
