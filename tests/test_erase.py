@@ -456,7 +456,11 @@ def test_erasable_is_a_bool(value: object) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("kill_at", "before"), [(3, False), (4, True), (8, False), (14, True)])
+# One point in `make test`, the others in `make test-slow` (each spawns a process: 5 s).
+@pytest.mark.parametrize(
+    ("kill_at", "before"),
+    [(8, False), *(pytest.param(*point, marks=pytest.mark.slow) for point in [(3, False), (4, True), (14, True)])],
+)
 def test_kill_9_during_an_erase_then_erasing_again_finishes(s3_endpoint: str, kill_at: int, before: bool) -> None:
     """A real process killed with SIGKILL at a request of the erase that changes something (the
     erasure commit, its checkpoint, a rewrite, a version deletion; 16 in all, the permission
