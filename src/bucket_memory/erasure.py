@@ -230,8 +230,14 @@ class Erasure:
 
     async def _put_back(self, target: _Target, erasure: int, origin: Origin) -> None:
         """Write back the files erasure commit `erasure` deleted that are not the erased file's, where
-        their paths are free (so also when a run that made the erasure stopped before it could)."""
-        others = {path for path, file in target.lineages.ended_by(erasure).items() if file not in target.files}
+        nothing changed their paths since (so also when a run that made the erasure stopped before it
+        could, but never over a later delete)."""
+        lineages = target.lineages
+        others = {
+            path
+            for path, file in lineages.ended_by(erasure).items()
+            if file not in target.files and not lineages.changed_after(path, erasure)
+        }
         if not others:
             return
         before = await History(self.log).state_at(erasure - 1)

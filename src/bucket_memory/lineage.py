@@ -76,6 +76,10 @@ class Lineages:
             if not (self._erased_by.get(erasure, set()) & (self._names[file] | {path}))
         ]
 
+    def changed_after(self, path: str, seq: int) -> bool:
+        """Whether a commit after `seq` wrote, moved or deleted a file at `path`."""
+        return any(at > seq for at, _ in self._held.get(path, ()))
+
     def ended_by(self, seq: int) -> dict[str, int]:
         """The files the erasure commit `seq` deleted, by path."""
         return dict(self._ended.get(seq, {}))
