@@ -150,3 +150,20 @@ def test_diff_shows_an_erased_version_as_erased(tmp_path: Path) -> None:
     assert f"people/alice.md@{first}: erased by commit" in shown and "SECRET" not in shown
     found = _json(cli("diff", url, "people/alice.md", "--from", first, "--to", second, "--json"))
     assert found["diff"] == "" and len(found["erased"]) == 2  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", ["../escape.md", "/etc/passwd", "a/../../b.md", "x" * 5000, "a\x00b.md"])
+def test_erase_refuses_a_path_that_is_no_path(tmp_path: Path, path: str) -> None:
+    url = str(tmp_path / "memory")
+    asyncio.run(seeded(url))
+    before = snapshot(tmp_path / "memory")
+    refused = cli("erase", url, path, "--yes", expect=2)
+    assert "Invalid value for 'PATH'" in refused or "invalid_path" in refused, refused
+    assert snapshot(tmp_path / "memory") == before
+
+
+def test_erase_prints_a_path_with_markup_as_text(tmp_path: Path) -> None:
+    url = str(tmp_path / "memory")
+    asyncio.run(seeded(url))
+    shown = cli("erase", url, "[bold]x[/bold]<script>.md", "--dry-run", expect=3)
+    assert "[bold]x[/bold]<script>.md" in shown and "not_found" in shown
