@@ -136,7 +136,7 @@ class Erasure:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
-        rewrites = [key for key, _ in await self._rewrites(target, erasure or target.lineages.head + 1, set())]
+        rewrites = await self._rewrites(target, erasure or target.lineages.head + 1)
         versions = await self._old_versions(target)
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
@@ -162,10 +162,10 @@ class Erasure:
         rewritten: list[str] = []
         looked_at: set[str] = set()
         for _ in range(_SWEEPS):  # then again for checkpoints written meanwhile below the erasure
-            found = await self._rewrites(target, erasure, looked_at)
+            found = await self._candidates(target, erasure, looked_at)
             if not found:
                 break
-            rewritten.extend(await self.rewriting.rewrite_all(found))
+            rewritten.extend(await self.rewriting.rewrite_all(found))  # each read once, rewritten if it holds one
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
@@ -249,10 +249,10 @@ class Erasure:
         if await self.log.commit(plan, origin) is not None:
             logger.warning("%s: the erasure deleted %s, written meanwhile: put back", self.log.location, others)
 
-    async def _rewrites(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
-        """The current objects below the erasure that hold a text of the file, newest first, each with
-        how to erase it from the bytes read (None: nothing left to erase). Only those the lineages
-        say may hold one are read, each once (`looked_at` collects them)."""
+    async def _candidates(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
+        """The current objects below the erasure that the lineages say may hold a text of the file
+        and that were not looked at yet (`looked_at` collects them), newest first, each with how to
+        erase it from the bytes read (None: nothing to erase). Listing only: nothing is read."""
         reader, lineages = self.log.reader, target.lineages
         texts = lineages.texts(target.files)
         found: list[tuple[int, int, str, Redaction]] = []
@@ -265,13 +265,18 @@ class Erasure:
         found = sorted(item for item in found if item[2] not in looked_at)
         found.reverse()
         looked_at.update(key for _, _, key, _ in found)
+        return [(key, redact) for _, _, key, redact in found]
 
-        async def dirty(item: tuple[int, int, str, Redaction]) -> bool:
-            data = await reader.get(item[2])
-            return data is not None and await off_loop(len(data), functools.partial(item[3], data)) is not None
+    async def _rewrites(self, target: _Target, erasure: int) -> list[str]:
+        """The candidates that do hold a text of the file now (each read once), for a plan."""
+        candidates = await self._candidates(target, erasure, set())
 
-        marks = await gather_bounded(found, dirty)
-        return [(key, redact) for (_, _, key, redact), mark in zip(found, marks, strict=True) if mark]
+        async def dirty(item: tuple[str, Redaction]) -> bool:
+            data = await self.log.reader.get(item[0])
+            return data is not None and await off_loop(len(data), functools.partial(item[1], data)) is not None
+
+        marks = await gather_bounded(candidates, dirty)
+        return [key for (key, _), mark in zip(candidates, marks, strict=True) if mark]
 
     def _erased_commit(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
         commit = Commit.decode(self.log.location, key, data)

@@ -31,7 +31,6 @@ class Lineages:
             path: [(base.head, file)] for path, file in self._live.items()
         }
         self._texts: list[tuple[int, int, int]] = []  # (seq, change index, file) of each text not yet erased
-        self._erasures: dict[str, int] = {}  # path -> seq of its newest erasure
         self._ended: dict[int, dict[str, int]] = {}  # seq of an erasure -> the files it ended, by path
         self._erased_by: dict[int, set[str]] = {}  # seq of an erasure -> the paths it names
         # (seq, change index, file, path, erasure) of each change whose text was erased
@@ -86,7 +85,7 @@ class Lineages:
 
     def erasure(self, path: str, files: set[int]) -> int | None:
         """The newest erasure of `path`, if no text of those files came after it."""
-        erased = self._erasures.get(path)
+        erased = max((seq for seq, paths in self._erased_by.items() if path in paths), default=None)
         if erased is None or self.live(files):
             return None
         return erased if all(seq < erased for seq, _, file in self._texts if file in files) else None
@@ -112,7 +111,6 @@ class Lineages:
             case Delete(path) | Erase(path):
                 ended = self._end(path, seq)
                 if isinstance(change, Erase):
-                    self._erasures[path] = seq
                     self._erased_by.setdefault(seq, set()).add(path)
                     if ended is not None:
                         self._ended.setdefault(seq, {})[path] = ended

@@ -24,7 +24,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import check_directory
 
-_STAGING = ".staging"
+STAGING = ".staging"  # a local memory's folder of files written before they are linked into place
 
 
 class TransientError(Exception):
@@ -193,7 +193,7 @@ class LocalObjectStore:
     async def staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         """Staging files (name, bytes) last written more than `older_than` seconds ago: what a writer
         that died between staging a commit and linking it (or unlinking the stage) left behind."""
-        return await asyncio.to_thread(self._staged, older_than)
+        return await asyncio.to_thread(self._list_staged, older_than)
 
     async def remove_staged(self, name: str) -> None:
         await asyncio.to_thread(self._remove_staged, name)
@@ -208,26 +208,23 @@ class LocalObjectStore:
 
     def _create(self, key: str, data: bytes) -> bool:
         target = self.root / key
-        staging = self.root / _STAGING
+        staging = self.root / STAGING
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             staging.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
-                staged.write(data)
-                staged.flush()
-                os.fsync(staged.fileno())
+            staged = _write_staged(staging, data)
             try:
-                os.link(staged.name, target)
+                os.link(staged, target)
             except FileExistsError:
-                os.unlink(staged.name)
+                os.unlink(staged)
                 return False
             except OSError:
-                os.unlink(staged.name)
+                os.unlink(staged)
                 raise
         except OSError as error:
             raise _os_error(error, target) from error
         try:
-            os.unlink(staged.name)
+            os.unlink(staged)
             _fsync_directory(target.parent)
         except OSError as error:
             # The object is in place and readable, so the create is not a definitive failure: the
@@ -241,7 +238,7 @@ class LocalObjectStore:
         the rename are one step for them (a compaction may still delete the key in between, leaving one
         stray old object that the next compaction deletes again)."""
         target = self.root / key
-        staging = self.root / _STAGING
+        staging = self.root / STAGING
         try:
             staging.mkdir(parents=True, exist_ok=True)
             with open(staging / "rewrite.lock", "a") as lock:
@@ -251,20 +248,16 @@ class LocalObjectStore:
                         return False
                 except FileNotFoundError:
                     return False
-                with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
-                    staged.write(data)
-                    staged.flush()
-                    os.fsync(staged.fileno())
-                os.replace(staged.name, target)
+                os.replace(_write_staged(staging, data), target)
                 _fsync_directory(target.parent)
         except OSError as error:
             raise _os_error(error, target) from error
         return True
 
-    def _staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
+    def _list_staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         found: builtins.list[tuple[str, bytes]] = []
         try:
-            with os.scandir(self.root / _STAGING) as entries:
+            with os.scandir(self.root / STAGING) as entries:
                 for entry in entries:
                     try:
                         if entry.is_file() and entry.stat().st_mtime < time.time() - older_than:
@@ -274,14 +267,14 @@ class LocalObjectStore:
         except FileNotFoundError:
             return []
         except OSError as error:
-            raise _os_error(error, self.root / _STAGING) from error
+            raise _os_error(error, self.root / STAGING) from error
         return found
 
     def _remove_staged(self, name: str) -> None:
         try:
-            (self.root / _STAGING / name).unlink(missing_ok=True)
+            (self.root / STAGING / name).unlink(missing_ok=True)
         except OSError as error:
-            raise _os_error(error, self.root / _STAGING / name) from error
+            raise _os_error(error, self.root / STAGING / name) from error
 
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.
@@ -360,6 +353,15 @@ class MemoryObjectStore:
 
     async def now(self) -> float:
         return self.clock
+
+
+def _write_staged(staging: Path, data: bytes) -> str:
+    """A new file in `staging` holding `data`, synced to disk: its path, to link or rename into place."""
+    with tempfile.NamedTemporaryFile(dir=staging, delete=False) as staged:
+        staged.write(data)
+        staged.flush()
+        os.fsync(staged.fileno())
+    return staged.name
 
 
 def _fsync_directory(directory: Path) -> None:

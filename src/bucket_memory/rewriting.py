@@ -12,13 +12,12 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .codec import LOG_PREFIX, key_seq, off_loop
 from .log import CommitLog
-from .objects import LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from .objects import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
 
 logger = logging.getLogger(__name__)
 
 type Redaction = Callable[[bytes], bytes | None]
-_STAGING_FOLDER = ".staging"
 
 
 class Rewriting:
@@ -95,7 +94,7 @@ class Rewriting:
         for name, data in await objects.staged(older_than=self.log.options.operation_timeout):
             if holds(name, data):
                 await objects.remove_staged(name)
-                removed.append(f"{_STAGING_FOLDER}/{name}")
+                removed.append(f"{STAGING}/{name}")
         return removed
 
     async def delete_versions(self, versions: Sequence[ObjectVersion]) -> None:
