@@ -171,9 +171,9 @@ def test_every_playbook_has_a_scenario() -> None:
     assert set(PLAYBOOKS) == set(SCENARIOS)
 
 
-# The longest (5 to 25 s each: several command processes, versioning turned on late) run in
+# The longest (5 to 45 s each: several command processes, versioning turned on late) run in
 # `make test-slow`.
-SLOWEST = {"damaged", "versioning-late", "init-existing", "erase"}
+SLOWEST = {"damaged", "versioning-late", "init-existing", "erase", "wipe", "read-only"}
 
 
 # The read-only one last: its moto server (with IAM) replaces the session's in the environment.

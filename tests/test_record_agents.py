@@ -20,9 +20,10 @@ from .record_races import add_and_update
 SLOW = pytest.mark.slow
 
 
-@pytest.fixture(params=["s3", pytest.param("gcs", marks=SLOW), pytest.param("local", marks=SLOW)])
+@pytest.fixture(params=["local", pytest.param("s3", marks=SLOW), pytest.param("gcs", marks=SLOW)])
 def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """S3 in `make test`; each agent is a process that imports the harness, so the rest run as slow."""
+    """A local memory in `make test` (the buckets in `make test-slow`: the harness on S3 runs in
+    test_deploy too); each agent is a process that imports the harness, so the rest run as slow."""
     return fresh_memory_url(request, tmp_path)
 
 
