@@ -77,9 +77,10 @@ def unique_prefix() -> str:
     return f"memories/{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", "unordered", "local", "s3", "gcs"])
+@pytest.fixture(params=["memory", "unordered", "local", "s3", "s3-obstore", "gcs"])
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """One memory's objects on each backend ("unordered" lists like an S3 Express directory bucket)."""
+    """One memory's objects on each backend ("unordered" lists like an S3 Express directory bucket;
+    "s3-obstore" is moto through the `fast` extra's obstore layer)."""
     match request.param:
         case "memory":
             return MemoryObjectStore()
@@ -91,6 +92,11 @@ def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
             from bucket_memory.s3 import S3ObjectStore
 
             return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=BUCKET, prefix=unique_prefix())
+        case "s3-obstore":
+            from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+
+            request.getfixturevalue("s3_endpoint")
+            return ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
         case _:
             from bucket_memory.gcs import GCSObjectStore
 

@@ -143,16 +143,25 @@ async def _write_through_a_wipe(barrier: Barrier, url: str, name: str, rounds: i
 
 
 def random_history(
-    barrier: Barrier, results: multiprocessing.Queue[object], url: str, name: str, seed: int, operations: int
+    barrier: Barrier,
+    results: multiprocessing.Queue[object],
+    url: str,
+    name: str,
+    seed: int,
+    operations: int,
+    layer: str = "aiobotocore",
 ) -> None:
-    """Run `histories.random_client` on the memory at `url` under the linearizability suite's faults,
-    all processes starting together; report the recorded history."""
-    _report(results, lambda: _random_history(barrier, url, name, seed, operations))
+    """Run `histories.random_client` on the memory at `url` (an S3 one through `layer`) under the
+    linearizability suite's faults, all processes starting together; report the recorded history."""
+    _report(results, lambda: _random_history(barrier, url, name, seed, operations, layer))
 
 
-async def _random_history(barrier: Barrier, url: str, name: str, seed: int, operations: int) -> list[object]:
+async def _random_history(
+    barrier: Barrier, url: str, name: str, seed: int, operations: int, layer: str
+) -> list[object]:
     from bucket_memory.objects import LocalObjectStore, ObjectStore
     from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.s3_obstore import ObstoreS3ObjectStore
     from bucket_memory.testing.faults import FaultyObjectStore
     from bucket_memory.urls import parse_url
 
@@ -161,9 +170,10 @@ async def _random_history(barrier: Barrier, url: str, name: str, seed: int, oper
     from .test_linearizable import FAULTS, OPTIONS
 
     where = parse_url(url)
-    objects: ObjectStore = (
-        S3ObjectStore(bucket=where.bucket, prefix=where.prefix) if where.scheme == "s3" else LocalObjectStore(url)
-    )
+    objects: ObjectStore = LocalObjectStore(url)
+    if where.scheme == "s3":
+        layers = {"aiobotocore": S3ObjectStore, "obstore": ObstoreS3ObjectStore}
+        objects = layers[layer](bucket=where.bucket, prefix=where.prefix)
     history: list[Operation] = []
     store = LogFileStore(FaultyObjectStore(objects, FAULTS, seed=seed), options=OPTIONS)
     barrier.wait()

@@ -67,6 +67,12 @@ async def behind_proxy(
                 yield objects, proxy
             finally:
                 await objects.aclose()
+    elif backend == "s3-obstore":
+        from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+
+        async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
+            monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+            yield ObstoreS3ObjectStore(bucket=BUCKET, prefix=prefix, request_timeout=request_timeout), proxy
     else:
         from google.cloud import storage
 
@@ -106,7 +112,7 @@ async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
         await asyncio.gather(*(loop.run_in_executor(_WORKERS, barrier.wait) for _ in range(_WORKERS._max_workers)))
 
 
-BACKENDS = ["s3", "gcs"]
+BACKENDS = ["s3", "s3-obstore", "gcs"]
 
 
 def waiting(faults: list[Fault]) -> list[Any]:

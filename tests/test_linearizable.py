@@ -195,7 +195,7 @@ async def run_random(objects: ObjectStore, seed: int, *, clients: int, operation
     return len(history)
 
 
-@pytest.fixture(params=["memory", "local", "s3"])
+@pytest.fixture(params=["memory", "local", "s3", "s3-obstore"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], ObjectStore]:
     """Makes a fresh memory's objects on the backend."""
     match request.param:
@@ -203,6 +203,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Obje
             return MemoryObjectStore
         case "local":
             return lambda: LocalObjectStore(tmp_path / unique_prefix())
+        case "s3-obstore":
+            request.getfixturevalue("s3_endpoint")
+            from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+
+            return lambda: ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
         case _:
             request.getfixturevalue("s3_endpoint")
             from bucket_memory.s3 import S3ObjectStore
@@ -221,15 +226,19 @@ async def test_random_histories_are_linearizable_at_scale(backend: Callable[[], 
     await run_random(backend(), seed, clients=5, operations=60)
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("where", ["local", "s3", "s3-mixed"])
 async def test_racing_processes_stay_linearizable(where: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The same, in separate OS processes (no compaction: their clocks are real)."""
-    if where == "s3":
+    """The same, in separate OS processes (no compaction: their clocks are real). "s3-mixed" is a
+    fleet half on aiobotocore and half on obstore, as one mid-way through adopting the `fast` extra."""
+    if where.startswith("s3"):
         request.getfixturevalue("s3_endpoint")
         url = f"s3://{BUCKET}/{unique_prefix()}"
     else:
         url = str(tmp_path / "memory")
-    histories = run_processes(random_history, [(url, f"p{number}", number, 40) for number in range(4)])
+    layers = ["aiobotocore", "obstore"] if where == "s3-mixed" else ["aiobotocore"]
+    histories = run_processes(
+        random_history, [(url, f"p{number}", number, 40, layers[number % len(layers)]) for number in range(4)]
+    )
     history = [operation for ops in histories for operation in ops]  # type: ignore[attr-defined]
     from bucket_memory import open_store
 

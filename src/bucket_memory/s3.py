@@ -30,11 +30,9 @@ from .credentials import no_aws_credentials
 from .deadline import check_seconds
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
+from .s3_errors import s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 
-_TRANSIENT_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
-)
 _DELETE_BATCH = 1000
 _DELETE_CONCURRENCY = 4
 type _Request = Callable[[Any], Awaitable[Any]]
@@ -119,7 +117,7 @@ class S3ObjectStore:
         if errors := response.get("Errors"):
             first = errors[0]
             key = first.get("Key", "").removeprefix(self.prefix)  # the bucket's key: the location names the prefix
-            raise _error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"))
+            raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"))
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every content version under the prefix (delete markers left out), each key's oldest first.
@@ -234,11 +232,7 @@ class S3ObjectStore:
         except _Missing:
             if absent_ok:
                 raise
-            raise MemoryStoreError(
-                "unavailable",
-                f"{self.location} answered 404 to a request for {key or 'the bucket'}: the endpoint or bucket "
-                "name is wrong (check AWS_ENDPOINT_URL and the URL).",
-            ) from None
+            raise wrong_endpoint(self.location, key) from None
         self.clock.note(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"))
         return response
 
@@ -260,7 +254,7 @@ class S3ObjectStore:
                 raise _Missing from None
             if code == "PreconditionFailed" or status == 412:
                 raise _Exists from None
-            raise _error(code, status, f"{self.location}/{key}", details.get("Message"), history) from None
+            raise s3_error(code, status, f"{self.location}/{key}", details.get("Message"), history) from None
         except (NoCredentialsError, PartialCredentialsError):
             raise no_aws_credentials(self.location) from None
         except (ConnectionError, HTTPClientError) as error:
@@ -292,7 +286,7 @@ class _LoopClient:
         try:
             return await asyncio.shield(self._made)
         except (ProfileNotFound, BotoCoreError) as error:
-            raise _client_error(error, location) from None
+            raise s3_client_error(error, location) from None
 
     async def aclose(self) -> None:
         if self._holder is not None:
@@ -336,47 +330,9 @@ def _load_models(session: Any) -> None:
         loader.load_data(name)
 
 
-def _client_error(error: Exception, location: str) -> MemoryStoreError:
-    if isinstance(error, ProfileNotFound):
-        return MemoryStoreError("forbidden", f"{error}: name a profile from ~/.aws/config in AWS_PROFILE, or unset it.")
-    return MemoryStoreError("unavailable", f"Cannot make an S3 client for {location}: {error}. Check the AWS settings.")
-
-
 class _Missing(Exception):
     """The key does not exist."""
 
 
 class _Exists(Exception):
     """A conditional create found the key taken."""
-
-
-def _error(code: str, status: int, where: str, message: str | None, history: bool = False) -> Exception:
-    bucket = where.removeprefix("s3://").split("/", 1)[0]
-    if code == "NoSuchBucket":
-        return MemoryStoreError("unavailable", f"The bucket {bucket} does not exist: create it or fix the URL.")
-    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"):
-        return MemoryStoreError(
-            "forbidden",
-            f"S3 refused the AWS credentials for {where} ({code}): check the access key, secret, session "
-            "token or profile the standard chain found.",
-        )
-    if history and (code in ("AccessDenied", "AllAccessDisabled") or status == 403):
-        return MemoryStoreError(
-            "forbidden",
-            f"Using old versions under {where} was denied ({code or status}). recover needs "
-            f"s3:ListBucketVersions and s3:GetBucketVersioning on bucket {bucket} and s3:GetObjectVersion on the "
-            "prefix, erase s3:DeleteObjectVersion too, beside what agents have: the Terraform module's "
-            "operator_policy_json (or `bucket-memory policy --operator`) grants them.",
-        )
-    if code in ("AccessDenied", "AllAccessDisabled") or status == 403:
-        return MemoryStoreError(
-            "forbidden",
-            f"Access to {where} was denied ({code or status}). The store needs s3:GetObject, s3:PutObject and "
-            f"s3:DeleteObject on the prefix and s3:ListBucket on bucket {bucket} (without it S3 answers 403 for "
-            "a missing key).",
-        )
-    if code in _TRANSIENT_CODES or code == "ConditionalRequestConflict" or status in (408, 409, 429) or status >= 500:
-        return TransientError(f"{code or status}: {message or ''}")
-    return MemoryStoreError(
-        "unavailable", f"S3 refused a request for {where}: {code or status} {message or ''}".strip()
-    )

@@ -1,0 +1,265 @@
+"""The object layer on S3 through obstore (Rust's `object_store`): the `fast` extra."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from .credentials import no_aws_credentials
+from .deadline import check_seconds
+from .objects import ObjectInfo, TransientError
+from .s3_errors import s3_client_error, s3_error, wrong_endpoint
+from .urls import check_prefix
+
+if TYPE_CHECKING:
+    from obstore.store import S3Credential, S3Store
+
+_LISTED_TIME_RESOLUTION = 1.0
+# The credentials the chain gave are asked for again this often; botocore refreshes expiring ones itself.
+_CREDENTIALS_TTL = timedelta(minutes=5)
+_STATUS = re.compile(r"status code: (\d{3})")
+_CODE = re.compile(r"<Code>([A-Za-z0-9]{1,64})</Code>")
+
+
+class ObstoreS3ObjectStore:
+    """The objects under `s3://bucket/prefix/` through obstore, for the log's own requests.
+
+    Create-if-absent is obstore's create mode (`PutObject` with `If-None-Match: *`). obstore makes
+    one attempt per request, since the log retries and settles ambiguous creates itself; its
+    errors carry only a message, so the status and S3 error code are read from it and mapped as
+    for aiobotocore. It has no old versions: recovery and erasure use `S3ObjectStore`.
+    """
+
+    def __init__(self, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
+        check_prefix(prefix.strip("/"), f"s3://{bucket}")
+        self.request_timeout = check_seconds("request_timeout", request_timeout)
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.ordered_listing = not bucket.endswith("--x-s3")
+        self.clock = CreateClock()
+        self._store: S3Store | None = None
+        self._making: asyncio.Lock | None = None
+
+    @property
+    def location(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    async def get(self, key: str) -> bytes | None:
+        import obstore
+
+        async def read(store: S3Store) -> bytes:
+            found = await obstore.get_async(store, key)
+            return bytes(await found.bytes_async())
+
+        try:
+            return await self._guarded(read, key, absent_ok=True)
+        except _Missing:
+            return None
+
+    async def create(self, key: str, data: bytes) -> bool:
+        import obstore
+
+        try:
+            await self._guarded(lambda store: obstore.put_async(store, key, data, mode="create"), key)
+        except _Exists:
+            return False
+        self.clock.created(key, time.time(), self)
+        return True
+
+    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+        import obstore
+
+        # obstore lists by whole path segments: a prefix that ends mid-name lists its folder, filtered.
+        folder = prefix if not prefix or prefix.endswith("/") else prefix.rpartition("/")[0]
+        offset = start_after if self.ordered_listing else None
+
+        async def listing(store: S3Store) -> builtins.list[ObjectInfo]:
+            found: builtins.list[ObjectInfo] = []
+            async for chunk in obstore.list(store, folder or None, offset=offset):
+                # Listings give LastModified in whole seconds: ageing an object from the end of its
+                # second keeps compaction on the safe side of the grace period.
+                found.extend(
+                    ObjectInfo(item["path"], item["last_modified"].timestamp() + _LISTED_TIME_RESOLUTION)
+                    for item in chunk
+                    if item["path"].startswith(prefix)
+                )
+            return found
+
+        found = await self._guarded(listing, prefix)
+        if self.ordered_listing:
+            return found
+        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        import obstore
+
+        if keys:
+            await self._guarded(lambda store: obstore.delete_async(store, builtins.list(keys)), keys[0])
+
+    async def now(self) -> float:
+        return await self.clock.now()
+
+    async def aclose(self) -> None:
+        """Nothing to close: obstore's client is bound to no event loop, and its connections close
+        with it when the store is collected."""
+
+    async def last_modified(self, key: str) -> float | None:
+        """When the server last wrote `key`, in whole seconds, or None when it is gone."""
+        import obstore
+
+        try:
+            meta = await self._guarded(lambda store: obstore.head_async(store, key), key, absent_ok=True)
+        except _Missing:
+            return None
+        modified: datetime = meta["last_modified"]
+        return modified.timestamp()
+
+    async def _guarded[T](self, request: Callable[[S3Store], Awaitable[T]], key: str, *, absent_ok: bool = False) -> T:
+        """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
+        of the private answers "missing" (where the caller asked: `absent_ok`) and "exists"."""
+        store = await self._client()
+        try:
+            # The whole request, body included, within the store's deadline (obstore's own timeout
+            # bounds it too; this one also covers the wait for its runtime).
+            async with asyncio.timeout(self.request_timeout):
+                return await request(store)
+        except Exception as error:
+            mapped = _mapped(error, f"{self.location}/{key}")
+        if isinstance(mapped, _Missing) and not absent_ok:
+            raise wrong_endpoint(self.location, key)
+        raise mapped
+
+    async def _client(self) -> S3Store:
+        if self._store is not None:
+            return self._store
+        if self._making is None:
+            self._making = asyncio.Lock()
+        async with self._making:
+            if self._store is None:
+                # botocore reads its config files and the chain's environment: in a thread, not on the loop.
+                self._store = await asyncio.to_thread(self._make_client)
+        return self._store
+
+    def _make_client(self) -> S3Store:
+        import botocore.session
+        from botocore.exceptions import BotoCoreError, ProfileNotFound
+        from obstore.store import S3Store
+
+        try:
+            session = botocore.session.get_session()
+            credentials = session.get_credentials()
+            region = session.get_config_variable("region") or "us-east-1"
+        except (ProfileNotFound, BotoCoreError) as error:
+            raise s3_client_error(error, self.location) from None
+        if credentials is None:
+            raise no_aws_credentials(self.location)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        config: dict[str, Any] = {"region": region}
+        if endpoint:
+            config["endpoint"] = endpoint
+        if not self.ordered_listing:
+            config["s3_express"] = True
+        seconds = f"{self.request_timeout}s"
+        return S3Store(
+            self.bucket,
+            prefix=self.prefix or None,
+            config=config,  # type: ignore[arg-type]
+            client_options={"timeout": seconds, "connect_timeout": "5s", "allow_http": bool(endpoint)},
+            retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=self.request_timeout)},
+            credential_provider=_ChainCredentials(credentials),
+        )
+
+
+class CreateClock:
+    """The server's clock for a client that sees no `Date` header: the local clock, set by how the
+    server stamped this store's first create (one HEAD, once per process).
+
+    The stamp has whole seconds and the write happened before the reply, so the offset taken is
+    the smallest one consistent with both: the clock never runs ahead of the server's by more than
+    the local one drifts, and compaction ages objects on the safe side. Until the first create is
+    stamped it is the local clock, as a client that has had no reply yet has.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        self._stamping: asyncio.Task[None] | None = None
+        self._stamped = False
+
+    def created(self, key: str, answered: float, objects: ObstoreS3ObjectStore) -> None:
+        """Note that `key` was created, its reply seen at local time `answered`."""
+        if self._stamped or self._stamping is not None:
+            return
+        self._stamping = asyncio.get_running_loop().create_task(self._stamp(key, answered, objects))
+
+    async def now(self) -> float:
+        if self._stamping is not None and not self._stamped:
+            await asyncio.shield(self._stamping)
+        return time.time() + self.offset
+
+    async def _stamp(self, key: str, answered: float, objects: ObstoreS3ObjectStore) -> None:
+        try:
+            modified = await objects.last_modified(key)
+        except (MemoryStoreError, TransientError):
+            self._stamping = None  # the next create tries again
+            return
+        if modified is not None:
+            offset = modified - answered
+            self.offset = offset if abs(offset) > 2.0 else 0.0
+        self._stamped = True
+
+
+class _ChainCredentials:
+    """obstore's credential provider over botocore's standard chain (environment, profile, SSO,
+    container and instance roles), so both S3 layers find the same credentials."""
+
+    def __init__(self, credentials: Any) -> None:
+        self._credentials = credentials
+
+    def __call__(self) -> S3Credential:
+        frozen = self._credentials.get_frozen_credentials()
+        return {
+            "access_key_id": frozen.access_key,
+            "secret_access_key": frozen.secret_key,
+            "token": frozen.token,
+            "expires_at": datetime.now(UTC) + _CREDENTIALS_TTL,
+        }
+
+
+class _Missing(Exception):
+    """The key does not exist."""
+
+
+class _Exists(Exception):
+    """A conditional create found the key taken."""
+
+
+def _mapped(error: Exception, where: str) -> Exception:
+    """What an obstore failure means. Its exceptions carry the reply's status and body only in the
+    message, so those are read from it: a 409 (a concurrent conditional write) raised as "already
+    exists" is transient, and a missing bucket raised as "not found" is not a missing key."""
+    from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+
+    if isinstance(error, MemoryStoreError | TransientError):
+        return error
+    if isinstance(error, TimeoutError):
+        return TransientError(f"no answer within the request timeout from {where}")
+    text = str(error)
+    status = int(found[1]) if (found := _STATUS.search(text)) else 0
+    code = found[1] if (found := _CODE.search(text)) else ""
+    # obstore raises a 404 as the built-in FileNotFoundError.
+    if isinstance(error, NotFoundError | FileNotFoundError) and code != "NoSuchBucket":
+        return _Missing()
+    if isinstance(error, AlreadyExistsError | PreconditionError) and status == 412:
+        return _Exists()
+    if status or code:
+        return s3_error(code, status, where, code or f"HTTP {status}")
+    # A request that never got a reply: refused, reset or timed out connections.
+    return TransientError(f"{type(error).__name__} for {where}: {text.partition(chr(10))[0][:300]}")
