@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.bench
 	$(PY) -m benchmarks.records
 	$(PY) -m benchmarks.peers
+	$(PY) -m benchmarks.layers
 	$(PY) -m benchmarks.erase
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.

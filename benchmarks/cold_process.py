@@ -1,5 +1,6 @@
-"""A fresh process on Lambda terms: `python -m benchmarks.cold_process URL` imports bucket_memory,
-opens the memory at URL, reads one file, writes one, and prints the times and peak RSS as JSON."""
+"""A fresh process on Lambda terms: `python -m benchmarks.cold_process URL [S3_LAYER]` imports
+bucket_memory, opens the memory at URL (an S3 one through S3_LAYER, aiobotocore by default), reads
+one file, writes one, and prints the times and peak RSS as JSON."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ imported = time.perf_counter()
 sdk_loaded_by_import = "aiobotocore" in sys.modules or "google.cloud.storage" in sys.modules
 
 
-async def main(url: str) -> dict[str, float]:
-    async with bucket_memory.open_store(url) as store:
+async def main(url: str, s3_layer: str = "aiobotocore") -> dict[str, float]:
+    async with bucket_memory.open_store(url, s3_layer=s3_layer) as store:  # type: ignore[arg-type]
         opened = time.perf_counter()
         entries = await store.list()
         await store.read(entries[0].path)
@@ -47,4 +48,4 @@ def peak_rss_mb() -> float:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(asyncio.run(main(sys.argv[1]))) + "\n")
+    sys.stdout.write(json.dumps(asyncio.run(main(*sys.argv[1:3]))) + "\n")
