@@ -322,8 +322,8 @@ class _Prefixed:
     async def delete(self, keys: Any) -> None:
         await self.bucket.delete([self.prefix + key for key in keys])
 
-    async def now(self) -> float:
-        return await self.bucket.now()
+    async def now(self, *, ageing: bool = False) -> float:
+        return await self.bucket.now(ageing=ageing)
 
 
 async def local_baselines(runs: int) -> dict[str, dict[str, float]]:

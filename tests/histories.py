@@ -65,8 +65,8 @@ class Archive:
                 self.deleted.setdefault(key, data)
         await self.inner.delete(keys)
 
-    async def now(self) -> float:
-        return await self.inner.now()
+    async def now(self, *, ageing: bool = False) -> float:
+        return await self.inner.now(ageing=ageing)
 
     async def commits(self) -> builtins.list[Commit]:
         """Every commit ever created: those still in the log and those compaction deleted."""
@@ -148,8 +148,8 @@ class Warped:
     async def delete(self, keys: Sequence[str]) -> None:
         await self.warp.timed(lambda: self.inner.delete(keys))
 
-    async def now(self) -> float:
-        return await self.inner.now() + self.warp.offset
+    async def now(self, *, ageing: bool = False) -> float:
+        return await self.inner.now(ageing=ageing) + self.warp.offset
 
 
 async def random_client(

@@ -92,7 +92,7 @@ class GCSObjectStore:
     async def versioning(self) -> Versioning:
         return await self._run(self._versioning)
 
-    async def now(self) -> float:
+    async def now(self, *, ageing: bool = False) -> float:
         return self.clock.now()
 
     def _note_date(self, response: requests.Response, *args: object, **kwargs: object) -> None:

@@ -96,7 +96,9 @@ class Housekeeper:
     async def compact_below(self, head: int) -> Compaction:
         """Compaction as of a head the caller has proven (invariants 3 and 4 of `log`)."""
         log, options = self.log, self.log.options
-        now = await log.objects.now()
+        now = await retrying(
+            lambda: log.objects.now(ageing=True), what=f"Compacting {log.location}", attempts=options.request_attempts
+        )
         commits = await log.reader.list_log()
         checkpoints = await log.reader.list_checkpoints()
         retained = head - options.retain_commits + 1

@@ -69,8 +69,9 @@ class ObjectStore(Protocol):
 
     async def delete(self, keys: Sequence[str]) -> None: ...
 
-    async def now(self) -> float:
-        """The server's clock, in seconds since the epoch, to age objects by."""
+    async def now(self, *, ageing: bool = False) -> float:
+        """The server's clock, in seconds since the epoch. With `ageing` the caller deletes objects by
+        their age from it, so it must not run ahead of the server's (it may send a request to make sure)."""
         ...
 
 
@@ -184,7 +185,7 @@ class LocalObjectStore:
     async def delete(self, keys: Sequence[str]) -> None:
         await asyncio.to_thread(self._delete, keys)
 
-    async def now(self) -> float:
+    async def now(self, *, ageing: bool = False) -> float:
         return time.time()
 
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
@@ -351,7 +352,7 @@ class MemoryObjectStore:
         self.objects[key] = (bytes(data), self.clock)
         return True
 
-    async def now(self) -> float:
+    async def now(self, *, ageing: bool = False) -> float:
         return self.clock
 
 

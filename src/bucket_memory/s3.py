@@ -188,7 +188,7 @@ class S3ObjectStore:
             history=True,
         )
 
-    async def now(self) -> float:
+    async def now(self, *, ageing: bool = False) -> float:
         return self.clock.now()
 
     async def client(self) -> Any:

@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import os
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -23,10 +24,13 @@ if TYPE_CHECKING:
     from obstore.store import S3Credential, S3Store
 
 _LISTED_TIME_RESOLUTION = 1.0
-# The credentials the chain gave are asked for again this often; botocore refreshes expiring ones itself.
-_CREDENTIALS_TTL = timedelta(minutes=5)
+# Credentials without an expiry of their own are asked for again this often (obstore asks again once
+# fewer than 5 minutes are left); botocore refreshes expiring ones itself.
+_CREDENTIALS_TTL = timedelta(minutes=15)
+_RESTAMP_SECONDS = 600.0
 _STATUS = re.compile(r"status code: (\d{3})")
-_CODE = re.compile(r"<Code>([A-Za-z0-9]{1,64})</Code>")
+# An error reply's body ("<Code>AccessDenied</Code>"), or a DeleteObjects key's error ("(code: AccessDenied)").
+_CODE = re.compile(r"<Code>([A-Za-z0-9]{1,64})</Code>|\(code: ([A-Za-z0-9]{1,64})\)")
 
 
 class ObstoreS3ObjectStore:
@@ -71,7 +75,7 @@ class ObstoreS3ObjectStore:
             await self._guarded(lambda store: obstore.put_async(store, key, data, mode="create"), key)
         except _Exists:
             return False
-        self.clock.created(key, time.time(), self)
+        self.clock.created(key, time.time())
         return True
 
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
@@ -104,8 +108,8 @@ class ObstoreS3ObjectStore:
         if keys:
             await self._guarded(lambda store: obstore.delete_async(store, builtins.list(keys)), keys[0])
 
-    async def now(self) -> float:
-        return await self.clock.now()
+    async def now(self, *, ageing: bool = False) -> float:
+        return await self.clock.now(self, ageing=ageing)
 
     async def aclose(self) -> None:
         """Nothing to close: obstore's client is bound to no event loop, and its connections close
@@ -157,11 +161,11 @@ class ObstoreS3ObjectStore:
             session = botocore.session.get_session()
             credentials = session.get_credentials()
             region = session.get_config_variable("region") or "us-east-1"
+            endpoint = _endpoint(session)
         except (ProfileNotFound, BotoCoreError) as error:
             raise s3_client_error(error, self.location) from None
         if credentials is None:
             raise no_aws_credentials(self.location)
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         config: dict[str, Any] = {"region": region}
         if endpoint:
             config["endpoint"] = endpoint
@@ -178,42 +182,70 @@ class ObstoreS3ObjectStore:
         )
 
 
-class CreateClock:
-    """The server's clock for a client that sees no `Date` header: the local clock, set by how the
-    server stamped this store's first create (one HEAD, once per process).
+def _endpoint(session: Any) -> str | None:
+    """The endpoint aws-cli would use for S3: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then the
+    profile's endpoint_url, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is set."""
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
+        return None
+    found: str | None = (
+        os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or session.get_scoped_config().get("endpoint_url")
+    )
+    return found
 
-    The stamp has whole seconds and the write happened before the reply, so the offset taken is
-    the smallest one consistent with both: the clock never runs ahead of the server's by more than
-    the local one drifts, and compaction ages objects on the safe side. Until the first create is
-    stamped it is the local clock, as a client that has had no reply yet has.
+
+class CreateClock:
+    """The server's clock for a client that sees no `Date` header: the local clock, offset by how
+    the server stamped an object this store created (one HEAD after its first create, and again
+    after ten minutes of creates).
+
+    A stamp has whole seconds and the write happened before its reply, so the offset taken is the
+    smallest consistent with both, and a small positive one is taken as none: the clock never runs
+    ahead of the server's, and compaction ages objects on the safe side. Asked for `ageing` before
+    anything is stamped, it stamps an object of its own; otherwise it is the local clock until the
+    first stamp, as a client that has had no reply yet has.
     """
 
     def __init__(self) -> None:
         self.offset = 0.0
-        self._stamping: asyncio.Task[None] | None = None
-        self._stamped = False
+        self._stamped_at: float | None = None  # time.monotonic() of the last stamp
+        self._pending: tuple[str, float] | None = None  # a created key, and when its reply came
 
-    def created(self, key: str, answered: float, objects: ObstoreS3ObjectStore) -> None:
+    def created(self, key: str, answered: float) -> None:
         """Note that `key` was created, its reply seen at local time `answered`."""
-        if self._stamped or self._stamping is not None:
-            return
-        self._stamping = asyncio.get_running_loop().create_task(self._stamp(key, answered, objects))
+        if self._stamped_at is None or time.monotonic() - self._stamped_at > _RESTAMP_SECONDS:
+            self._pending = (key, answered)
 
-    async def now(self) -> float:
-        if self._stamping is not None and not self._stamped:
-            await asyncio.shield(self._stamping)
+    async def now(self, objects: ObstoreS3ObjectStore, *, ageing: bool) -> float:
+        await self._stamp(objects)
+        if ageing and self._stamped_at is None:
+            key = f"doctor/clock-{secrets.token_hex(8)}.json"
+            try:
+                await objects.create(key, b"{}")  # noted by `created`
+                await self._stamp(objects)
+            finally:
+                await objects.delete([key])
+            if self._stamped_at is None:
+                raise TransientError(f"{objects.location} did not say when it stamped {key}")
         return time.time() + self.offset
 
-    async def _stamp(self, key: str, answered: float, objects: ObstoreS3ObjectStore) -> None:
+    async def _stamp(self, objects: ObstoreS3ObjectStore) -> None:
+        """Set the offset from the pending created key's stamp. A failed HEAD waits for the next
+        create, so a store whose HEADs fail sends one per create, not one per call."""
+        if self._pending is None:
+            return
+        key, answered = self._pending
+        self._pending = None
         try:
             modified = await objects.last_modified(key)
         except (MemoryStoreError, TransientError):
-            self._stamping = None  # the next create tries again
             return
-        if modified is not None:
-            offset = modified - answered
-            self.offset = offset if abs(offset) > 2.0 else 0.0
-        self._stamped = True
+        if modified is None:
+            return  # deleted meanwhile
+        offset = modified - answered
+        self.offset = offset if offset > 2.0 else min(offset, 0.0)
+        self._stamped_at = time.monotonic()
 
 
 class _ChainCredentials:
@@ -225,11 +257,15 @@ class _ChainCredentials:
 
     def __call__(self) -> S3Credential:
         frozen = self._credentials.get_frozen_credentials()
+        # Static keys never expire; refreshable ones are asked for again before botocore's expiry.
+        expiry: datetime | None = getattr(self._credentials, "_expiry_time", None)
+        if expiry is None and hasattr(self._credentials, "refresh_needed"):
+            expiry = datetime.now(UTC) + _CREDENTIALS_TTL
         return {
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             "token": frozen.token,
-            "expires_at": datetime.now(UTC) + _CREDENTIALS_TTL,
+            "expires_at": expiry,
         }
 
 
@@ -245,7 +281,14 @@ def _mapped(error: Exception, where: str) -> Exception:
     """What an obstore failure means. Its exceptions carry the reply's status and body only in the
     message, so those are read from it: a 409 (a concurrent conditional write) raised as "already
     exists" is transient, and a missing bucket raised as "not found" is not a missing key."""
-    from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+    from obstore.exceptions import (
+        AlreadyExistsError,
+        InvalidPathError,
+        NotFoundError,
+        PermissionDeniedError,
+        PreconditionError,
+        UnauthenticatedError,
+    )
 
     if isinstance(error, MemoryStoreError | TransientError):
         return error
@@ -253,7 +296,7 @@ def _mapped(error: Exception, where: str) -> Exception:
         return TransientError(f"no answer within the request timeout from {where}")
     text = str(error)
     status = int(found[1]) if (found := _STATUS.search(text)) else 0
-    code = found[1] if (found := _CODE.search(text)) else ""
+    code = (found[1] or found[2]) if (found := _CODE.search(text)) else ""
     # obstore raises a 404 as the built-in FileNotFoundError.
     if isinstance(error, NotFoundError | FileNotFoundError) and code != "NoSuchBucket":
         return _Missing()
@@ -261,5 +304,22 @@ def _mapped(error: Exception, where: str) -> Exception:
         return _Exists()
     if status or code:
         return s3_error(code, status, where, code or f"HTTP {status}")
+    if isinstance(error, UnauthenticatedError | PermissionDeniedError):
+        # The credential chain failed (an expired SSO login, a role that cannot be assumed).
+        return MemoryStoreError(
+            "forbidden", f"No usable AWS credentials for {where}: {text.partition(chr(10))[0][:300]}"
+        )
+    if isinstance(error, InvalidPathError):
+        return MemoryStoreError(
+            "unavailable",
+            f"A key under {where} has an empty or '.' segment, which obstore cannot list: remove that object "
+            "(the memory never writes one), or open the memory with the default S3 layer.",
+        )
+    if "redirect" in text.lower():
+        return MemoryStoreError(
+            "unavailable",
+            f"S3 redirected a request for {where}: the bucket is in another region. Set AWS_REGION to the "
+            "bucket's region.",
+        )
     # A request that never got a reply: refused, reset or timed out connections.
     return TransientError(f"{type(error).__name__} for {where}: {text.partition(chr(10))[0][:300]}")

@@ -122,8 +122,8 @@ class FaultyObjectStore:
         await self.inner.delete(keys)
         await self._after("delete", keys[0] if keys else "", fault)
 
-    async def now(self) -> float:
-        return await self.inner.now()
+    async def now(self, *, ageing: bool = False) -> float:
+        return await self.inner.now(ageing=ageing)
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         inner = self._versioned()
