@@ -63,7 +63,9 @@ async def requests(layer: str, calls: int, rounds: int) -> dict[str, Any]:
         "conditional PUT (create)": await per_call(lambda n: raw.create(f"raw/{n:020}.json", BODY), calls, rounds),
         "GET (2 KiB)": await per_call(lambda n: raw.get(f"raw/{n:020}.json"), calls, rounds),
         "GET of a missing key (a fresh read's probe)": await per_call(lambda n: raw.get(f"none/{n}"), calls, rounds),
-        "LIST (one page, up to 1,000 keys)": await per_call(lambda n: raw.list("raw/", start_after=f"raw/{n:020}.json"), 20, rounds),
+        "LIST (one page, up to 1,000 keys)": await per_call(
+            lambda n: raw.list("raw/", start_after=f"raw/{n:020}.json"), 20, rounds
+        ),
     }
     await close(raw)
     objects = LAYERS[layer](f"bench/{uuid.uuid4().hex}")
