@@ -505,7 +505,7 @@ LAYOUT_PROBLEMS = r"""() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [WIDE, NARROW])
+@pytest.mark.parametrize("width", [WIDE, pytest.param(NARROW, marks=pytest.mark.slow)])
 def test_every_view_reads_at_a_laptop_and_a_phone_width(
     lived_in: str, serve: Callable[..., Served], browser: Browser, width: int
 ) -> None:

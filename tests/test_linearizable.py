@@ -226,10 +226,11 @@ async def test_random_histories_are_linearizable_at_scale(backend: Callable[[], 
     await run_random(backend(), seed, clients=5, operations=60)
 
 
-@pytest.mark.parametrize("where", ["local", "s3", "s3-mixed"])
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.slow), "s3-mixed"])
 async def test_racing_processes_stay_linearizable(where: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """The same, in separate OS processes (no compaction: their clocks are real). "s3-mixed" is a
-    fleet half on aiobotocore and half on obstore, as one mid-way through adopting the `fast` extra."""
+    fleet half on aiobotocore and half on obstore, as one mid-way through adopting the `fast` extra
+    (all on aiobotocore in `make test-slow`)."""
     if where.startswith("s3"):
         request.getfixturevalue("s3_endpoint")
         url = f"s3://{BUCKET}/{unique_prefix()}"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import open_store
 from bucket_memory.codec import Commit, Write
 from bucket_memory.state import State
 
+from .conftest import fresh_memory_url
 from .helpers import replay
 from .races import increment, run_processes, toggle
 
@@ -17,6 +21,14 @@ PROCESSES = 4
 async def logged(url: str) -> tuple[State, list[Commit]]:
     async with open_store(url) as store:
         return await replay(store.log.objects)
+
+
+@pytest.fixture(
+    params=["s3", pytest.param("gcs", marks=pytest.mark.slow), pytest.param("local", marks=pytest.mark.slow)]
+)
+def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """S3 in `make test` (local races run in test_linearizable too); GCS and local in `make test-slow`."""
+    return fresh_memory_url(request, tmp_path)
 
 
 async def test_concurrent_increments_lose_no_update(memory_url: str) -> None:
