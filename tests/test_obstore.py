@@ -333,3 +333,33 @@ async def test_a_request_timeout_is_transient_and_releases_the_loop(monkeypatch:
         assert ticks > 0  # the loop ran while the request waited
     finally:
         listener.close()
+
+
+async def test_a_cold_obstore_writer_after_a_wipe_is_refused_until_recover(s3_endpoint: str) -> None:
+    """obstore lists no versions; without `has_past` a wiped memory would look new, and a cold
+    writer would start a second seq 1 over the old chain's versions."""
+    from bucket_memory import MemoryAdmin
+
+    from .conftest import VERSIONED
+    from .test_recover import BEFORE, files_of, wipe, written
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+    head = await written(url, BEFORE)
+    wipe(url)
+    async with open_store(url, s3_layer="obstore") as store:
+        for operation in (lambda: store.write("new.md", "x", expected=None, origin=ORIGIN), store.list):
+            with pytest.raises(MemoryStoreError) as caught:
+                await operation()
+            assert caught.value.code == "memory_deleted"
+    async with open_store(url) as operator:
+        await MemoryAdmin(operator).recover(None, origin=ORIGIN)
+    async with open_store(url, s3_layer="obstore") as store:
+        assert await files_of(store) == BEFORE
+        assert await store.write("new.md", "x", expected=None, origin=ORIGIN) == str(head + 1)
+
+
+async def test_a_new_memory_on_a_versioned_bucket_is_new(s3_endpoint: str) -> None:
+    from .conftest import VERSIONED
+
+    async with open_store(f"s3://{VERSIONED}/{unique_prefix()}", s3_layer="obstore") as store:
+        assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"

@@ -95,12 +95,23 @@ class ObjectVersion:
 
 
 @runtime_checkable
-class VersionedObjectStore(ObjectStore, Protocol):
+class PastObjectStore(ObjectStore, Protocol):
+    """An object store that can tell whether anything was ever stored under a prefix: how a cold
+    open tells a wiped memory (refused until `recover`) from a new one.
+
+    `has_past` tells in one request whether anything (a version or a delete marker) is stored
+    under a prefix, in a bucket that keeps old versions.
+    """
+
+    async def has_past(self, prefix: str) -> bool: ...
+
+
+@runtime_checkable
+class VersionedObjectStore(PastObjectStore, Protocol):
     """An object store whose bucket keeps old versions: what recovery after a purge or a wipe reads.
 
     `list_versions` gives every content version under a prefix (delete markers left out), each
-    key's oldest first. `has_past` tells in one request whether anything (a version or a delete
-    marker) is stored under a prefix. `replace` overwrites a key only while it holds the version
+    key's oldest first. `replace` overwrites a key only while it holds the version
     `tag` names, and says whether it did. `delete_version` removes one stored version for good
     (erasure: the operator's `s3:DeleteObjectVersion`); deleting one that is gone is no error.
     """
@@ -108,8 +119,6 @@ class VersionedObjectStore(ObjectStore, Protocol):
     async def list_versions(self, prefix: str) -> list[ObjectVersion]: ...
 
     async def get_version(self, key: str, version: str) -> bytes | None: ...
-
-    async def has_past(self, prefix: str) -> bool: ...
 
     async def replace(self, key: str, data: bytes, *, tag: str) -> bool: ...
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, key_seq, log_key
-from .objects import ObjectInfo, ObjectStore, VersionedObjectStore
+from .objects import ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
 
@@ -77,7 +77,7 @@ class LogReader:
         directory bucket) or the credentials may not list them (logged: a wiped memory then looks new).
         """
         objects = self.objects
-        if not isinstance(objects, VersionedObjectStore) or not objects.ordered_listing:
+        if not isinstance(objects, PastObjectStore) or not objects.ordered_listing:
             return False
         try:
             return await retrying(

@@ -39,7 +39,8 @@ class ObstoreS3ObjectStore:
     Create-if-absent is obstore's create mode (`PutObject` with `If-None-Match: *`). obstore makes
     one attempt per request, since the log retries and settles ambiguous creates itself; its
     errors carry only a message, so the status and S3 error code are read from it and mapped as
-    for aiobotocore. It has no old versions: recovery and erasure use `S3ObjectStore`.
+    for aiobotocore. Of old versions it only tells whether there are any (`has_past`, through
+    botocore); recovery and erasure use `S3ObjectStore`.
     """
 
     def __init__(self, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
@@ -50,6 +51,7 @@ class ObstoreS3ObjectStore:
         self.ordered_listing = not bucket.endswith("--x-s3")
         self.clock = CreateClock()
         self._store: S3Store | None = None
+        self._history: Any = None
         self._making: asyncio.Lock | None = None
 
     @property
@@ -110,6 +112,40 @@ class ObstoreS3ObjectStore:
 
     async def now(self, *, ageing: bool = False) -> float:
         return await self.clock.now(self, ageing=ageing)
+
+    async def has_past(self, prefix: str) -> bool:
+        """Whether any version or delete marker is stored under `prefix`: asked only when a cold
+        open finds no log, to tell a wiped memory from a new one. obstore cannot list versions, so
+        this one request goes through botocore (made then, in a worker thread)."""
+        key = f"{self.prefix}/{prefix}" if self.prefix else prefix
+
+        def probe() -> bool:
+            page = self._botocore().list_object_versions(Bucket=self.bucket, Prefix=key, MaxKeys=1)
+            return bool(page.get("Versions") or page.get("DeleteMarkers"))
+
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                return await asyncio.to_thread(probe)
+        except ClientError as error:
+            details = error.response.get("Error", {})
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            raise s3_error(details.get("Code", ""), status, f"{self.location}/{prefix}", None, history=True) from None
+        except (BotoCoreError, TimeoutError) as error:
+            raise TransientError(f"listing versions under {self.location}/{prefix}: {error}") from None
+
+    def _botocore(self) -> Any:
+        """A plain botocore S3 client for the one request obstore cannot send (made once, in a thread)."""
+        if self._history is None:
+            import botocore.session
+            from botocore.config import Config
+
+            self._history = botocore.session.get_session().create_client(
+                "s3",
+                config=Config(connect_timeout=5, read_timeout=self.request_timeout, retries={"total_max_attempts": 1}),
+            )
+        return self._history
 
     async def aclose(self) -> None:
         """Nothing to close: obstore's client is bound to no event loop, and its connections close
