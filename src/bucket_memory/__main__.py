@@ -1,5 +1,5 @@
 """`python -m bucket_memory` runs the command line."""
 
-from .cli import app
+from .cli import main
 
-app()
+main()

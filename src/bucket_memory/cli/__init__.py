@@ -8,9 +8,23 @@ their bodies: `--help` and `--version` then import neither the harness's memory 
 a second) nor a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """
 
+import os
+
+# pydantic loads its plugins at the first model it builds, which importing the commands does:
+# logfire's (the harness brings logfire) is there to trace an application's validation, costs a
+# third of a second of every command's start, and would trace nothing here. It stays off unless
+# PYDANTIC_DISABLE_PLUGINS says otherwise.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
+
 from . import browse, erase, files, history, operations, records
 from .base import app
 from .failures import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
+
+
+def main() -> None:
+    """The `bucket-memory` program."""
+    app()
+
 
 __all__ = [
     "EXIT_NO_MEMORY",
@@ -22,6 +36,7 @@ __all__ = [
     "erase",
     "files",
     "history",
+    "main",
     "operations",
     "records",
 ]
