@@ -711,7 +711,7 @@ async def run(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}"}
     results["single"] = {str(n): await single_agent(n, latency, runs) for n in (10, 1000, 10000)}
     results["single_express"] = await single_agent(1000, 0.005, runs)
-    results["cpu"] = {str(n): await cpu_per_operation(n, runs) for n in (1000, 10000)}
+    results["cpu"] = {str(n): await cpu_per_operation(n, runs) for n in (1000, 10000, 50000)}
     results["cold"] = {
         "10 files, 10 commits": await cold_start(10, 10, latency),
         "1,000 files": await cold_start(1000, 10, latency),

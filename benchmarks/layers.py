@@ -14,18 +14,20 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from a13n_harness.providers.memory import Origin
 
 from benchmarks.page import publish
 from benchmarks.peers import files
-from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.objects import ObjectStore
 from bucket_memory.s3 import S3ObjectStore
 from bucket_memory.s3_obstore import ObstoreS3ObjectStore
@@ -103,6 +105,24 @@ async def fresh_process(layer: str, url: str, runs: int) -> dict[str, dict[str, 
     return {key: spread([sample[key] for sample in samples]) for key in ("cpu_s", "peak_rss_mb", "import_s")}
 
 
+async def command_line(url: str, runs: int) -> dict[str, dict[str, float]]:
+    """Wall seconds of `bucket-memory ls` and of `aws s3 ls --recursive` (when aws-cli is on PATH) on
+    the memory at `url`, each a fresh process."""
+    commands = {"bucket-memory ls": [str(Path(sys.executable).parent / "bucket-memory"), "ls", url]}
+    if aws := shutil.which("aws"):
+        commands["aws s3 ls --recursive"] = [aws, "s3", "ls", "--recursive", f"{url}/"]
+    measured = {}
+    for name, command in commands.items():
+        samples = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
+            assert await process.wait() == 0, command
+            samples.append(time.perf_counter() - started)
+        measured[name] = spread(samples)
+    return measured
+
+
 async def close(objects: ObjectStore) -> None:
     if isinstance(objects, S3ObjectStore):
         await objects.aclose()
@@ -125,6 +145,9 @@ async def run(quick: bool) -> dict[str, Any]:
         await MemoryAdmin(writer).put_files(files(10_000), replace=False, origin=ORIGIN)
         await writer.settle()
         await close(writer.log.objects)
+        small = f"s3://{BUCKET}/bench/{uuid.uuid4().hex}"
+        async with open_store(small) as store:
+            await MemoryAdmin(store).put_files(files(20), replace=False, origin=ORIGIN)
         return {
             "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
             "calls": calls,
@@ -132,6 +155,7 @@ async def run(quick: bool) -> dict[str, Any]:
             "requests": {layer: await requests(layer, calls, rounds) for layer in LAYERS},
             "cold open": {layer: await cold_open(layer, prefix, rounds) for layer in LAYERS},
             "process": {layer: await fresh_process(layer, f"s3://{BUCKET}/{prefix}", rounds) for layer in LAYERS},
+            "command line": await command_line(small, rounds),
         }
 
 
@@ -174,10 +198,20 @@ def tables(results: dict[str, Any]) -> str:
             )
         ),
         "",
+        *_command_line(results["command line"]),
         f"{results['calls']} requests of each kind in a row, {results['rounds']} rounds; durable writes "
         f"{results['calls'] // 2} per round. Machine: {results['machine']}.",
     ]
     return "\n".join(rows)
+
+
+def _command_line(measured: dict[str, dict[str, float]]) -> list[str]:
+    rows = ["| listing a memory of 20 files from the command line (s wall, a fresh process) | |", "|---|---|"]
+    rows += [f"| {name} | {_cell(figure)} |" for name, figure in measured.items()]
+    if len(measured) == 2:
+        ours, theirs = measured["bucket-memory ls"]["median"], measured["aws s3 ls --recursive"]["median"]
+        rows.append(f"| bucket-memory ls / aws s3 ls | {ours / theirs:.1f}x |")
+    return [*rows, ""]
 
 
 def main() -> None:

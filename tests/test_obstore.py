@@ -44,7 +44,7 @@ async def test_each_operation_is_the_requests_aiobotocore_sends(
         objects = ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
         await LogFileStore(objects).write("setup.md", "x", expected=None, origin=ORIGIN)
         await objects.now()  # the clock stamped the first create
-        assert methods == {"GET": 2, "PUT": 1, "HEAD": 1}  # the cold open's probes, the create, the stamp
+        assert (methods["PUT"], methods["HEAD"]) == (1, 1)  # the create, then the stamp
         await exercise_fresh_store(LogFileStore(objects), methods)  # a new store over the stamped layer
 
 
