@@ -50,11 +50,12 @@ async def timed(operation: Callable[[], Awaitable[Any]], runs: int) -> list[floa
 
 async def seeded(files: int, latency: float) -> tuple[MemoryObjectStore, FaultyObjectStore, LogFileStore]:
     objects = MemoryObjectStore()
-    seeder = LogFileStore(objects)
+    room = max(32 * 1024 * 1024, 2 * files * len(TEXT))  # 50,000 files hold more than the default quota
+    seeder = LogFileStore(objects, max_bytes=room)
     await MemoryAdmin(seeder).put_files({f"notes/{i:05}.md": TEXT for i in range(files)}, replace=False, origin=ORIGIN)
     await seeder.settle()  # its checkpoint written before the measured store opens
     counted = FaultyObjectStore(objects, Faults(latency=latency))
-    store = LogFileStore(counted)
+    store = LogFileStore(counted, max_bytes=room)
     await store.list()  # warm: the cold start is measured on its own
     return objects, counted, store
 

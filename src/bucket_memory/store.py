@@ -217,31 +217,36 @@ class LogFileStore:
 class _Listing:
     """A state's file entries in path order, brought up to date from the change feed, not rebuilt.
 
-    A listing after a write then costs the changed paths, not a sort of every file.
+    A listing after a write then costs the changed paths and one copy of the list, not a sort (or
+    a lookup) of every file.
     """
 
     def __init__(self) -> None:
         self.head: int | None = None  # None: nothing listed yet
         self.genesis: str | None = None
-        self.entries: dict[str, FileEntry] = {}
-        self.order: builtins.list[str] = []
+        self.paths: builtins.list[str] = []  # sorted
+        self.entries: builtins.list[FileEntry] = []  # the entry of each of `paths`, in its place
 
     def of(self, state: State) -> builtins.list[FileEntry]:
         # Any later state of the same memory tells what changed since our head (None when it cannot).
         changed = state.changes_since(self.head) if self.head is not None and state.genesis == self.genesis else None
         if changed is None:
-            self.entries = {path: _entry(path, live) for path, live in state.files.items()}
-            self.order = sorted(self.entries)
+            self.paths = sorted(state.files)
+            self.entries = [_entry(path, state.files[path]) for path in self.paths]
         for path in changed or ():
             live = state.files.get(path)
-            if live is None and self.entries.pop(path, None) is not None:
-                del self.order[bisect.bisect_left(self.order, path)]
-            elif live is not None:
-                if path not in self.entries:
-                    bisect.insort(self.order, path)
-                self.entries[path] = _entry(path, live)
+            place = bisect.bisect_left(self.paths, path)
+            listed = place < len(self.paths) and self.paths[place] == path
+            if live is None:
+                if listed:
+                    del self.paths[place], self.entries[place]
+            elif listed:
+                self.entries[place] = _entry(path, live)
+            else:
+                self.paths.insert(place, path)
+                self.entries.insert(place, _entry(path, live))
         self.head, self.genesis = state.head, state.genesis
-        return [self.entries[path] for path in self.order]
+        return self.entries.copy()  # the caller's to keep: later changes update ours in place
 
 
 def _entry(path: str, live: LiveFile) -> FileEntry:
