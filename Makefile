@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.bench
 	$(PY) -m benchmarks.records
 	$(PY) -m benchmarks.peers
+	$(PY) -m benchmarks.peers_s3
 	$(PY) -m benchmarks.layers
 	$(PY) -m benchmarks.erase
 

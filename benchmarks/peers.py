@@ -138,7 +138,8 @@ from slatedb.uniffi import DbBuilder, ObjectStore
 async def main() -> None:
     db = await DbBuilder(sys.argv[1], ObjectStore.resolve("file:///")).build()
     await db.get(b"notes/05000.md")
-    await db.put(f"new/{sys.argv[2]}.md".encode(), b"a new note\\n")  # durable before it returns: SlateDB's default
+    written = await db.put(f"new/{sys.argv[2]}.md".encode(), b"a new note\\n")
+    await written.await_durable()  # a put returns before its write is durable: wait, as our write does
     await db.shutdown()
 
 asyncio.run(main())

@@ -34,10 +34,12 @@ class _HttpRequest:
 
 @dataclass
 class FaultProxy:
-    """Counts requests and faults; `held` counts client connections a hanging fault still holds."""
+    """Counts requests and faults; `held` counts client connections a hanging fault still holds.
+    Each request passed on waits `latency` seconds first, as a distant server's would."""
 
     upstream: str
     plan: Plan
+    latency: float = 0.0
     requests: int = 0
     faults: list[tuple[int, str, str, Fault]] = field(default_factory=list)
     held: int = 0
@@ -54,6 +56,8 @@ class FaultProxy:
                 number, self.requests = self.requests, self.requests + 1
                 fault = self.plan(number, request.method, request.path)
                 if fault is None:
+                    if self.latency:
+                        await asyncio.sleep(self.latency)
                     writer.write(await self._forward(request))
                     await writer.drain()
                     continue
@@ -140,9 +144,9 @@ async def _read_request(reader: asyncio.StreamReader) -> _HttpRequest | None:
 
 
 @asynccontextmanager
-async def fault_proxy(upstream: str, plan: Plan) -> AsyncIterator[tuple[str, FaultProxy]]:
+async def fault_proxy(upstream: str, plan: Plan, *, latency: float = 0.0) -> AsyncIterator[tuple[str, FaultProxy]]:
     """A proxy on 127.0.0.1 in front of `upstream`; yields its URL and the proxy."""
-    proxy = FaultProxy(upstream, plan)
+    proxy = FaultProxy(upstream, plan, latency)
     server = await asyncio.start_server(proxy.serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
