@@ -16,7 +16,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bucket_memory import LogFileStore, open_store
+from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.objects import TransientError
 from bucket_memory.s3_obstore import CreateClock, ObstoreS3ObjectStore, _Exists, _mapped, _Missing
 from bucket_memory.testing.proxy import fault_proxy
@@ -78,12 +78,13 @@ async def test_both_layers_map_a_reply_to_the_same_code(
     assert "Debug source" not in str(caught.value) and "Traceback" not in str(caught.value)
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-async def test_a_create_answered_409_is_unconfirmed_on_both_layers(layer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_create_answered_409_is_transient_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     """S3 answers 409 ConditionalRequestConflict to a create racing another on the same key; obstore
     raises it as "already exists" while the key may be absent. It must not read as a lost race."""
     with answering(409, S3_CONFLICT, "application/xml") as url:
         monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         objects = ObstoreS3ObjectStore(bucket="guarded-bucket", prefix="memory")
         with pytest.raises(TransientError):
             await objects.create("log/00000000000000000001.json", b"{}")
@@ -363,3 +364,17 @@ async def test_a_new_memory_on_a_versioned_bucket_is_new(s3_endpoint: str) -> No
 
     async with open_store(f"s3://{VERSIONED}/{unique_prefix()}", s3_layer="obstore") as store:
         assert await store.write("a.md", "a", expected=None, origin=ORIGIN) == "1"
+
+
+@pytest.mark.parametrize("endpoint", ["not a url", "ftp://127.0.0.1:1", "http://[::1"])
+async def test_a_malformed_endpoint_is_a_store_error(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What obstore raises while making its client goes through the same boundary as its requests."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    store = LogFileStore(
+        ObstoreS3ObjectStore(bucket="bucket", prefix="memory"), options=LogOptions(operation_timeout=5)
+    )
+    with pytest.raises(MemoryStoreError) as caught:
+        await store.list()
+    assert caught.value.code == "unavailable"

@@ -52,7 +52,6 @@ class ObstoreS3ObjectStore:
         self.clock = CreateClock()
         self._store: S3Store | None = None
         self._history: Any = None
-        self._making: asyncio.Lock | None = None
 
     @property
     def location(self) -> str:
@@ -134,6 +133,8 @@ class ObstoreS3ObjectStore:
             raise s3_error(details.get("Code", ""), status, f"{self.location}/{prefix}", None, history=True) from None
         except (BotoCoreError, TimeoutError) as error:
             raise TransientError(f"listing versions under {self.location}/{prefix}: {error}") from None
+        except Exception as error:  # whatever nobody mapped may pass
+            raise TransientError(f"{type(error).__name__} listing versions under {self.location}/{prefix}") from None
 
     def _botocore(self) -> Any:
         """A plain botocore S3 client for the one request obstore cannot send (made once, in a thread)."""
@@ -165,8 +166,8 @@ class ObstoreS3ObjectStore:
     async def _guarded[T](self, request: Callable[[S3Store], Awaitable[T]], key: str, *, absent_ok: bool = False) -> T:
         """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
         of the private answers "missing" (where the caller asked: `absent_ok`) and "exists"."""
-        store = await self._client()
         try:
+            store = await self._client()
             # The whole request, body included, within the store's deadline (obstore's own timeout
             # bounds it too; this one also covers the wait for its runtime).
             async with asyncio.timeout(self.request_timeout):
@@ -178,14 +179,10 @@ class ObstoreS3ObjectStore:
         raise mapped
 
     async def _client(self) -> S3Store:
-        if self._store is not None:
-            return self._store
-        if self._making is None:
-            self._making = asyncio.Lock()
-        async with self._making:
-            if self._store is None:
-                # botocore reads its config files and the chain's environment: in a thread, not on the loop.
-                self._store = await asyncio.to_thread(self._make_client)
+        if self._store is None:
+            # botocore reads its config files and the chain's environment: in a thread, not on the
+            # loop. Two first requests at once may both make one; either serves.
+            self._store = await asyncio.to_thread(self._make_client)
         return self._store
 
     def _make_client(self) -> S3Store:
