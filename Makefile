@@ -9,7 +9,7 @@ TOOLS_STAMP := $(TOOLS)/.installed
 # fifth of the time (16 s against 85 s for .venv), which a fresh `make test` feels. Compiled to
 # bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine image sets
 # it), every process would otherwise compile what it imports, 1.8 s of CPU for `bucket-memory ls`
-# and for each of the suite's many subprocesses.
+# and for each of the suite's many subprocesses. (The tools run once per `make lint`: compiled as they import.)
 UV_VERSION := 0.13.9
 INSTALL := $(PY) -m uv pip install --quiet --compile-bytecode --python $(PY)
 
@@ -42,7 +42,7 @@ $(TOOLS_STAMP): requirements-tools.txt
 	@if [ -z "$(PYTHON313)" ]; then echo "error: Python 3.13 not found (see above)." >&2; exit 1; fi
 	@[ -x $(TOOLS)/bin/python ] || $(PYTHON313) -m venv $(TOOLS)
 	$(TOOLS)/bin/python -m pip install --quiet uv==$(UV_VERSION)
-	$(TOOLS)/bin/python -m uv pip install --quiet --compile-bytecode --python $(TOOLS)/bin/python -r requirements-tools.txt
+	$(TOOLS)/bin/python -m uv pip install --quiet --python $(TOOLS)/bin/python -r requirements-tools.txt
 	@touch $(TOOLS_STAMP)
 
 lint: $(STAMP) $(TOOLS_STAMP)

@@ -195,7 +195,7 @@ async def run_random(objects: ObjectStore, seed: int, *, clients: int, operation
     return len(history)
 
 
-@pytest.fixture(params=["memory", "local", "s3", "s3-obstore"])
+@pytest.fixture(params=["memory", "local", "s3", pytest.param("s3-obstore", marks=pytest.mark.slow)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], ObjectStore]:
     """Makes a fresh memory's objects on the backend."""
     match request.param:
@@ -218,6 +218,15 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Obje
 @pytest.mark.parametrize("seed", range(3))
 async def test_random_histories_are_linearizable(backend: Callable[[], ObjectStore], seed: int) -> None:
     assert await run_random(backend(), seed, clients=4, operations=40) > 120
+
+
+async def test_random_histories_through_obstore_are_linearizable(s3_endpoint: str) -> None:
+    """One seed on the `fast` extra's layer in `make test` (every seed in `make test-slow`)."""
+    from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+
+    assert (
+        await run_random(ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix()), 0, clients=4, operations=40) > 120
+    )
 
 
 @pytest.mark.slow

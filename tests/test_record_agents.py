@@ -27,6 +27,7 @@ def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return fresh_memory_url(request, tmp_path)
 
 
+@SLOW  # 25 s of harness processes; the file memory's conversations run in make test
 def test_a_record_one_agent_adds_is_recalled_in_anothers_run(memory_url: str) -> None:
     with fresh_processes(3, importing="examples.record_agents") as (adder, asker, stranger):
         (added,) = adder.submit(remember, memory_url, "The team drinks green tea at standup.", "ada").result(180)
