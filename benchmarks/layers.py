@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import time
 import uuid
@@ -26,7 +25,7 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 
 from benchmarks.page import publish
-from benchmarks.peers import files
+from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.objects import ObjectStore
 from bucket_memory.s3 import S3ObjectStore
@@ -40,10 +39,6 @@ LAYERS: dict[str, Callable[[str], ObjectStore]] = {
     "obstore": lambda prefix: ObstoreS3ObjectStore(bucket=BUCKET, prefix=prefix),
 }
 BODY = b"x" * 2048  # about a commit's size
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
 async def per_call(work: Callable[[int], Awaitable[object]], calls: int, rounds: int) -> dict[str, dict[str, float]]:

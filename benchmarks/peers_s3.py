@@ -25,7 +25,7 @@ from a13n_harness.providers.memory import Origin
 
 from benchmarks.latency_proxy import LatencyProxy
 from benchmarks.page import publish
-from benchmarks.peers import files
+from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.objects import ObjectStore
 from bucket_memory.s3 import S3ObjectStore
@@ -37,10 +37,6 @@ ORIGIN = Origin(run_id="bench")
 LATENCY = 0.020
 KEYS = 10_000
 ONE_KEY = "notes/05000.md"
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
 class System:
