@@ -30,7 +30,7 @@ from .credentials import no_aws_credentials
 from .deadline import check_seconds
 from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
-from .s3_errors import s3_client_error, s3_error, wrong_endpoint
+from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 
 _DELETE_BATCH = 1000
@@ -247,14 +247,12 @@ class S3ObjectStore:
             async with asyncio.timeout(self.request_timeout):
                 return await request(client)
         except ClientError as error:
-            details = error.response.get("Error", {})
-            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            code = details.get("Code", "")
-            if code in ("NoSuchKey", "404") or (status == 404 and code != "NoSuchBucket"):
+            reply = S3Reply.of(error)
+            if reply.code in ("NoSuchKey", "404") or (reply.status == 404 and reply.code != "NoSuchBucket"):
                 raise _Missing from None
-            if code == "PreconditionFailed" or status == 412:
+            if reply.code == "PreconditionFailed" or reply.status == 412:
                 raise _Exists from None
-            raise s3_error(code, status, f"{self.location}/{key}", details.get("Message"), history) from None
+            raise s3_error(reply.code, reply.status, f"{self.location}/{key}", reply.message, history) from None
         except (NoCredentialsError, PartialCredentialsError):
             raise no_aws_credentials(self.location) from None
         except (ConnectionError, HTTPClientError) as error:

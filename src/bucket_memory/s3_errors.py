@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .objects import TransientError
@@ -9,6 +12,22 @@ from .objects import TransientError
 _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}
 )
+
+
+@dataclass(frozen=True, slots=True)
+class S3Reply:
+    """What an error reply that botocore parsed says: its S3 error code, HTTP status and message."""
+
+    code: str
+    status: int
+    message: str | None
+
+    @classmethod
+    def of(cls, error: Any) -> S3Reply:
+        """The reply of a botocore `ClientError`."""
+        details = error.response.get("Error", {})
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return cls(details.get("Code", ""), status, details.get("Message"))
 
 
 def s3_error(code: str, status: int, where: str, message: str | None, history: bool = False) -> Exception:

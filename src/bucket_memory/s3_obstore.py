@@ -17,7 +17,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 from .credentials import no_aws_credentials
 from .deadline import check_seconds
 from .objects import ObjectInfo, TransientError
-from .s3_errors import s3_client_error, s3_error, wrong_endpoint
+from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 
 if TYPE_CHECKING:
@@ -128,9 +128,9 @@ class ObstoreS3ObjectStore:
             async with asyncio.timeout(self.request_timeout):
                 return await asyncio.to_thread(probe)
         except ClientError as error:
-            details = error.response.get("Error", {})
-            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            raise s3_error(details.get("Code", ""), status, f"{self.location}/{prefix}", None, history=True) from None
+            reply = S3Reply.of(error)
+            where = f"{self.location}/{prefix}"
+            raise s3_error(reply.code, reply.status, where, reply.message, history=True) from None
         except (BotoCoreError, TimeoutError) as error:
             raise TransientError(f"listing versions under {self.location}/{prefix}: {error}") from None
         except Exception as error:  # whatever nobody mapped may pass
