@@ -27,14 +27,14 @@ from a13n_harness.providers.memory import Origin
 from benchmarks.page import publish
 from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.objects import ObjectStore
 from bucket_memory.s3 import S3ObjectStore
 from bucket_memory.s3_obstore import ObstoreS3ObjectStore
 from bucket_memory.testing.emulators import moto_server
 
 BUCKET = "bucket-memory-bench"
 ORIGIN = Origin(run_id="bench")
-LAYERS: dict[str, Callable[[str], ObjectStore]] = {
+type S3Layer = S3ObjectStore | ObstoreS3ObjectStore
+LAYERS: dict[str, Callable[[str], S3Layer]] = {
     "aiobotocore": lambda prefix: S3ObjectStore(bucket=BUCKET, prefix=prefix),
     "obstore": lambda prefix: ObstoreS3ObjectStore(bucket=BUCKET, prefix=prefix),
 }
@@ -64,14 +64,14 @@ async def requests(layer: str, calls: int, rounds: int) -> dict[str, Any]:
             lambda n: raw.list("raw/", start_after=f"raw/{n:020}.json"), 20, rounds
         ),
     }
-    await close(raw)
+    await raw.aclose()
     objects = LAYERS[layer](f"bench/{uuid.uuid4().hex}")
     store = LogFileStore(objects)
     await store.write("warm.md", "w", expected=None, origin=ORIGIN)
     measured["durable write (LogFileStore.write)"] = await per_call(
         lambda n: store.write(f"notes/{n}.md", "a fact\n", expected=None, origin=ORIGIN), calls // 2, rounds
     )
-    await close(objects)
+    await objects.aclose()
     return measured
 
 
@@ -84,7 +84,7 @@ async def cold_open(layer: str, prefix: str, rounds: int) -> dict[str, float]:
         started = time.process_time()
         await LogFileStore(objects).list()
         samples.append(time.process_time() - started)
-        await close(objects)
+        await objects.aclose()
     return spread(samples)
 
 
@@ -118,11 +118,6 @@ async def command_line(url: str, runs: int) -> dict[str, dict[str, float]]:
     return measured
 
 
-async def close(objects: ObjectStore) -> None:
-    if isinstance(objects, S3ObjectStore):
-        await objects.aclose()
-
-
 async def run(quick: bool) -> dict[str, Any]:
     calls, rounds = (50, 3) if quick else (200, 5)
     with moto_server() as url:
@@ -136,10 +131,11 @@ async def run(quick: bool) -> dict[str, Any]:
 
         botocore.session.get_session().create_client("s3").create_bucket(Bucket=BUCKET)
         prefix = f"bench/{uuid.uuid4().hex}"
-        writer = LogFileStore(S3ObjectStore(bucket=BUCKET, prefix=prefix), options=LogOptions(checkpoint_min_commits=1))
+        seeding = S3ObjectStore(bucket=BUCKET, prefix=prefix)
+        writer = LogFileStore(seeding, options=LogOptions(checkpoint_min_commits=1))
         await MemoryAdmin(writer).put_files(files(10_000), replace=False, origin=ORIGIN)
         await writer.settle()
-        await close(writer.log.objects)
+        await seeding.aclose()
         small = f"s3://{BUCKET}/bench/{uuid.uuid4().hex}"
         async with open_store(small) as store:
             await MemoryAdmin(store).put_files(files(20), replace=False, origin=ORIGIN)

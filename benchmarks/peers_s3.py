@@ -24,15 +24,12 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 
 from benchmarks.latency_proxy import LatencyProxy
+from benchmarks.layers import BUCKET, LAYERS, S3Layer
 from benchmarks.page import publish
 from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.objects import ObjectStore
-from bucket_memory.s3 import S3ObjectStore
-from bucket_memory.s3_obstore import ObstoreS3ObjectStore
 from bucket_memory.testing.emulators import moto_server
 
-BUCKET = "bucket-memory-peers"
 ORIGIN = Origin(run_id="bench")
 LATENCY = 0.020
 KEYS = 10_000
@@ -65,10 +62,8 @@ class Ours(System):
         self.store = LogFileStore(self.writes)
         self.seeded = f"seeded/{uuid.uuid4().hex}"
 
-    def _objects(self, prefix: str) -> ObjectStore:
-        if self.layer == "obstore":
-            return ObstoreS3ObjectStore(bucket=BUCKET, prefix=prefix)
-        return S3ObjectStore(bucket=BUCKET, prefix=prefix)
+    def _objects(self, prefix: str) -> S3Layer:
+        return LAYERS[self.layer](prefix)
 
     async def write(self, number: int) -> None:
         await self.store.write(f"new/{number}.md", "a new note\n", expected=None, origin=ORIGIN)
@@ -78,16 +73,16 @@ class Ours(System):
         store = LogFileStore(objects, max_bytes=64 * 1024 * 1024)
         await MemoryAdmin(store).put_files(files(KEYS), replace=False, origin=ORIGIN)
         await store.settle()
-        await _close(objects)
+        await objects.aclose()
 
     async def open_and_read_one(self) -> None:
         objects = self._objects(self.seeded)
         await LogFileStore(objects, max_bytes=64 * 1024 * 1024).read(ONE_KEY)
-        await _close(objects)
+        await objects.aclose()
 
     async def close(self) -> None:
         await self.store.settle()
-        await _close(self.writes)
+        await self.writes.aclose()
 
 
 class SlateDB(System):
@@ -206,11 +201,6 @@ async def per_round(work: Callable[[], Awaitable[None]], rounds: int, proxy: Lat
         wall.append(time.perf_counter() - started)
         requests.append(sum((await proxy.requests() - before).values()))
     return {"cpu_s": spread(cpu), "wall_s": spread(wall), "requests": statistics.median(requests)}
-
-
-async def _close(objects: ObjectStore) -> None:
-    if isinstance(objects, S3ObjectStore):
-        await objects.aclose()
 
 
 async def run(quick: bool) -> dict[str, Any]:
