@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -424,6 +425,43 @@ async def check_crafted_checkpoint(case: str, fields: dict[str, object]) -> None
     with pytest.raises(CorruptObjectError) as caught:
         await LogFileStore(objects).read("b.md")
     assert caught.value.key == key, case
+
+
+def _spaced(data: bytes) -> bytes:
+    return json.dumps(json.loads(data), sort_keys=True, ensure_ascii=False).encode()
+
+
+def _hash_first(data: bytes) -> bytes:
+    body = json.loads(data)
+    return b'{"hash":' + json.dumps(body.pop("hash")).encode() + b"," + canonical(body)[1:]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda data: data.replace(b"the b text", b"the B text"), "its content does not match its hash"),
+        (lambda data: data.replace(b"the b text", b"the b text, longer"), "its content does not match its hash"),
+        (_spaced, "not in the canonical form the store writes"),
+        (_hash_first, "not in the canonical form the store writes"),
+    ],
+)
+async def test_a_checkpoint_changed_after_it_was_written_is_corruption(
+    change: Callable[[bytes], bytes], reason: str
+) -> None:
+    """A cold open hashes a checkpoint's bytes as read rather than encoding them again: a changed
+    byte must still break the hash, and the same content in another form must still be refused."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("a.md", "the a text", expected=None, origin=ORIGIN)
+    await store.write("b.md", "the b text", expected=None, origin=ORIGIN)
+    await store.settle()
+    key = [info.key for info in await objects.list("checkpoints/")][-1]
+    changed = change(objects.objects[key][0])
+    assert changed != objects.objects[key][0]
+    objects.objects[key] = (changed, objects.clock)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("b.md")
+    assert (caught.value.key, caught.value.reason) == (key, reason)
 
 
 @pytest.mark.parametrize("path", [None, 5, b"a.md", ["a.md"], {"a": 1}])

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from a13n_harness.providers.memory import MemoryErrorCode, MemoryStoreError, Origin
+from a13n_harness.providers.memory import FileFormat, MemoryErrorCode, MemoryStoreError, Origin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.codec import Checkpoint, Delete, Write, checkpoint_key
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.state import State, same_files
 from bucket_memory.urls import parse_url
 
 from .conftest import BUCKET
@@ -226,3 +228,38 @@ def test_an_overlay_is_the_dict_it_would_be_and_merges_into_it(
     assert base == before, "the base is untouched until merge"
     overlay.merge()
     assert list(base.items()) == list(expected.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["a", "b", "c.md"]), min_size=1, max_size=4).map("/".join),
+            st.none() | st.text(st.characters(codec="utf-8"), max_size=12),
+        ),
+        max_size=20,
+    )
+)
+def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, str | None]]) -> None:
+    """A cold open builds the state from a checkpoint in bulk, not change by change: its sizes,
+    directories and change feed must be those the changes made one at a time."""
+    state = State(format=FileFormat())
+    for seq, (path, text) in enumerate(steps, start=1):
+        change = Delete(path=path) if text is None else Write(path=path, text=text)
+        try:
+            state.apply_change(change, seq)
+        except MemoryStoreError:
+            continue  # a file under a file, or a delete of a missing one
+        state.head = seq
+    checkpoint = state.to_checkpoint(max_tombstones=100, at=0.0)
+    opened = State.from_checkpoint(
+        Checkpoint.decode("memory", checkpoint_key(state.head), checkpoint.encode()), state.format, "memory"
+    )
+    assert same_files(opened, state)
+    assert (opened.directories, opened.live_bytes, opened.stored_bytes) == (
+        state.directories,
+        state.live_bytes,
+        state.stored_bytes,
+    )
+    assert sorted(opened.changed.items()) == sorted(state.changed.items())
+    assert list(opened.changed.values()) == sorted(opened.changed.values())

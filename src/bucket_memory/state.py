@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field, replace
 
@@ -279,16 +280,21 @@ class State:
         )
         corrupt = functools.partial(CorruptObjectError, location, f"checkpoints/{checkpoint.seq:020d}.json")
         erasures = dict(checkpoint.erased or ())
+        files = state.files
+        # What `_add` does file by file, done for the whole: a cold open of a large memory is mostly this loop.
         for index, (path, text, version) in enumerate(checkpoint.files):
-            if version > checkpoint.seq or path in state.files:
+            if version > checkpoint.seq or path in files:
                 raise corrupt(f"{path} is listed twice or with a future version")
             if text is None:
-                state._add(path, "", version, erased=erasures[path])
-            elif described is None:
-                state._add(path, text, version)
+                files[path] = LiveFile("", version, 0, 0, None, erasures[path])
             else:
-                state._add(path, text, version, described[index], described=True)
-            changes.append((version, path))
+                data = text.encode()
+                description = described[index] if described is not None else _description(text, fmt)
+                files[path] = LiveFile(text, version, len(data), stored_size_of(data), description)
+        state.live_bytes = sum(live.size for live in files.values())
+        state.stored_bytes = sum(live.stored for live in files.values())
+        state.directories = _directory_counts(files)
+        changes = [(version, path) for path, _, version in checkpoint.files]
         # `check_room` once for the whole: a file conflicts exactly when files lie below its path.
         if conflicting := next((path for path in state.files if f"{path}/" in state.directories), None):
             raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
@@ -342,6 +348,15 @@ def same_files(one: State, other: State) -> bool:
     return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {
         path: (live.text, live.version, live.description, live.erased) for path, live in other.files.items()
     }
+
+
+def _directory_counts(paths: Iterable[str]) -> dict[str, int]:
+    """How many files lie below each directory, counted as `_add` counts them, one parent at a time."""
+    counts: dict[str, int] = {}
+    for parent, below in Counter(path.rpartition("/")[0] for path in paths).items():
+        for directory in parent_directories(f"{parent}/") if parent else ():
+            counts[directory] = counts.get(directory, 0) + below
+    return counts
 
 
 def parent_directories(path: str) -> Iterable[str]:
