@@ -13,12 +13,18 @@ from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import FileFormat
+from hypothesis import settings
 
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.emulators import fake_gcs_server, moto_server
 
 from .helpers import point_at_moto
+
+# Hypothesis's default 200 ms deadline per example is a wall-clock assertion: a busy machine
+# failed a correct checksum test with it. Speed is measured in `make bench`, never here.
+settings.register_profile("bucket-memory", deadline=None)
+settings.load_profile("bucket-memory")
 
 type StoreFactory = Callable[..., LogFileStore]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from a13n_harness.providers.memory import (
@@ -15,8 +16,8 @@ from a13n_harness.providers.memory import (
     SearchableFileStore,
 )
 
-from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.objects import MemoryObjectStore
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, telemetry
+from bucket_memory.objects import LocalObjectStore, MemoryObjectStore
 
 from .conftest import StoreFactory
 from .helpers import replay
@@ -373,3 +374,21 @@ async def test_a_small_rewrite_is_stored_whole(store: LogFileStore) -> None:
     await store.write("a.md", "other", expected=version, origin=ORIGIN)
     _, commits = await replay(store.log.objects)
     assert [type(change).__name__ for commit in commits for change in commit.changes] == ["Write", "Write"]
+
+
+async def test_a_local_probe_is_one_stat_that_sees_other_writers(tmp_path: Path) -> None:
+    """On a local disk a fresh read proves the head with one stat on the loop, not a request in a
+    thread: it must still see another store's commit, and a key it cannot stat is not absent."""
+    reader, writer = LogFileStore.local(tmp_path), LogFileStore.local(tmp_path)
+    await writer.write("a.md", "one", expected=None, origin=ORIGIN)
+    assert (await reader.read("a.md")).text == "one"
+    with telemetry.tallied() as tally:
+        assert (await reader.read("a.md")).text == "one"
+    assert tally.requests == 1
+    await writer.write("a.md", "two", expected="1", origin=ORIGIN)
+    assert (await reader.read("a.md")).text == "two"
+    objects = LocalObjectStore(tmp_path)
+    unreadable = f"log/{'x' * 300}.json"  # past the file system's name limit: the stat fails, not with ENOENT
+    assert (objects.absent("log/00000000000000000003.json"), objects.absent(unreadable)) == (True, False)
+    with pytest.raises(MemoryStoreError):
+        await objects.get(unreadable)

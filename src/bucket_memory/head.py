@@ -112,7 +112,8 @@ class Head:
             await self.catch_up()
             return
         sent = self._clock()
-        following = await self.reader.commit(self.current().head + 1)
+        seq = self.current().head + 1
+        following = None if self.reader.proven_absent(log_key(seq)) else await self.reader.commit(seq)
         if following is None and self.is_old():
             await self.catch_up()  # answered (after retries) too late to prove anything: invariant 2
             return

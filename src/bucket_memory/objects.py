@@ -107,6 +107,18 @@ class PastObjectStore(ObjectStore, Protocol):
 
 
 @runtime_checkable
+class InstantObjectStore(ObjectStore, Protocol):
+    """An object store on a local disk, where one stat on the event loop costs less than the
+    thread hop of a request: how a fresh read's probe proves the next commit absent.
+
+    `absent` is True only when the key is proven absent now; False when it exists or the stat
+    could not tell (a `get` then says what is wrong).
+    """
+
+    def absent(self, key: str) -> bool: ...
+
+
+@runtime_checkable
 class VersionedObjectStore(PastObjectStore, Protocol):
     """An object store whose bucket keeps old versions: what recovery after a purge or a wipe reads.
 
@@ -178,12 +190,19 @@ class LocalObjectStore:
     def location(self) -> str:
         return self._location
 
-    async def get(self, key: str) -> bytes | None:
+    def absent(self, key: str) -> bool:
         # A missing key, which every fresh read's probe meets, is answered by one stat on the loop:
         # the round trip to a worker thread costs far more than the syscall on a local disk.
-        if not os.path.lexists(self._root_text + key):  # noqa: ASYNC240 - a stat, cheaper than a thread hop
-            return None
-        return await asyncio.to_thread(self._get, key)
+        try:
+            os.lstat(self._root_text + key)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False  # unreadable, not proven absent: the read in a thread maps the error
+        return False
+
+    async def get(self, key: str) -> bytes | None:
+        return None if self.absent(key) else await asyncio.to_thread(self._get, key)
 
     async def create(self, key: str, data: bytes) -> bool:
         return await asyncio.to_thread(self._create, key, data)

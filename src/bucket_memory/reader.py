@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
+from . import telemetry
 from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, key_seq, log_key
-from .objects import ObjectInfo, ObjectStore, PastObjectStore
+from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
 
@@ -26,10 +27,20 @@ class LogReader:
         self.objects = objects
         self.format = format
         self.attempts = attempts
+        # Decided once: checking a protocol costs more than the stat it would save on every probe.
+        self._instant = objects if isinstance(objects, InstantObjectStore) else None
 
     @property
     def location(self) -> str:
         return self.objects.location
+
+    def proven_absent(self, key: str) -> bool:
+        """Whether a stat on a local disk proves `key` absent now, with no retry or deadline around
+        it (nothing there can wait that a timeout could cut); False elsewhere: ask with `get`."""
+        if self._instant is None or not self._instant.absent(key):
+            return False
+        telemetry.count("requests")
+        return True
 
     async def get(self, key: str) -> bytes | None:
         return await retrying(
