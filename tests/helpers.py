@@ -11,9 +11,10 @@ from contextlib import ExitStack, contextmanager
 import pytest
 from a13n_harness.providers.memory import FileFormat
 
-from bucket_memory.codec import LOG_PREFIX, Commit, key_seq
+from bucket_memory.codec import Commit
 from bucket_memory.objects import ObjectStore
 from bucket_memory.state import State
+from bucket_memory.wire_values import LOG_PREFIX, key_seq
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:

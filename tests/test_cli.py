@@ -12,7 +12,7 @@ import pytest
 from a13n_harness.providers.memory import DirectoryFileStore, Origin
 
 from bucket_memory import open_store
-from bucket_memory.codec import log_key
+from bucket_memory.wire_values import log_key
 
 from .helpers import cli
 

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.cli import EXIT_STORE, EXIT_USAGE, app
-from bucket_memory.codec import time_text
 from bucket_memory.objects import LocalObjectStore
 from bucket_memory.record_format import RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
+from bucket_memory.wire_values import time_text
 
 from .helpers import cli
 

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import LOG_PREFIX, Change, Commit, Edit, Write, log_key
+from bucket_memory.codec import Change, Commit, Edit, Write
 from bucket_memory.gcs import GCSObjectStore
 from bucket_memory.objects import LocalObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+from bucket_memory.wire_values import LOG_PREFIX, log_key
 
 from .conftest import VERSIONED, unique_prefix
 

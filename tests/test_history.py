@@ -13,8 +13,8 @@ import pytest
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, describe
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.codec import checkpoint_key, log_key
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.wire_values import checkpoint_key, log_key
 
 from .conftest import VERSIONED, StoreFactory, unique_prefix
 

@@ -24,9 +24,10 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory import search as search_module
 from bucket_memory.canonical_json import canonical
 from bucket_memory.cli import app
-from bucket_memory.codec import Commit, CorruptObjectError, log_key
+from bucket_memory.codec import Commit, CorruptObjectError
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClock
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
+from bucket_memory.wire_values import log_key
 
 from .helpers import replay
 

@@ -19,9 +19,10 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.codec import GENESIS_HASH, LOG_PREFIX, Change, Commit, Delete, Move, Write, log_key
+from bucket_memory.codec import GENESIS_HASH, Change, Commit, Delete, Move, Write
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
+from bucket_memory.wire_values import LOG_PREFIX, log_key
 
 from .conftest import BUCKET, unique_prefix
 from .helpers import replay

@@ -9,9 +9,10 @@ import pytest
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.codec import CHECKPOINT_PREFIX, Commit, CorruptObjectError, checkpoint_key, log_key
+from bucket_memory.codec import Commit, CorruptObjectError
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
+from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
 
 from .helpers import replay
 

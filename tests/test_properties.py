@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
-from bucket_memory.codec import Checkpoint, Delete, Write, checkpoint_key
+from bucket_memory.codec import Checkpoint, Delete, Write
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.state import State, same_files
 from bucket_memory.urls import parse_url
+from bucket_memory.wire_values import checkpoint_key
 
 from .conftest import BUCKET
 

@@ -21,11 +21,11 @@ from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Time, time_text
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
 from bucket_memory.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter
+from bucket_memory.wire_values import Time, time_text
 
 from .test_event_loop import LONGEST_STALL
 

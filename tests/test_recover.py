@@ -12,9 +12,9 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.codec import log_key
 from bucket_memory.history import Problem
 from bucket_memory.objects import VersionedObjectStore
+from bucket_memory.wire_values import log_key
 
 from .conftest import VERSIONED, unique_prefix
 from .helpers import cli

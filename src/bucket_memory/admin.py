@@ -14,20 +14,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
 
-from .codec import (
-    Change,
-    Commit,
-    Delete,
-    Edit,
-    Erase,
-    Move,
-    Purge,
-    Write,
-    checked_origin,
-    checked_path,
-    off_loop,
-    stored_size,
-)
+from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_loop
 from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
@@ -35,6 +22,7 @@ from .recovery import Recovery, Restoration
 from .retry import FETCH_CONCURRENCY
 from .state import State
 from .store import LogFileStore, checked_size, file_text
+from .wire_values import checked_origin, checked_path, stored_size
 
 type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]
 

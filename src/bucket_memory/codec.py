@@ -1,12 +1,12 @@
-"""The on-disk format: object keys, changes, commits and checkpoints as strict models, and their hash.
+"""The on-disk format: changes, commits and checkpoints as strict models, and their hash.
 
-A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix.
-Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the
+A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix
+(`wire_values` names them, and checks each value these models hold). Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the
 rest. Decoding treats the bytes as hostile: size, nesting depth and numbers are bounded by the
 parser, every field is checked by a strict model, paths obey the harness's path rules, and the
 object must be exactly the bytes a writer encoded (a checkpoint proves it by hashing the bytes read,
-a commit by encoding them again). Encoding runs the same decoder over its own
-output before anything is written, so no writer can commit an object that readers refuse.
+a commit by encoding them again). Encoding runs the same decoder over its own output before
+anything is written, so no writer can commit an object that readers refuse.
 `tests/golden/` pins the format of the first release byte for byte.
 """
 
@@ -15,18 +15,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import re
 import secrets
-import unicodedata
 from collections.abc import Callable, Collection, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 import pydantic_core
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -37,6 +34,17 @@ from pydantic import (
 from pydantic import model_serializer as _model_serializer
 
 from .canonical_json import canonical, canonical_members, joined
+from .wire_values import (
+    Hash,
+    Salt,
+    Seq,
+    Time,
+    WireOrigin,
+    WirePath,
+    key_seq,
+    moment_of,
+    time_text,
+)
 
 FORMAT = 1
 # Commits that carry an edit: readers of format 1 only refuse them with a message to upgrade.
@@ -44,9 +52,6 @@ EDIT_FORMAT = 2
 # Commits whose hash covers a salted digest of each text, not the text (see `Sealed`): a text can be
 # erased and the chain still checks. Readers of formats 1 and 2 only refuse them with a message to upgrade.
 SEALED_FORMAT = 3
-LOG_PREFIX = "log/"
-CHECKPOINT_PREFIX = "checkpoints/"
-RESERVED_FOLDERS = ("log", "checkpoints")
 GENESIS_HASH = "0" * 64
 # The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
 # JSON escapes. Anything larger is refused before it is parsed.
@@ -54,32 +59,6 @@ MAX_OBJECT_BYTES = 256 * 1024 * 1024
 # Objects past this size are encoded and decoded in a worker thread: parsing a whole memory's
 # checkpoint takes long enough (about 250 ms for 32 MiB) to stall every other coroutine.
 OFF_LOOP_BYTES = 256 * 1024
-MAX_SEQ = 10**20 - 1
-MAX_ORIGIN_CHARS = 1024
-# Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
-_WIRE_FORMAT = FileFormat(path_bytes=4096)
-_KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
-_ESCAPED = bytes(range(32)) + b'"\\'
-_SHORT_ESCAPED = b'"\\\b\f\n\r\t'
-# Segments of printable ASCII other than "/" and "\\", none of them "." or "..": a path the harness's
-# `validate_path` returns unchanged (ASCII is its own NFC form).
-_SEGMENT = r"(?!\.\.?(?:/|$))[ -.0-\[\]-~]+"
-_PLAIN_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
-_TIME = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
-
-
-def log_key(seq: int) -> str:
-    return f"{LOG_PREFIX}{seq:020d}.json"
-
-
-def checkpoint_key(seq: int) -> str:
-    return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
-
-
-def key_seq(key: str) -> int | None:
-    """The seq of a key the store writes (`log/<20 digits>.json` or `checkpoints/...`), else None."""
-    match = _KEY.fullmatch(key)
-    return int(match[2]) if match else None
 
 
 class CorruptObjectError(MemoryStoreError):
@@ -93,108 +72,6 @@ class CorruptObjectError(MemoryStoreError):
         )
         self.key = key
         self.reason = reason
-
-
-RECOVER_RUN = "bucket-memory recover"
-_REAPPLIES = "reapplies:"
-
-
-def reapplication(fork: str) -> Origin:
-    """The origin of the commit by which recovery re-applies fork commit `fork` (an id)."""
-    return Origin(run_id=RECOVER_RUN, tool_call_id=f"{_REAPPLIES}{fork}")
-
-
-def reapplied_fork(origin: Origin) -> str | None:
-    """The id of the fork commit whose re-application `origin` marks, if it marks one."""
-    tool_call = origin.tool_call_id or ""
-    return (
-        tool_call.removeprefix(_REAPPLIES)
-        if origin.run_id == RECOVER_RUN and tool_call.startswith(_REAPPLIES)
-        else None
-    )
-
-
-def checked_origin(origin: object) -> Origin:
-    """The caller's origin if every field is None or a short string of UTF-8 text, else `invalid_text`.
-
-    Checked before a change is batched, so a bad origin fails its own caller and nobody else. The
-    mark of a recovery's re-application is refused: recovery skips the forks it names, so a writer
-    that could forge it could make an acknowledged fork commit vanish.
-    """
-    checked = _origin_text(origin)
-    if reapplied_fork(checked) is not None:
-        raise MemoryStoreError(
-            "invalid_text",
-            f"An origin with run_id {RECOVER_RUN!r} and a tool call id starting {_REAPPLIES!r} is reserved for "
-            "`bucket-memory recover`; use another run id or tool call id.",
-        )
-    return checked
-
-
-def _origin_text(origin: object) -> Origin:
-    """`origin` if every field is None or a short string of UTF-8 text, else `invalid_text`."""
-    if not isinstance(origin, Origin):
-        raise MemoryStoreError("invalid_text", f"An origin is an a13n_harness Origin, not {type(origin).__name__}.")
-    for name in ("run_id", "principal_id", "tool_call_id"):
-        value = getattr(origin, name)
-        if value is not None and not _is_origin_text(value):
-            raise MemoryStoreError(
-                "invalid_text",
-                f"Origin.{name} must be None or a string of at most {MAX_ORIGIN_CHARS} characters of UTF-8 text "
-                f"without control characters; got {type(value).__name__} {str(value)[:80]!r}.",
-            )
-    return origin
-
-
-def _is_origin_text(value: object) -> bool:
-    if type(value) is not str or len(value) > MAX_ORIGIN_CHARS:
-        return False
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return not any(unicodedata.category(char) == "Cc" for char in value)
-
-
-def _wire_origin(origin: Origin) -> Origin:
-    try:
-        return _origin_text(origin)
-    except MemoryStoreError as error:
-        raise ValueError(str(error)) from None
-
-
-def checked_path(path: object, fmt: FileFormat) -> str:
-    """The canonical form of a file path, or `invalid_path`: the harness's `validate_path`, with
-    plain printable ASCII (nearly every path) checked by one regular expression, ten times faster."""
-    if not isinstance(path, str):
-        raise MemoryStoreError("invalid_path", f"A path is a string, not {type(path).__name__}.")
-    if len(path) <= fmt.path_bytes and _PLAIN_PATH.fullmatch(path):
-        return path
-    return validate_path(path, fmt)
-
-
-def _wire_path(path: str) -> str:
-    try:
-        canonical = checked_path(path, _WIRE_FORMAT)
-    except MemoryStoreError as error:
-        raise ValueError(f"path {path[:80]!r}: {error}") from None
-    if canonical != path:
-        raise ValueError(f"path {path[:80]!r} is not in NFC form")
-    return path
-
-
-def _real_time(time: str) -> str:
-    """A time of the commit format that names a moment the calendar has (the pattern admits month 13)."""
-    moment_of(time)  # raises ValueError for a date or hour that does not exist
-    return time
-
-
-type WireOrigin = Annotated[Origin, AfterValidator(_wire_origin)]
-type WirePath = Annotated[str, AfterValidator(_wire_path)]
-type Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]
-type Hash = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-type Time = Annotated[str, Field(pattern=_TIME), AfterValidator(_real_time)]
-type Salt = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 
 class _Wire(BaseModel):
@@ -505,22 +382,6 @@ class Commit(_Signed):
         )
 
 
-def stored_size(text: str) -> int:
-    """Bytes a file's text takes in a commit or a checkpoint: its UTF-8, with JSON's escapes
-    (two bytes for a quote, a backslash and \\n-style escapes, six for other control characters)."""
-    return stored_size_of(text.encode())
-
-
-def stored_size_of(data: bytes) -> int:
-    """`stored_size` of the text whose UTF-8 is `data`."""
-    # Counted by deleting the escaped bytes, twice as fast as encoding the JSON.
-    escaped = len(data) - len(data.translate(None, _ESCAPED))
-    if not escaped:
-        return len(data)
-    short = len(data) - len(data.translate(None, _SHORT_ESCAPED))
-    return len(data) + short + 5 * (escaped - short)
-
-
 def text_bytes(changes: Iterable[Change]) -> int:
     """Bytes of text the changes carry."""
     return sum(len(_carried(change).encode()) for change in changes if isinstance(change, Write | Edit))
@@ -607,16 +468,6 @@ class Checkpoint(_Signed):
         erased = tuple(sorted({**dict(self.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
         fields = {**self.model_dump(by_alias=True), "format": 2, "files": files, "erased": erased}
         return type(self).signed(**{**fields, "descriptions": descriptions})
-
-
-def time_text(seconds: float) -> str:
-    """A moment as commits and checkpoints record it (milliseconds, UTC)."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def moment_of(time: str) -> datetime:
-    """The moment a time recorded by `time_text` names."""
-    return datetime.fromisoformat(time)
 
 
 def _reason(model: type[_Signed], data: bytes, error: ValidationError) -> str:

@@ -8,7 +8,8 @@ reader checks it against the text it applies to and can undo it.
 
 from __future__ import annotations
 
-from .codec import Change, Edit, Write, stored_size
+from .codec import Change, Edit, Write
+from .wire_values import stored_size
 
 # Bytes an edit's fields take beyond a write's (`at`, `removed`, `size`, the longer op name).
 _EDIT_OVERHEAD = 48

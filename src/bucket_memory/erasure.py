@@ -29,20 +29,7 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from .canonical_json import canonical
-from .codec import (
-    CHECKPOINT_PREFIX,
-    LOG_PREFIX,
-    SEALED_FORMAT,
-    Change,
-    Checkpoint,
-    Commit,
-    CorruptObjectError,
-    Erase,
-    Write,
-    checked_origin,
-    checked_path,
-    off_loop,
-)
+from .codec import SEALED_FORMAT, Change, Checkpoint, Commit, CorruptObjectError, Erase, Write, off_loop
 from .history import History
 from .lineage import Lineages
 from .objects import ObjectVersion
@@ -50,6 +37,7 @@ from .retry import gather_bounded
 from .rewriting import Redaction, Rewriting
 from .state import State
 from .store import LogFileStore
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path
 
 logger = logging.getLogger(__name__)
 

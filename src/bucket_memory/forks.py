@@ -3,7 +3,7 @@
 A fork commit is any commit among the stored versions whose `prev` links to the chain, or to a new
 commit 1, directly or through other fork commits: a writer whose cached head was older than the
 wipe found the next key gone and committed there, or one that could not tell the memory existed
-began it again. Recovery re-applies each once, as a commit whose origin marks it (`codec.reapplied_fork`).
+began it again. Recovery re-applies each once, as a commit whose origin marks it (`wire_values.reapplied_fork`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import GENESIS_HASH, LOG_PREFIX, Change, Commit, CorruptObjectError, Edit, Write, log_key, reapplied_fork
+from .codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
 from .retry import gather_bounded
 from .state import State
 from .versions import StoredVersions
+from .wire_values import LOG_PREFIX, log_key, reapplied_fork
 
 logger = logging.getLogger(__name__)
 

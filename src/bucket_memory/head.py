@@ -10,12 +10,13 @@ import logging
 from a13n_harness.providers.memory import MemoryStoreError
 
 from . import telemetry
-from .codec import Commit, CorruptObjectError, log_key
+from .codec import Commit, CorruptObjectError
 from .objects import ObjectInfo
 from .options import LogOptions
 from .reader import LogReader
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State
+from .wire_values import log_key
 
 logger = logging.getLogger(__name__)
 

@@ -9,19 +9,12 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import (
-    CHECKPOINT_PREFIX,
-    LOG_PREFIX,
-    Commit,
-    CorruptObjectError,
-    checkpoint_key,
-    key_seq,
-    log_key,
-)
+from .codec import Commit, CorruptObjectError
 from .lineage import erasure_problems
 from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State, same_files
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key
 
 # Compaction deletes what verify listed; a check that met it starts again, this many times in all.
 _VANISHED = "vanished while it was read"

@@ -11,10 +11,11 @@ import functools
 from dataclasses import dataclass
 
 from . import telemetry
-from .codec import checkpoint_key, off_loop
+from .codec import off_loop
 from .log import CommitLog
 from .retry import retrying, within_deadline
 from .state import State
+from .wire_values import checkpoint_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import RESERVED_FOLDERS, checkpoint_key
 from .urls import MemoryUrl
+from .wire_values import RESERVED_FOLDERS, checkpoint_key
 
 type Policy = dict[str, Any]
 

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from . import telemetry
-from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Commit, key_seq, log_key
+from .codec import Commit
 from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key
 
 logger = logging.getLogger(__name__)
 

@@ -82,7 +82,7 @@ class RecordBody:
 
 
 def _real_time(text: str) -> bool:
-    """Whether `text` is a time as commits record it (`codec.time_text`), of a day the calendar has."""
+    """Whether `text` is a time as commits record it (`wire_values.time_text`), of a day the calendar has."""
     if not _TIME.fullmatch(text):
         return False
     try:

@@ -24,7 +24,7 @@ from a13n_harness.providers.memory import (
 )
 
 from . import deadline
-from .codec import Change, Delete, Write, checked_origin, moment_of, off_loop, stored_size, time_text
+from .codec import Change, Delete, Write, off_loop
 from .embedding import DEFAULT_BATCH, check_batch
 from .erasure import Erasure, ErasurePlan
 from .extras import records_extra
@@ -35,6 +35,7 @@ from .record_index import Record, Snapshot
 from .state import LiveFile, State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
+from .wire_values import checked_origin, moment_of, stored_size, time_text
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder

@@ -20,13 +20,14 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import CHECKPOINT_PREFIX, LOG_PREFIX, Change, Commit, key_seq, log_key, reapplication
+from .codec import Change, Commit
 from .forks import fork_commits, reapplied
 from .log import CommitLog
 from .objects import VersionedObjectStore
 from .retry import retrying
 from .state import State
 from .versions import StoredVersions
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,11 @@ from collections.abc import Callable, Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import LOG_PREFIX, key_seq, off_loop
+from .codec import off_loop
 from .log import CommitLog
 from .objects import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
+from .wire_values import LOG_PREFIX, key_seq
 
 logger = logging.getLogger(__name__)
 

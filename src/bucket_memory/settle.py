@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .codec import SEALED_FORMAT, Commit, CorruptObjectError, log_key
+from .codec import SEALED_FORMAT, Commit, CorruptObjectError
 from .head import Head, Overtaken
 from .retry import backoff, within_deadline
+from .wire_values import log_key
 
 FENCE_RUN = "bucket-memory:fence"
 # Keys a writer whose create was refused reads at once, from the holder's on.

@@ -21,14 +21,12 @@ from .codec import (
     Move,
     Purge,
     Write,
-    log_key,
     off_loop,
-    stored_size_of,
     text_bytes,
-    time_text,
 )
 from .delta import spliced
 from .overlay import Overlay
+from .wire_values import log_key, stored_size_of, time_text
 
 CURSOR_SEPARATOR = "~"
 

@@ -21,7 +21,7 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
-from .codec import Change, Delete, Move, Purge, Write, checked_origin, checked_path, stored_size
+from .codec import Change, Delete, Move, Purge, Write
 from .housekeeping import Housekeeper
 from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
@@ -29,6 +29,7 @@ from .options import LogOptions
 from .search import search_files
 from .state import LiveFile, State
 from .telemetry import traced
+from .wire_values import checked_origin, checked_path, stored_size
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
@@ -277,7 +278,7 @@ class ErasedVersionError(MemoryStoreError):
 
 
 def checked_size(text: str, fmt: FileFormat) -> int:
-    """The stored size of a file's text (`codec.stored_size`) after the format's checks, or the harness's error."""
+    """The stored size of a file's text (`wire_values.stored_size`) after the format's checks, or the harness's error."""
     if not isinstance(text, str):
         raise MemoryStoreError("invalid_file", f"A memory file is text, not {type(text).__name__}.")
     try:

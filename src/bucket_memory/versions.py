@@ -12,19 +12,11 @@ import logging
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from .codec import (
-    CHECKPOINT_PREFIX,
-    GENESIS_HASH,
-    LOG_PREFIX,
-    Commit,
-    CorruptObjectError,
-    checkpoint_key,
-    key_seq,
-    log_key,
-)
+from .codec import GENESIS_HASH, Commit, CorruptObjectError
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key
 
 logger = logging.getLogger(__name__)
 

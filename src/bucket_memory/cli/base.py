@@ -81,18 +81,18 @@ def checked_version(value: str | None) -> str | None:
 def checked_path(value: str | None) -> str | None:
     from a13n_harness.providers.memory import FileFormat
 
-    from .. import codec
+    from .. import wire_values
 
     if value is not None:
         with as_usage():
-            codec.checked_path(value, FileFormat())  # the format every command opens its store with
+            wire_values.checked_path(value, FileFormat())  # the format every command opens its store with
     return value
 
 
 def _checked_principal(value: str | None) -> str | None:
     from a13n_harness.providers.memory import Origin
 
-    from ..codec import checked_origin
+    from ..wire_values import checked_origin
 
     if value is not None:
         with as_usage():
