@@ -1,13 +1,14 @@
 """The on-disk format: changes, commits and checkpoints as strict models, and their hash.
 
 A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix
-(`wire_values` names them, and checks each value these models hold). Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the
-rest. Decoding treats the bytes as hostile: size, nesting depth and numbers are bounded by the
-parser, every field is checked by a strict model, paths obey the harness's path rules, and the
-object must be exactly the bytes a writer encoded (a checkpoint proves it by hashing the bytes read,
-a commit by encoding them again). Encoding runs the same decoder over its own output before
-anything is written, so no writer can commit an object that readers refuse.
-`tests/golden/` pins the format of the first release byte for byte.
+(`wire_values` names them, and checks each value these models hold). Every object is canonical
+JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the rest. Decoding treats the
+bytes as hostile: size, nesting depth and numbers are bounded by the parser, every field is checked
+by a strict model, paths obey the harness's path rules, and the object must be exactly the bytes a
+writer encoded (a checkpoint proves it by hashing the bytes read, a commit by encoding them again).
+Encoding runs the same decoder over its own output before anything is written, so no writer can
+commit an object that readers refuse. `tests/golden/` pins the format of the first release byte
+for byte.
 """
 
 from __future__ import annotations

@@ -278,7 +278,8 @@ class ErasedVersionError(MemoryStoreError):
 
 
 def checked_size(text: str, fmt: FileFormat) -> int:
-    """The stored size of a file's text (`wire_values.stored_size`) after the format's checks, or the harness's error."""
+    """The stored size of a file's text (`wire_values.stored_size`) after the format's checks, or
+    the harness's error."""
     if not isinstance(text, str):
         raise MemoryStoreError("invalid_file", f"A memory file is text, not {type(text).__name__}.")
     try:
