@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -53,11 +53,9 @@ def until(moment: float) -> Iterator[None]:
         _deadline.reset(token)
 
 
-@contextmanager
-def within(seconds: float) -> Iterator[None]:
+def within(seconds: float) -> AbstractContextManager[None]:
     """Run the body with at most `seconds` for everything it sends (less inside a shorter deadline)."""
-    with until(end_after(seconds)):
-        yield
+    return until(end_after(seconds))
 
 
 def remaining() -> float | None:
