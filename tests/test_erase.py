@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -25,7 +26,7 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import Change, Commit, Edit, Write
 from bucket_memory.gcs import GCSObjectStore
-from bucket_memory.objects import LocalObjectStore, ObjectStore
+from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.wire_values import LOG_PREFIX, log_key
@@ -613,3 +614,45 @@ async def test_a_local_writers_leftover_stage_is_removed(tmp_path: Path) -> None
     erased = await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
     assert ".staging/tmpleftover" in erased.versions and not leftover.exists() and fresh.exists()
     assert leaks(every_stored_version(objects)) == []
+
+
+def _shadowed(data: bytes, secret: bytes) -> bytes:
+    """A checkpoint whose bytes, less a valid `hash`, hold an earlier `files` member that JSON parsers
+    drop: what anyone who can write the bucket can make, its hash as valid as a writer's."""
+    start = data.index(b',"hash":"')
+    end = data.index(b'"', start + len(b',"hash":"')) + 1
+    body = data[:start] + data[end:]
+    body = body.replace(b'"files":', b'"files":[["people/alice.md","' + secret + b'",1]],"files":', 1)
+    digest = hashlib.sha256(body).hexdigest().encode()
+    return body.replace(b',"head_hash"', b',"hash":"' + digest + b'","head_hash"', 1)
+
+
+async def test_erase_removes_a_text_hidden_in_a_member_parsers_drop() -> None:
+    """A cold open takes a checkpoint whose bytes hash as read without proving its form; erasure must
+    not: it reasons about the bytes stored, and such a checkpoint, its form unproven, kept the text."""
+    secret = b"4242-SECRET-0001"
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
+    await store.settle()
+    key = sorted(key for key in objects.stored if key.startswith("checkpoints/"))[-1]
+    _, data, clock = objects.stored[key][-1]
+    assert data is not None
+    objects.stored[key].insert(0, ("forged", _shadowed(data, secret), clock))  # an older version of it
+    await store.write("people/alice.md", f"Alice {secret.decode()}", expected=None, origin=AGENT)
+    await store.settle()
+    await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    assert [key for key, versions in objects.stored.items() for _, data, _ in versions if data and secret in data] == []
+
+
+async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_form_does_not() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
+    await store.settle()
+    key = next(key for key in objects.objects if key.startswith("checkpoints/"))
+    objects.objects[key] = (_shadowed(objects.objects[key][0], b"hidden"), objects.clock)
+    fresh = LogFileStore(objects)
+    assert (await fresh.read("people/bob.md")).text == "bob"  # served: the parsed content is what was hashed
+    problems = await MemoryAdmin(fresh).verify()
+    assert [(problem.key, problem.message) for problem in problems] == [(key, "its content does not match its hash")]

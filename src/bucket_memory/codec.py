@@ -5,7 +5,8 @@ A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` 
 JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the rest. Decoding treats the
 bytes as hostile: size, nesting depth and numbers are bounded by the parser, every field is checked
 by a strict model, paths obey the harness's path rules, and the object must be exactly the bytes a
-writer encoded (a checkpoint proves it by hashing the bytes read, a commit by encoding them again).
+writer encoded, proven by encoding it again (a checkpoint only served to a cold open is taken on
+its hash over the bytes read: see `decode`).
 Encoding runs the same decoder over its own output before anything is written, so no writer can
 commit an object that readers refuse. `tests/golden/` pins the format of the first release byte
 for byte.
@@ -252,15 +253,20 @@ class _Signed(_Wire):
         return made
 
     @classmethod
-    def decode(cls, location: str, key: str, data: bytes) -> Self:
-        """The object in `data`, read from `key`, or `CorruptObjectError` naming what is wrong with it."""
+    def decode(cls, location: str, key: str, data: bytes, *, served: bool = False) -> Self:
+        """The object in `data`, read from `key`, or `CorruptObjectError` naming what is wrong with it.
+
+        `served`: only its parsed content will be used (a cold open), so bytes that hash as read
+        need not be proven canonical too. Whoever can write the bucket can craft such bytes (a
+        duplicate member the parser drops, spaces); `verify`, erasure and recovery reason about the
+        bytes as stored, so they prove the form."""
         if len(data) > MAX_OBJECT_BYTES:
             raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any object the store writes")
         try:
             decoded = cls._decoded(data)
         except ValidationError as error:
             raise CorruptObjectError(location, key, _reason(cls, data, error)) from None
-        if decoded.hashed_as_read(data):
+        if served and decoded.hashed_as_read(data):
             pass
         elif decoded.checkable and decoded.hash != decoded.body_digest():
             raise CorruptObjectError(location, key, "its content does not match its hash")
@@ -271,9 +277,9 @@ class _Signed(_Wire):
         return decoded
 
     def hashed_as_read(self, data: bytes) -> bool:
-        """Whether the bytes read, less their `hash` member, hash to `hash`: proof enough that they
-        are the bytes a writer encoded, so `decode` need not encode them again. Only where the hash
-        covers the stored bytes (not the sealed texts of a commit of format 3)."""
+        """Whether the bytes read, less their `hash` member, hash to `hash`: for content that is only
+        served, proof enough that it is what was hashed, so `decode` need not encode it again. Only
+        where the hash covers the stored bytes (not the sealed texts of a commit of format 3)."""
         return False
 
     @classmethod

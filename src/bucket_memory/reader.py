@@ -104,9 +104,9 @@ class LogReader:
             return False
 
     async def load_checkpoint(self, key: str) -> State | None:
-        """The state a checkpoint holds, or None if it is gone."""
+        """The state a checkpoint holds to serve reads from, or None if it is gone."""
         data = await self.get(key)
-        return None if data is None else await State.read_checkpoint(self.location, key, data, self.format)
+        return None if data is None else await State.read_checkpoint(self.location, key, data, self.format, served=True)
 
 
 def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:

@@ -249,11 +249,14 @@ class State:
         )
 
     @classmethod
-    async def read_checkpoint(cls, location: str, key: str, data: bytes, fmt: FileFormat) -> State:
-        """The state a stored checkpoint holds, built in a worker thread when it is large."""
+    async def read_checkpoint(
+        cls, location: str, key: str, data: bytes, fmt: FileFormat, *, served: bool = False
+    ) -> State:
+        """The state a stored checkpoint holds, built in a worker thread when it is large
+        (`served`: as `Checkpoint.decode` takes it)."""
 
         def build() -> State:
-            return cls.from_checkpoint(Checkpoint.decode(location, key, data), fmt, location)
+            return cls.from_checkpoint(Checkpoint.decode(location, key, data, served=served), fmt, location)
 
         return await off_loop(len(data), build)
 
