@@ -413,12 +413,7 @@ async def test_a_crafted_checkpoint_is_corruption_never_served(case: str, files:
 async def check_crafted_checkpoint(case: str, fields: dict[str, object]) -> None:
     """A memory of a.md and b.md whose newest checkpoint has `fields` set by hand, its hash valid:
     a cold start must refuse it as corrupt."""
-    objects = MemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
-    await store.write("a.md", "a", expected=None, origin=ORIGIN)
-    await store.write("b.md", "b", expected=None, origin=ORIGIN)
-    await store.settle()
-    key = [info.key for info in await objects.list("checkpoints/")][-1]
+    objects, key = await checkpointed({"a.md": "a", "b.md": "b"})
     stored = json.loads(objects.objects[key][0])
     body = {name: value for name, value in stored.items() if name not in ("hash", "descriptions", "described_with")}
     body.update(fields)
@@ -426,6 +421,16 @@ async def check_crafted_checkpoint(case: str, fields: dict[str, object]) -> None
     with pytest.raises(CorruptObjectError) as caught:
         await LogFileStore(objects).read("b.md")
     assert caught.value.key == key, case
+
+
+async def checkpointed(files: dict[str, str]) -> tuple[MemoryObjectStore, str]:
+    """A memory of `files`, each written by a commit of its own, and the key of its newest checkpoint."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    for path, text in files.items():
+        await store.write(path, text, expected=None, origin=ORIGIN)
+    await store.settle()
+    return objects, [info.key for info in await objects.list("checkpoints/")][-1]
 
 
 def _spaced(data: bytes) -> bytes:
@@ -451,12 +456,7 @@ async def test_a_checkpoint_changed_after_it_was_written_is_corruption(
 ) -> None:
     """A cold open hashes a checkpoint's bytes as read rather than encoding them again: a changed
     byte must still break the hash, and the same content in another form must still be refused."""
-    objects = MemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
-    await store.write("a.md", "the a text", expected=None, origin=ORIGIN)
-    await store.write("b.md", "the b text", expected=None, origin=ORIGIN)
-    await store.settle()
-    key = [info.key for info in await objects.list("checkpoints/")][-1]
+    objects, key = await checkpointed({"a.md": "the a text", "b.md": "the b text"})
     changed = change(objects.objects[key][0])
     assert changed != objects.objects[key][0]
     objects.objects[key] = (changed, objects.clock)
