@@ -267,7 +267,7 @@ def test_only_the_operator_reads_old_versions(applied: dict[str, Any]) -> None:
     cli("put", "s3://applied/teams/blue", "notes.md", given="first\n")
     cli("rm", "s3://applied/teams/blue", "notes.md")
     refused = " ".join(cli("recover", "s3://applied/teams/blue", expect=3).split())
-    assert "Reading old versions under s3://applied/teams/blue/ was denied" in refused
+    assert "Using old versions under s3://applied/teams/blue/ was denied" in refused
     assert "operator_policy_json" in refused
     applied["act_as"]("operator")
     assert "every commit and checkpoint is whole and chained" in cli("verify", "s3://applied/teams/blue")
