@@ -26,7 +26,7 @@ from .codec import (
 )
 from .delta import spliced
 from .overlay import Overlay
-from .wire_values import log_key, stored_size_of, time_text
+from .wire_values import checkpoint_key, log_key, stored_size_of, time_text
 
 CURSOR_SEPARATOR = "~"
 
@@ -279,7 +279,7 @@ class State:
             and all(len(text or "") <= fmt.description_chars for text in checkpoint.descriptions)
             else None
         )
-        corrupt = functools.partial(CorruptObjectError, location, f"checkpoints/{checkpoint.seq:020d}.json")
+        corrupt = functools.partial(CorruptObjectError, location, checkpoint_key(checkpoint.seq))
         erasures = dict(checkpoint.erased or ())
         files = state.files
         # What `_add` does file by file, done for the whole: a cold open of a large memory is mostly this loop.
