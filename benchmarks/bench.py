@@ -119,37 +119,46 @@ async def single_agent(files: int, latency: float, runs: int) -> dict[str, dict[
     return results
 
 
-async def cpu_per_operation(files: int, runs: int) -> dict[str, float]:
-    """CPU milliseconds per operation with no injected latency, at `files` files, and a saved profile."""
+async def cpu_per_operation(sizes: tuple[int, ...], runs: int) -> dict[str, dict[str, float]]:
+    """CPU milliseconds per operation with no injected latency, at each of `sizes` files, and a saved
+    profile of each. The sizes take turns, run by run, so that a slow spell of the machine weighs on
+    every column alike (measured one size after the other, a column came out twice as slow as it is)."""
     from pyinstrument import Profiler
 
-    _, _, store = await seeded(files, 0.0)
     counter = iter(range(10**9))
+    stores = {files: (await seeded(files, 0.0))[2] for files in sizes}
 
-    async def write() -> None:
-        await store.write(f"new/{next(counter)}.md", TEXT, expected=None, origin=ORIGIN)
+    def operations(store: LogFileStore) -> dict[str, Callable[[], Awaitable[Any]]]:
+        async def write() -> None:
+            await store.write(f"new/{next(counter)}.md", TEXT, expected=None, origin=ORIGIN)
 
-    operations: dict[str, Callable[[], Awaitable[Any]]] = {
-        "write": write,
-        "list (after a write)": store.list,
-        "list (unchanged)": store.list,
-        "read": lambda: store.read("notes/00000.md"),
-        "changes": lambda: store.changes("1"),
-        "search": lambda: store.search("preferences", regex=False, case_sensitive=False, path="", limit=50),
-    }
-    cpu: dict[str, list[float]] = {name: [] for name in operations}
+        return {
+            "write": write,
+            "list (after a write)": store.list,
+            "list (unchanged)": store.list,
+            "read": lambda: store.read("notes/00000.md"),
+            "changes": lambda: store.changes("1"),
+            "search": lambda: store.search("preferences", regex=False, case_sensitive=False, path="", limit=50),
+        }
+
+    cpu: dict[int, dict[str, list[float]]] = {files: {} for files in sizes}
     for _ in range(runs):
-        for name, operation in operations.items():
-            started = time.process_time()
-            await operation()
-            cpu[name].append(time.process_time() - started)
-    profiler = Profiler(async_mode="disabled")
-    with profiler:
-        for _ in range(runs):
-            await write()
-            await store.list()
-    (ROOT / "benchmarks" / f"profile-write-list-{files}-files.txt").write_text(profiler.output_text(unicode=False))
-    return {name: statistics.median(samples) * 1000 for name, samples in cpu.items()}
+        for files, store in stores.items():
+            for name, operation in operations(store).items():
+                started = time.process_time()
+                await operation()
+                cpu[files].setdefault(name, []).append(time.process_time() - started)
+    for files, store in stores.items():
+        profiler = Profiler(async_mode="disabled")
+        with profiler:
+            for _ in range(runs):
+                await operations(store)["write"]()
+                await store.list()
+        (ROOT / "benchmarks" / f"profile-write-list-{files}-files.txt").write_text(profiler.output_text(unicode=False))
+    return {
+        str(files): {name: statistics.median(samples) * 1000 for name, samples in by_name.items()}
+        for files, by_name in cpu.items()
+    }
 
 
 async def cold_start(files: int, commits: int, latency: float) -> dict[str, float]:
@@ -712,7 +721,7 @@ async def run(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}"}
     results["single"] = {str(n): await single_agent(n, latency, runs) for n in (10, 1000, 10000)}
     results["single_express"] = await single_agent(1000, 0.005, runs)
-    results["cpu"] = {str(n): await cpu_per_operation(n, runs) for n in (1000, 10000, 50000)}
+    results["cpu"] = await cpu_per_operation((1000, 10000, 50000), runs)
     results["cold"] = {
         "10 files, 10 commits": await cold_start(10, 10, latency),
         "1,000 files": await cold_start(1000, 10, latency),

@@ -616,15 +616,21 @@ async def test_a_local_writers_leftover_stage_is_removed(tmp_path: Path) -> None
     assert leaks(every_stored_version(objects)) == []
 
 
-def _shadowed(data: bytes, secret: bytes) -> bytes:
-    """A checkpoint whose bytes, less a valid `hash`, hold an earlier `files` member that JSON parsers
-    drop: what anyone who can write the bucket can make, its hash as valid as a writer's."""
+def _rehashed(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
+    """A checkpoint changed by `change`, its `hash` made again over the bytes: what anyone who can
+    write the bucket can make, its hash as valid as a writer's."""
     start = data.index(b',"hash":"')
     end = data.index(b'"', start + len(b',"hash":"')) + 1
-    body = data[:start] + data[end:]
-    body = body.replace(b'"files":', b'"files":[["people/alice.md","' + secret + b'",1]],"files":', 1)
+    body = change(data[:start] + data[end:])
     digest = hashlib.sha256(body).hexdigest().encode()
     return body.replace(b',"head_hash"', b',"hash":"' + digest + b'","head_hash"', 1)
+
+
+def _shadowed(data: bytes, secret: bytes) -> bytes:
+    """A checkpoint whose bytes hold an earlier `files` member that JSON parsers drop."""
+    return _rehashed(
+        data, lambda body: body.replace(b'"files":', b'"files":[["people/alice.md","' + secret + b'",1]],"files":', 1)
+    )
 
 
 async def test_erase_removes_a_text_hidden_in_a_member_parsers_drop() -> None:
@@ -656,3 +662,21 @@ async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_form_does
     assert (await fresh.read("people/bob.md")).text == "bob"  # served: the parsed content is what was hashed
     problems = await MemoryAdmin(fresh).verify()
     assert [(problem.key, problem.message) for problem in problems] == [(key, "its content does not match its hash")]
+
+
+async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_types_do_not() -> None:
+    """A cold open validates the values it parsed, where a version written as "1" reads as 1, the
+    file it names served as if typed; `verify` decodes strictly and must report the checkpoint."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
+    await store.settle()
+    key = next(key for key in objects.objects if key.startswith("checkpoints/"))
+    mistyped = _rehashed(objects.objects[key][0], lambda body: body.replace(b'"bob",1]', b'"bob","1"]'))
+    objects.objects[key] = (mistyped, objects.clock)
+    fresh = LogFileStore(objects)
+    assert (await fresh.read("people/bob.md")).version == "1"
+    problems = await MemoryAdmin(fresh).verify()
+    assert [(problem.key, problem.message) for problem in problems] == [
+        (key, "malformed checkpoint: files.0.2: Input should be a valid integer")
+    ]

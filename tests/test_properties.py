@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import Checkpoint, Delete, Write
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.state import State, same_files
 from bucket_memory.urls import parse_url
-from bucket_memory.wire_values import checkpoint_key
+from bucket_memory.wire_values import checkpoint_key, stored_size
 
 from .conftest import BUCKET
 
@@ -253,9 +254,11 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, s
             continue  # a file under a file, or a delete of a missing one
         state.head = seq
     checkpoint = state.to_checkpoint(max_tombstones=100, at=0.0)
-    opened = State.from_checkpoint(
-        Checkpoint.decode("memory", checkpoint_key(state.head), checkpoint.encode()), state.format, "memory"
-    )
+    key, data = checkpoint_key(state.head), checkpoint.encode()
+    # A cold open parses first and validates the values parsed: the same checkpoint as strict decoding.
+    served = Checkpoint.decode("memory", key, data, served=True)
+    assert served == Checkpoint.decode("memory", key, data) == checkpoint
+    opened = State.from_checkpoint(served, state.format, "memory")
     assert same_files(opened, state)
     assert (opened.directories, opened.live_bytes, opened.stored_bytes) == (
         state.directories,
@@ -264,3 +267,9 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, s
     )
     assert sorted(opened.changed.items()) == sorted(state.changed.items())
     assert list(opened.changed.values()) == sorted(opened.changed.values())
+
+
+@given(st.text(st.characters(codec="utf-8")))
+def test_a_texts_stored_size_is_the_length_of_its_json(text: str) -> None:
+    """The quota counts each text as its JSON string takes it; the count skips encoding the JSON."""
+    assert stored_size(text) == len(canonical(text)) - 2

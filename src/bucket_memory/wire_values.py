@@ -27,6 +27,7 @@ _WIRE_FORMAT = FileFormat(path_bytes=4096)
 _KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
 _ESCAPED = bytes(range(32)) + b'"\\'
 _SHORT_ESCAPED = b'"\\\b\f\n\r\t'
+_ESCAPED_BUT_NEWLINE = _ESCAPED.replace(b"\n", b"")
 # Segments of printable ASCII other than "/" and "\\", none of them "." or "..": a path the harness's
 # `validate_path` returns unchanged (ASCII is its own NFC form).
 _SEGMENT = r"(?!\.\.?(?:/|$))[ -.0-\[\]-~]+"
@@ -158,7 +159,10 @@ def stored_size(text: str) -> int:
 
 def stored_size_of(data: bytes) -> int:
     """`stored_size` of the text whose UTF-8 is `data`."""
-    # Counted by deleting the escaped bytes, twice as fast as encoding the JSON.
+    # Counted by deleting the escaped bytes, twice as fast as encoding the JSON. Nearly every text
+    # escapes only its newlines, which one deletion and a count settle (a cold open counts each file).
+    if len(data.translate(None, _ESCAPED_BUT_NEWLINE)) == len(data):
+        return len(data) + data.count(b"\n")
     escaped = len(data) - len(data.translate(None, _ESCAPED))
     if not escaped:
         return len(data)
