@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_path
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import Checkpoint, Commit
-from bucket_memory.wire_values import _wire_path, checked_path
+from bucket_memory.wire_values import _wire_path, _wire_paths, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
 # Written by main when erasure came: sealed commits (format 3) with an edit, a move and a delete, one
@@ -135,6 +135,24 @@ def test_a_path_is_checked_exactly_as_the_harness_checks_it(path: str, path_byte
     except ValueError:
         passed = False
     assert passed == _accepts(path)
+
+
+_path_pieces = st.sampled_from(["a", "b.md", ".", "..", "/", "\n", "\\", " ", "é", "\x00", "~"])
+
+
+@example(["a\nb"])
+@example(["a/..", "."])
+@example(["a", "b" * 4097])
+@given(st.lists(st.lists(_path_pieces, max_size=5).map("".join) | st.just("a" * 4097), max_size=6))
+def test_a_checkpoints_paths_are_checked_at_once_exactly_as_one_by_one(paths: list[str]) -> None:
+    """A checkpoint's paths are checked in one pass over them joined by newlines: a newline inside a
+    path, or a path too long, must not pass where the check of each path alone refuses it."""
+    try:
+        _wire_paths(tuple((path, 1) for path in paths))
+        passed = True
+    except ValueError:
+        passed = False
+    assert passed == all(_accepts(path) for path in paths)
 
 
 def _accepts(path: str) -> bool:

@@ -43,6 +43,7 @@ from .wire_values import (
     Time,
     WireOrigin,
     WirePath,
+    WirePathRows,
     key_seq,
     moment_of,
     time_text,
@@ -441,13 +442,13 @@ class Checkpoint(_Signed):
     head_hash: Hash
     floor: Seq
     time: Time
-    files: tuple[tuple[WirePath, str | None, Seq], ...]
-    deleted: tuple[tuple[WirePath, Seq], ...]
+    files: WirePathRows[tuple[str, str | None, Seq]]
+    deleted: WirePathRows[tuple[str, Seq]]
     _written_when_set = frozenset({"genesis", "descriptions", "described_with", "erased"})
     genesis: Hash | None = None
     descriptions: tuple[str | None, ...] | None = None
     described_with: tuple[int, int, int] | None = None
-    erased: tuple[tuple[WirePath, Seq], ...] | None = None
+    erased: WirePathRows[tuple[str, Seq]] | None = None
 
     @model_validator(mode="after")
     def _erased_files_named(self) -> Self:
