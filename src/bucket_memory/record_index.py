@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .bm25 import Corpus, Postings
+from .change_feed import changes_since
 from .embedding import Space
 from .record_format import RecordBody, record_id
 from .state import LiveFile, State
@@ -225,7 +226,7 @@ class RecordIndex:
             same = current is not None and current.genesis == state.genesis
             if current is not None and same and current.head >= state.head:
                 return current
-            changed = state.changes_since(current.head) if current is not None and same else None
+            changed = changes_since(state, current.head) if current is not None and same else None
             # Copied here, decoded by `step`: the state changes in place under later commits.
             if changed is None:
                 step = self._step(state.head, state.genesis, list(state.files.items()), None)

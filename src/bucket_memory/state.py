@@ -28,8 +28,6 @@ from .delta import spliced
 from .overlay import Overlay
 from .wire_values import checkpoint_key, log_key, stored_size_of, time_text
 
-CURSOR_SEPARATOR = "~"
-
 
 @dataclass(slots=True)
 class LiveFile:
@@ -187,36 +185,6 @@ class State:
         self.head, self.head_hash, self.head_time = layered.head, layered.head_hash, layered.head_time
         self.floor, self.genesis = layered.floor, layered.genesis
         self.live_bytes, self.stored_bytes = layered.live_bytes, layered.stored_bytes
-
-    def cursor(self) -> str:
-        """The change cursor at the head: its seq, and the memory's name when known."""
-        if self.head == 0 or self.genesis is None:
-            return str(self.head)
-        return f"{self.head}{CURSOR_SEPARATOR}{self.genesis[:16]}"
-
-    def changes_since(self, since: int) -> tuple[str, ...] | None:
-        """Paths changed after `since`, or None when the state cannot tell (a full resync)."""
-        if since < self.floor or since > self.head:
-            return None
-        paths: list[str] = []
-        for path, seq in reversed(self.changed.items()):
-            if seq <= since:
-                break
-            paths.append(path)
-        return tuple(sorted(paths))
-
-    def changes_after(self, cursor: str) -> tuple[str, ...] | None:
-        """Paths changed after a cursor this memory issued; None for one it did not (a full resync)."""
-        seq_text, separator, name = cursor.partition(CURSOR_SEPARATOR)
-        if not (seq_text.isascii() and seq_text.isdecimal() and len(seq_text) <= 20):
-            return None
-        seq = int(seq_text)
-        if separator:
-            if self.genesis is None or name != self.genesis[:16]:
-                return None
-        elif seq != 0 and self.genesis is not None:
-            return None  # a bare seq names no memory: from another one, or from before cursors named theirs
-        return self.changes_since(seq)
 
     def is_directory(self, path: str) -> bool:
         return f"{path}/" in self.directories

@@ -21,6 +21,7 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
+from .change_feed import changes_after, changes_since, cursor_of
 from .codec import Change, Delete, Move, Purge, Write
 from .housekeeping import Housekeeper
 from .log import CommitLog
@@ -181,8 +182,8 @@ class LogFileStore:
     @traced("changes")
     async def changes(self, since: str | None) -> Changes | FullResync:
         state = await self.log.fresh_state()
-        cursor = state.cursor()
-        paths = state.changes_after(since) if isinstance(since, str) else None
+        cursor = cursor_of(state)
+        paths = changes_after(state, since) if isinstance(since, str) else None
         return FullResync(cursor=cursor) if paths is None else Changes(cursor=cursor, paths=paths)
 
     @traced("purge")
@@ -230,7 +231,7 @@ class _Listing:
 
     def of(self, state: State) -> builtins.list[FileEntry]:
         # Any later state of the same memory tells what changed since our head (None when it cannot).
-        changed = state.changes_since(self.head) if self.head is not None and state.genesis == self.genesis else None
+        changed = changes_since(state, self.head) if self.head is not None and state.genesis == self.genesis else None
         if changed is None:
             self.paths = sorted(state.files)
             self.entries = [_entry(path, state.files[path]) for path in self.paths]
