@@ -68,7 +68,7 @@ test:
 	[ $$tested = 0 ] && [ $$linted = 0 ]
 
 test-slow: $(STAMP)
-	$(VENV)/bin/pytest -q -m slow
+	$(VENV)/bin/pytest -q -m slow -n 2
 
 # The browser views in docs/img, as the browser tests see them.
 screenshots: $(STAMP)
