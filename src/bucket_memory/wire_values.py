@@ -31,13 +31,14 @@ _SHORT_ESCAPED = b'"\\\b\f\n\r\t'
 _ESCAPED_BUT_NEWLINE = _ESCAPED.replace(b"\n", b"")
 # Segments of printable ASCII other than "/" and "\\", none of them "." or "..": a path the harness's
 # `validate_path` returns unchanged (ASCII is its own NFC form).
-_SEGMENT = r"(?!\.\.?(?:/|$))[ -.0-\[\]-~]+"
+_PATH_CHARACTER = r"[ -.0-\[\]-~]"
+_SEGMENT = rf"(?!\.\.?(?:/|$)){_PATH_CHARACTER}+"
 _PLAIN_PATH = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*")
 # The same, for each line of paths joined by newlines (which `_SEGMENT` never takes), at most the
 # wire format's bytes each (ASCII: a character is a byte). Possessive: no segment or line ever needs
 # to give back what it took, and greedy repeats kept a backtrack point for each, across all the
 # lines at once (an attacker's review measured 60 bytes of memory per byte of paths).
-_LINE_SEGMENT = r"(?!\.\.?[/\n])[ -.0-\[\]-~]++"
+_LINE_SEGMENT = rf"(?!\.\.?[/\n]){_PATH_CHARACTER}++"
 _PLAIN_PATH_LINES = re.compile(
     rf"(?:(?=[^\n]{{1,{_WIRE_FORMAT.path_bytes}}}\n){_LINE_SEGMENT}(?:/{_LINE_SEGMENT})*+\n)*+"
 )
