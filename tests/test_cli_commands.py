@@ -19,7 +19,6 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
-from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
@@ -28,7 +27,7 @@ from bucket_memory.cli.tables import age
 from bucket_memory.wire_values import log_key
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
-from .helpers import cli
+from .helpers import CliRunner, cli
 
 SCHEMAS = Path(__file__).parent.parent / "docs" / "cli" / "schemas"
 
@@ -250,6 +249,36 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
     assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
+
+
+def test_the_caller_is_named_before_the_event_loop_runs_and_only_by_commands_that_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Naming the caller can ask STS, a blocking call of seconds: on the loop it would stall the
+    store's own work, and a read-only command has no commit to name it in."""
+    import bucket_memory.cli.base
+
+    asked: list[tuple[str, bool]] = []
+
+    def identity(url: str) -> str:
+        try:
+            asyncio.get_running_loop()
+            asked.append((url, True))
+        except RuntimeError:
+            asked.append((url, False))
+        return "arn:aws:iam::123456789012:user/tester"
+
+    monkeypatch.setattr(bucket_memory.cli.base, "_cloud_identity", identity)
+    url = str(tmp_path / "memory")
+    cli_json("put", url, "a.md", given="a\n")
+    cli_json("mv", url, "a.md", "b.md")
+    cli_json("rm", url, "b.md")
+    cli_json("records add", url, "green tea")
+    assert asked == [(url, False)] * 4
+    cli_json("records ls", url)
+    cli_json("ls", url)
+    assert len(asked) == 4
+    assert {entry["principal"] for entry in cli_json("log", url)} == {"arn:aws:iam::123456789012:user/tester"}
 
 
 def test_with_json_every_failure_is_one_object_on_stdout(url: str) -> None:

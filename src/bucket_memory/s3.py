@@ -305,7 +305,7 @@ async def _held_client() -> AsyncIterator[Any]:
         response_checksum_validation="when_required",
     )
     session = get_session()
-    session.register_component("data_loader", _models())
+    session.register_component("data_loader", botocore_models())
     # botocore parses its JSON service models on first use, 50 ms or more of CPU: in a thread, not on the loop.
     await asyncio.to_thread(_load_models, session)
     async with session.create_client("s3", config=config) as client:
@@ -322,8 +322,8 @@ async def _checksum(data: bytes) -> dict[str, str]:
 
 
 @functools.cache
-def _models() -> Loader:
-    """The one loader of botocore's data files for every S3 client in the process. A loader caches
+def botocore_models() -> Loader:
+    """The one loader of botocore's data files for every AWS client in the process. A loader caches
     what it parses, and each store's session made a loader of its own: every store opened (a
     process serving many memories, a command walking them) parsed S3's models again, 0.2 s of CPU."""
     return create_loader(get_session().get_config_variable("data_path"))

@@ -212,7 +212,10 @@ def _cloud_identity(url: str) -> str | None:
             import botocore.config
             import botocore.session
 
+            from ..s3 import botocore_models
+
             session = botocore.session.get_session()
+            session.register_component("data_loader", botocore_models())
             # STS names any caller from any region, but botocore wants one: with none configured
             # (a laptop, a CI runner), us-east-1, where STS's global endpoint also lives.
             sts = session.create_client(

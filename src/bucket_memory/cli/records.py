@@ -54,9 +54,9 @@ def _on_records[T](
 ) -> Callable[[MemoryAdmin], Awaitable[T]]:
     from ..records import LogRecordStore
 
-    return lambda admin: work(
-        LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=origin(f"records {command_name}", url))
-    )
+    # Named here, before the loop runs: naming the caller can ask STS, a blocking call.
+    who = origin(f"records {command_name}", url) if command_name != "ls" else None
+    return lambda admin: work(LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=who))
 
 
 def _embedder(name: str | None) -> Embedder | None:
