@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import Origin
-from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.cli import EXIT_STORE, EXIT_USAGE, app
@@ -24,7 +23,7 @@ from bucket_memory.record_format import RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.wire_values import time_text
 
-from .helpers import cli
+from .helpers import CliRunner, cli
 
 MODEL = "text-embedding-3-small"
 

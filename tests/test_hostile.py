@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import regex
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
-from typer.testing import CliRunner
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory import search as search_module
@@ -29,7 +28,7 @@ from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClo
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.wire_values import log_key
 
-from .helpers import replay
+from .helpers import CliRunner, replay
 
 ORIGIN = Origin(run_id="run", principal_id="me", tool_call_id="call")
 
