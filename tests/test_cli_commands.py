@@ -251,11 +251,11 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
 
 
-def test_the_caller_is_named_before_the_event_loop_runs_and_only_by_commands_that_write(
+def test_the_caller_is_named_off_the_event_loop_and_only_by_commands_that_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Naming the caller can ask STS, a blocking call of seconds: on the loop it would stall the
-    store's own work, and a read-only command has no commit to name it in."""
+    store's own work, and a command that commits nothing (or fails first) should not wait on it."""
     import bucket_memory.cli.base
 
     asked: list[tuple[str, bool]] = []
@@ -276,7 +276,10 @@ def test_the_caller_is_named_before_the_event_loop_runs_and_only_by_commands_tha
     cli_json("records add", url, "green tea")
     assert asked == [(url, False)] * 4
     cli_json("records ls", url)
+    cli_json("records search", url, "tea")
     cli_json("ls", url)
+    assert cli_failure("rm", url, "b.md", expect=EXIT_STORE)["code"] == "not_found"
+    assert cli_failure("mv", url, "b.md", "c.md", expect=EXIT_STORE)["code"] == "not_found"
     assert len(asked) == 4
     assert {entry["principal"] for entry in cli_json("log", url)} == {"arn:aws:iam::123456789012:user/tester"}
 

@@ -202,6 +202,12 @@ def origin(command_name: str, url: str) -> Origin:
     return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
 
 
+async def named(command_name: str, url: str) -> Origin:
+    """`origin`, from a coroutine: naming the caller can ask STS, a blocking call of seconds, so it
+    runs in a worker thread (which carries the command's context, its --principal among it)."""
+    return await asyncio.to_thread(origin, command_name, url)
+
+
 _STS_SECONDS = 3  # each of connecting and reading, once: a command does not wait long to name its caller
 
 

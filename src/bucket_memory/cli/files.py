@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, origin, out, run
+from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, named, out, run
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, show
 
@@ -123,12 +123,10 @@ def put(
 
     text = _source_text(source, allow_empty=allow_empty)
 
-    who = origin("put", url)  # before the loop runs: naming the caller can ask STS, a blocking call
-
     async def write(admin: MemoryAdmin) -> str:
         store = admin.store
         current = None if create else expected if expected is not None else await _version(admin, path)
-        return await store.write(path, text, expected=current, origin=who)
+        return await store.write(path, text, expected=current, origin=await named("put", url))
 
     version = run(write, url, new_ok=True)
     emit(Written(path=path, version=version), as_json, lambda: out.print(f"{path}: now version {version}"))
@@ -144,13 +142,11 @@ def rm(url: Url, path: Path_, expected: Expected = None, as_json: Json = False) 
 
     from .output import Written
 
-    who = origin("rm", url)
-
     async def delete(admin: MemoryAdmin) -> None:
         current = expected if expected is not None else await _version(admin, path)
         if current is None:
             raise MemoryStoreError("not_found", f"{path} does not exist.")
-        await admin.store.delete(path, expected=current, origin=who)
+        await admin.store.delete(path, expected=current, origin=await named("rm", url))
 
     run(delete, url)
     emit(Written(path=path, version=None), as_json, lambda: out.print(f"{path}: deleted"))
@@ -166,13 +162,11 @@ def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, a
 
     from .output import Written
 
-    who = origin("mv", url)
-
     async def move(admin: MemoryAdmin) -> str:
         current = expected if expected is not None else await _version(admin, source)
         if current is None:
             raise MemoryStoreError("not_found", f"{source} does not exist.")
-        return await admin.store.move(source, destination, expected=current, origin=who)
+        return await admin.store.move(source, destination, expected=current, origin=await named("mv", url))
 
     version = run(move, url)
     emit(

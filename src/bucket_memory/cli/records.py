@@ -10,7 +10,7 @@ import click
 import typer
 
 from ..options import RANKINGS, Ranking
-from .base import Json, Url, Yes, app, command, emit, origin, out, run
+from .base import Json, Url, Yes, app, command, emit, named, out, run
 from .erase import DryRun
 from .tables import Column, Wide, age, show
 
@@ -54,9 +54,15 @@ def _on_records[T](
 ) -> Callable[[MemoryAdmin], Awaitable[T]]:
     from ..records import LogRecordStore
 
-    # Named here, before the loop runs: naming the caller can ask STS, a blocking call.
-    who = origin(f"records {command_name}", url) if command_name != "ls" else None
-    return lambda admin: work(LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=who))
+    async def on(admin: MemoryAdmin) -> T:
+        # Only commands that commit name their caller (a search writes vectors back under its own origin).
+        who = await named(f"records {command_name}", url) if command_name in _COMMITTING else None
+        return await work(LogRecordStore(admin.store, embedder=embedder, ranking=ranking, origin=who))
+
+    return on
+
+
+_COMMITTING = frozenset({"add", "rm"})
 
 
 def _embedder(name: str | None) -> Embedder | None:
