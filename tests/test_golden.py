@@ -13,13 +13,13 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_path
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Checkpoint, Commit
+from bucket_memory.codec import Checkpoint, Commit, Write
 from bucket_memory.wire_values import _wire_path, _wire_paths, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
@@ -111,6 +111,14 @@ json_values = st.recursive(
 def test_the_piecewise_encoding_is_the_same_bytes_as_one_call(value: object) -> None:
     """Members and array items are encoded one call each: the hash must not differ from one call's."""
     assert canonical(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a.md", "b/c.md"]), st.text(max_size=20)), min_size=1), st.booleans())
+def test_a_commits_encoded_size_is_the_length_of_its_bytes(writes: list[tuple[str, str]], sealed: bool) -> None:
+    """The size decides whether a commit is joined into its bytes off the event loop."""
+    changes = tuple(Write(path=path, text=text) for path, text in writes)
+    commit = Commit.create(1, "0" * 64, changes, Origin(run_id="golden"), at=0.0, sealed=sealed)
+    assert commit.encoded_size == len(commit.encode())
 
 
 @given(

@@ -255,6 +255,7 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, s
         state.head = seq
     checkpoint = state.to_checkpoint(max_tombstones=100, at=0.0)
     key, data = checkpoint_key(state.head), checkpoint.encode()
+    assert checkpoint.encoded_size == len(data)  # what decides whether the bytes are joined off the loop
     # A cold open parses first and validates the values parsed: the same checkpoint as strict decoding.
     served = Checkpoint.decode("memory", key, data, served=True)
     assert served == Checkpoint.decode("memory", key, data) == checkpoint

@@ -223,6 +223,12 @@ class _Signed(_Wire):
     def encode(self) -> bytes:
         return joined(self._members.values())
 
+    @property
+    def encoded_size(self) -> int:
+        """The length of `encode()`, known without joining it: the members, a comma between each
+        two, and the braces."""
+        return sum(map(len, self._members.values())) + len(self._members) + 1
+
     def body_digest(self) -> str:
         """The SHA-256 of the canonical encoding without `hash`: the same member bytes `encode`
         joins, so a reader encodes a large checkpoint once, not once to hash and once to compare."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .codec import SEALED_FORMAT, Commit, CorruptObjectError
+from .codec import SEALED_FORMAT, Commit, CorruptObjectError, off_loop
 from .head import Head, Overtaken
 from .retry import backoff, within_deadline
 from .wire_values import log_key
@@ -153,7 +153,7 @@ class Settler:
         sent = head.options.clock()
         what = f"Committing {self.location}/{key}"
         started = time.monotonic()  # real time, even where tests move the log's clock by hand
-        encoded = commit.encode()
+        encoded = await off_loop(commit.encoded_size, commit.encode)  # an import's commit is megabytes
         telemetry.count("bytes_written", len(encoded))
         try:
             created = await within_deadline(lambda: head.reader.objects.create(key, encoded), what=what)
