@@ -148,12 +148,13 @@ class Settler:
         commits behind, and one 404 among them proves its new head without a listing.
         """
         key, head = log_key(commit.seq), self.head
+        # Before the head is confirmed, so that nothing waits between that and the create.
+        encoded = await off_loop(commit.encoded_size, commit.encode)  # an import's commit is megabytes
         if (found := await head.confirm_before_create(commit.seq)) is not None:
             return _Held((found,), None)
         sent = head.options.clock()
         what = f"Committing {self.location}/{key}"
         started = time.monotonic()  # real time, even where tests move the log's clock by hand
-        encoded = await off_loop(commit.encoded_size, commit.encode)  # an import's commit is megabytes
         telemetry.count("bytes_written", len(encoded))
         try:
             created = await within_deadline(lambda: head.reader.objects.create(key, encoded), what=what)
