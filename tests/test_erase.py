@@ -617,8 +617,12 @@ async def test_a_local_writers_leftover_stage_is_removed(tmp_path: Path) -> None
 
 
 def _rehashed(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
-    """A checkpoint changed by `change`, its `hash` made again over the bytes: what anyone who can
-    write the bucket can make, its hash as valid as a writer's."""
+    """A checkpoint changed by `change`, its `hash` made again over the bytes its hash covers (of a
+    packed checkpoint, its index): what anyone who can write the bucket can make, its hash as valid
+    as a writer's."""
+    if data.startswith(PACKED):
+        index = data.index(b'","index":') + len(b'","index":')
+        return data[:index] + _rehashed(data[index:-1], change) + b"}"
     start = data.index(b',"hash":"')
     end = data.index(b'"', start + len(b',"hash":"')) + 1
     body = change(data[:start] + data[end:])
@@ -627,18 +631,27 @@ def _rehashed(data: bytes, change: Callable[[bytes], bytes]) -> bytes:
 
 
 def _shadowed(data: bytes, secret: bytes) -> bytes:
-    """A checkpoint whose bytes hold an earlier `files` member that JSON parsers drop."""
+    """A checkpoint whose bytes hold an earlier member, naming alice's file, that JSON parsers drop."""
+    if data.startswith(PACKED):
+        dropped = b'"descriptions":["people/alice.md ' + secret + b'"],"descriptions":'
+        return _rehashed(data, lambda body: body.replace(b'"descriptions":', dropped, 1))
     return _rehashed(
         data, lambda body: body.replace(b'"files":', b'"files":[["people/alice.md","' + secret + b'",1]],"files":', 1)
     )
 
 
-async def test_erase_removes_a_text_hidden_in_a_member_parsers_drop() -> None:
+PACKED = b'{"format":3,'  # how a packed checkpoint starts
+LAYOUTS = pytest.mark.parametrize("packed", [True, False], ids=["packed", "json"])
+
+
+@LAYOUTS
+async def test_erase_removes_a_text_hidden_in_a_member_parsers_drop(packed: bool) -> None:
     """A cold open takes a checkpoint whose bytes hash as read without proving its form; erasure must
     not: it reasons about the bytes stored, and such a checkpoint, its form unproven, kept the text."""
     secret = b"4242-SECRET-0001"
     objects = VersionedMemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1, packed_checkpoints=packed)
+    store = LogFileStore(objects, options=options)
     await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
     await store.settle()
     key = sorted(key for key in objects.stored if key.startswith("checkpoints/"))[-1]
@@ -651,9 +664,11 @@ async def test_erase_removes_a_text_hidden_in_a_member_parsers_drop() -> None:
     assert [key for key, versions in objects.stored.items() for _, data, _ in versions if data and secret in data] == []
 
 
-async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_form_does_not() -> None:
+@LAYOUTS
+async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_form_does_not(packed: bool) -> None:
     objects = MemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1, packed_checkpoints=packed)
+    store = LogFileStore(objects, options=options)
     await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
     await store.settle()
     key = next(key for key in objects.objects if key.startswith("checkpoints/"))
@@ -664,19 +679,22 @@ async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_form_does
     assert [(problem.key, problem.message) for problem in problems] == [(key, "its content does not match its hash")]
 
 
-async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_types_do_not() -> None:
+@LAYOUTS
+async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_types_do_not(packed: bool) -> None:
     """A cold open validates the values it parsed, where a version written as "1" reads as 1, the
     file it names served as if typed; `verify` decodes strictly and must report the checkpoint."""
     objects = MemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1, packed_checkpoints=packed)
+    store = LogFileStore(objects, options=options)
     await store.write("people/bob.md", "bob", expected=None, origin=AGENT)
     await store.settle()
     key = next(key for key in objects.objects if key.startswith("checkpoints/"))
-    mistyped = _rehashed(objects.objects[key][0], lambda body: body.replace(b'"bob",1]', b'"bob","1"]'))
+    mistype = (b'"versions":[1]', b'"versions":["1"]') if packed else (b'"bob",1]', b'"bob","1"]')
+    mistyped = _rehashed(objects.objects[key][0], lambda body: body.replace(*mistype))
     objects.objects[key] = (mistyped, objects.clock)
     fresh = LogFileStore(objects)
     assert (await fresh.read("people/bob.md")).version == "1"
     problems = await MemoryAdmin(fresh).verify()
     assert [(problem.key, problem.message) for problem in problems] == [
-        (key, "malformed checkpoint: files.0.2: Input should be a valid integer")
+        (key, f"malformed checkpoint: {'versions.0' if packed else 'files.0.2'}: Input should be a valid integer")
     ]

@@ -233,16 +233,16 @@ async def test_a_cold_start_takes_descriptions_from_the_checkpoint(monkeypatch: 
 
 
 async def test_verify_finds_a_checkpoint_whose_descriptions_lie() -> None:
-    from bucket_memory.codec import Checkpoint
+    from bucket_memory.packed import decode_checkpoint
 
     objects = MemoryObjectStore()
     seq = await checkpointed(objects)
     key = checkpoint_key(seq)
-    honest = Checkpoint.decode("memory://memory", key, objects.objects[key][0])
-    assert honest.descriptions is not None
-    lies = tuple("buy this stock" if description else description for description in honest.descriptions)
-    fields = honest.model_dump(exclude={"hash", "kind", "format"})
-    objects.objects[key] = (Checkpoint.signed(**{**fields, "descriptions": lies}).encode(), objects.clock)
+    honest = decode_checkpoint("memory://memory", key, objects.objects[key][0])
+    content = honest.content()
+    assert content.descriptions is not None
+    lies = tuple("buy this stock" if description else description for description in content.descriptions)
+    objects.objects[key] = (type(honest).made(content._replace(descriptions=lies)).encode(), objects.clock)
     problems = await MemoryAdmin(LogFileStore(objects)).verify()
     assert [(problem.key, "differ" in problem.message) for problem in problems] == [(key, True)]
 

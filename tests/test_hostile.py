@@ -422,10 +422,11 @@ async def check_crafted_checkpoint(case: str, fields: dict[str, object]) -> None
     assert caught.value.key == key, case
 
 
-async def checkpointed(files: dict[str, str]) -> tuple[MemoryObjectStore, str]:
+async def checkpointed(files: dict[str, str], *, packed: bool = True) -> tuple[MemoryObjectStore, str]:
     """A memory of `files`, each written by a commit of its own, and the key of its newest checkpoint."""
     objects = MemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1))
+    options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1, packed_checkpoints=packed)
+    store = LogFileStore(objects, options=options)
     for path, text in files.items():
         await store.write(path, text, expected=None, origin=ORIGIN)
     await store.settle()
@@ -441,21 +442,37 @@ def _hash_first(data: bytes) -> bytes:
     return b'{"hash":' + json.dumps(body.pop("hash")).encode() + b"," + canonical(body)[1:]
 
 
+def _index_hash_first(data: bytes) -> bytes:
+    index = data.index(b'","index":') + len(b'","index":')
+    return data[:index] + _hash_first(data[index:-1]) + b"}"
+
+
+_NOT_CANONICAL = "not in the canonical form the store writes"
+_NOT_PACKED = "not laid out as a packed checkpoint"
+_BAD_BLOCK = "block 0 of its texts does not match its digest"
+
+
 @pytest.mark.parametrize(
-    ("change", "reason"),
+    ("packed", "change", "reason"),
     [
-        (lambda data: data.replace(b"the b text", b"the B text"), "its content does not match its hash"),
-        (lambda data: data.replace(b"the b text", b"the b text, longer"), "its content does not match its hash"),
-        (_spaced, "not in the canonical form the store writes"),
-        (_hash_first, "not in the canonical form the store writes"),
+        (False, lambda data: data.replace(b"the b text", b"the B text"), "its content does not match its hash"),
+        (False, lambda data: data.replace(b"the b text", b"the b text, longer"), "its content does not match its hash"),
+        (False, _spaced, _NOT_CANONICAL),
+        (False, _hash_first, _NOT_CANONICAL),
+        (True, lambda data: data.replace(b"the b text", b"the B text", 1), _BAD_BLOCK),  # not its description
+        (True, lambda data: data.replace(b"the b text", b"the b text, longer"), _NOT_PACKED),
+        (True, lambda data: data.replace(b'"floor":', b'"floor":1,"floor":'), _NOT_CANONICAL),
+        (True, _spaced, _NOT_PACKED),
+        (True, _index_hash_first, _NOT_CANONICAL),
     ],
 )
 async def test_a_checkpoint_changed_after_it_was_written_is_corruption(
-    change: Callable[[bytes], bytes], reason: str
+    packed: bool, change: Callable[[bytes], bytes], reason: str
 ) -> None:
-    """A cold open hashes a checkpoint's bytes as read rather than encoding them again: a changed
-    byte must still break the hash, and the same content in another form must still be refused."""
-    objects, key = await checkpointed({"a.md": "the a text", "b.md": "the b text"})
+    """A cold open hashes a checkpoint's bytes as read rather than encoding them again (of a packed
+    one, its index, and each block of texts as it reads it): a changed byte must still break the
+    hash, and the same content in another form must still be refused."""
+    objects, key = await checkpointed({"a.md": "the a text", "b.md": "the b text"}, packed=packed)
     changed = change(objects.objects[key][0])
     assert changed != objects.objects[key][0]
     objects.objects[key] = (changed, objects.clock)

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Checkpoint, Delete, Write
+from bucket_memory.codec import Checkpoint, CheckpointContent, Delete, Write
 from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.state import State, same_files
 from bucket_memory.urls import parse_url
 from bucket_memory.wire_values import checkpoint_key, stored_size
@@ -232,6 +233,7 @@ def test_an_overlay_is_the_dict_it_would_be_and_merges_into_it(
     assert list(base.items()) == list(expected.items())
 
 
+@pytest.mark.parametrize("layout", [Checkpoint, PackedCheckpoint])
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -242,9 +244,11 @@ def test_an_overlay_is_the_dict_it_would_be_and_merges_into_it(
         max_size=20,
     )
 )
-def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, str | None]]) -> None:
+def test_a_checkpoint_opens_to_the_state_it_was_made_of(
+    layout: type[Checkpoint | PackedCheckpoint], steps: list[tuple[str, str | None]]
+) -> None:
     """A cold open builds the state from a checkpoint in bulk, not change by change: its sizes,
-    directories and change feed must be those the changes made one at a time."""
+    directories and change feed must be those the changes made one at a time, in either layout."""
     state = State(format=FileFormat())
     for seq, (path, text) in enumerate(steps, start=1):
         change = Delete(path=path) if text is None else Write(path=path, text=text)
@@ -253,12 +257,15 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, s
         except MemoryStoreError:
             continue  # a file under a file, or a delete of a missing one
         state.head = seq
-    checkpoint = state.to_checkpoint(max_tombstones=100, at=0.0)
+    content = state.checkpoint_content(max_tombstones=100, at=0.0)
+    checkpoint = layout.made(content)
     key, data = checkpoint_key(state.head), checkpoint.encode()
-    assert checkpoint.encoded_size == len(data)  # what decides whether the bytes are joined off the loop
-    # A cold open parses first and validates the values parsed: the same checkpoint as strict decoding.
-    served = Checkpoint.decode("memory", key, data, served=True)
-    assert served == Checkpoint.decode("memory", key, data) == checkpoint
+    if isinstance(checkpoint, Checkpoint):  # what decides whether the bytes are joined off the loop
+        assert checkpoint.encoded_size == len(data)
+    # A cold open parses first and validates the values parsed (and reads a packed text when asked
+    # for): the same checkpoint as strict decoding.
+    served = decode_checkpoint("memory", key, data, served=True)
+    assert _plain(served.content()) == _plain(decode_checkpoint("memory", key, data).content()) == _plain(content)
     opened = State.from_checkpoint(served, state.format, "memory")
     assert same_files(opened, state)
     assert (opened.directories, opened.live_bytes, opened.stored_bytes) == (
@@ -268,6 +275,11 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(steps: list[tuple[str, s
     )
     assert sorted(opened.changed.items()) == sorted(state.changed.items())
     assert list(opened.changed.values()) == sorted(opened.changed.values())
+
+
+def _plain(content: CheckpointContent) -> tuple[object, ...]:
+    """A checkpoint's content with its sequences as tuples, to compare however each layout holds them."""
+    return tuple(tuple(value) if isinstance(value, list | tuple) else value for value in content)
 
 
 @given(st.text(st.characters(codec="utf-8")))

@@ -18,10 +18,11 @@ import asyncio
 import functools
 import hashlib
 import secrets
-from collections.abc import Callable, Collection, Iterable
+import typing
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self
 
 import pydantic_core
 from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -214,6 +215,8 @@ class _Signed(_Wire):
 
     seq: Seq
     hash: Hash
+    # Whether `hash` covers the bytes as stored, less the `hash` member (see `hashed_as_read`).
+    _hash_covers_bytes: ClassVar[bool] = False
 
     @property
     def checkable(self) -> bool:
@@ -287,7 +290,18 @@ class _Signed(_Wire):
         """Whether the bytes read, less their `hash` member, hash to `hash`: for content that is only
         served, proof enough that it is what was hashed, so `decode` need not encode it again. Only
         where the hash covers the stored bytes (not the sealed texts of a commit of format 3)."""
-        return False
+        if not self._hash_covers_bytes:
+            return False
+        # Canonical JSON sorts `hash` after other members, never first, and an unescaped quote
+        # cannot occur inside a string, so the first match is the object's own member. Encoding a
+        # large checkpoint again was two thirds of a cold open's CPU; hashing the bytes read is a twentieth.
+        member = b',"hash":"' + self.hash.encode() + b'"'
+        at = data.find(member)
+        if at < 0:
+            return False
+        hashed = hashlib.sha256(memoryview(data)[:at])
+        hashed.update(memoryview(data)[at + len(member) :])
+        return hashed.hexdigest() == self.hash
 
     @classmethod
     async def read(cls, location: str, key: str, data: bytes) -> Self:
@@ -466,32 +480,59 @@ class Checkpoint(_Signed):
             raise ValueError("a checkpoint is of format 2 exactly when it holds an erased file")
         return self
 
-    def hashed_as_read(self, data: bytes) -> bool:
-        # Canonical JSON sorts `hash` after `deleted`, never first, and an unescaped quote cannot
-        # occur inside a string, so the first match is the object's own member. Encoding a large
-        # checkpoint again was two thirds of a cold open's CPU; hashing the bytes read is a twentieth.
-        member = b',"hash":"' + self.hash.encode() + b'"'
-        at = data.find(member)
-        if at < 0:
-            return False
-        hashed = hashlib.sha256(memoryview(data)[:at])
-        hashed.update(memoryview(data)[at + len(member) :])
-        return hashed.hexdigest() == self.hash
+    _hash_covers_bytes = True
 
-    def redacted(self, paths: Collection[str], erasure: int) -> Checkpoint:
-        """This checkpoint with the texts (and descriptions) of the files at `paths` erased by commit
-        `erasure`, signed again (nothing chains to a checkpoint's hash)."""
-        erasing = {path for path, text, _ in self.files if path in paths and text is not None}
-        if not erasing:
-            return self
-        files = tuple((path, None if path in erasing else text, seq) for path, text, seq in self.files)
-        descriptions = self.descriptions and tuple(
-            None if path in erasing else description
-            for (path, _, _), description in zip(self.files, self.descriptions, strict=True)
+    def content(self) -> CheckpointContent:
+        """What it holds, as `State.to_checkpoint` gives it and `redacted_content` takes it."""
+        return CheckpointContent(
+            seq=self.seq,
+            head_hash=self.head_hash,
+            floor=self.floor,
+            time=self.time,
+            files=self.files,
+            deleted=self.deleted,
+            genesis=self.genesis,
+            descriptions=self.descriptions,
+            described_with=self.described_with,
+            erased=self.erased,
         )
-        erased = tuple(sorted({**dict(self.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
-        fields = {**self.model_dump(by_alias=True), "format": 2, "files": files, "erased": erased}
-        return type(self).signed(**{**fields, "descriptions": descriptions})
+
+    @classmethod
+    def made(cls, content: CheckpointContent) -> Checkpoint:
+        """A new checkpoint holding `content`, signed (of format 2 when it holds an erased file)."""
+        return cls.signed(**content._asdict(), format=2 if content.erased else 1)
+
+
+class CheckpointContent(NamedTuple):
+    """What a checkpoint holds in either layout (`Checkpoint`, `packed.PackedCheckpoint`): the
+    live files as (path, text or None once erased, version), in path order, and the rest as the
+    fields of `Checkpoint` name them."""
+
+    seq: int
+    head_hash: str
+    floor: int
+    time: str
+    files: Sequence[tuple[str, str | None, int]]
+    deleted: Sequence[tuple[str, int]]
+    genesis: str | None
+    descriptions: Sequence[str | None] | None
+    described_with: tuple[int, int, int] | None
+    erased: Sequence[tuple[str, int]] | None
+
+
+def redacted_content(content: CheckpointContent, paths: Collection[str], erasure: int) -> CheckpointContent | None:
+    """`content` with the texts and descriptions of the files at `paths` erased by commit `erasure`,
+    or None when it holds no text at any of them."""
+    erasing = {path for path, text, _ in content.files if path in paths and text is not None}
+    if not erasing:
+        return None
+    files = tuple((path, None if path in erasing else text, seq) for path, text, seq in content.files)
+    descriptions = content.descriptions and tuple(
+        None if path in erasing else description
+        for (path, _, _), description in zip(content.files, content.descriptions, strict=True)
+    )
+    erased = tuple(sorted({**dict(content.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
+    return content._replace(files=files, descriptions=descriptions, erased=erased)
 
 
 def _reason(model: type[_Signed], data: bytes, error: ValueError) -> str:
@@ -503,7 +544,7 @@ def _reason(model: type[_Signed], data: bytes, error: ValueError) -> str:
     kind = model.model_fields["kind"].default
     if not isinstance(parsed, dict) or parsed.get("kind") != kind:
         return f"not a bucket-memory {kind}"
-    readable = (FORMAT, EDIT_FORMAT, SEALED_FORMAT) if kind == "commit" else (FORMAT, 2)
+    readable = typing.get_args(model.model_fields["format"].annotation)
     if parsed.get("format") not in readable:
         return f"format {parsed.get('format')!r}; this bucket-memory reads format {readable[-1]} (upgrade it?)"
     if not isinstance(error, ValidationError):

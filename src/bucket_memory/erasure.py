@@ -29,10 +29,21 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from .canonical_json import canonical
-from .codec import SEALED_FORMAT, Change, Checkpoint, Commit, CorruptObjectError, Erase, Write, off_loop
+from .codec import (
+    SEALED_FORMAT,
+    Change,
+    CheckpointContent,
+    Commit,
+    CorruptObjectError,
+    Erase,
+    Write,
+    off_loop,
+    redacted_content,
+)
 from .history import History
 from .lineage import Lineages
 from .objects import ObjectVersion
+from .packed import decode_checkpoint
 from .retry import gather_bounded
 from .rewriting import Redaction, Rewriting
 from .state import State
@@ -100,7 +111,7 @@ class _Target:
         indexes = self.lineages.texts(self.files).get(seq, set())
         return lambda index, _: index in indexes
 
-    def checkpoint_paths(self, checkpoint: Checkpoint) -> set[str]:
+    def checkpoint_paths(self, checkpoint: CheckpointContent) -> set[str]:
         return {
             path
             for path, text, _ in checkpoint.files
@@ -272,9 +283,11 @@ class Erasure:
         return None if redacted is commit else redacted.encode()
 
     def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
-        checkpoint = Checkpoint.decode(self.log.location, key, data)
-        redacted = checkpoint.redacted(target.checkpoint_paths(checkpoint), erasure)
-        return None if redacted is checkpoint else redacted.encode()
+        checkpoint = decode_checkpoint(self.log.location, key, data)
+        content = checkpoint.content()
+        redacted = redacted_content(content, target.checkpoint_paths(content), erasure)
+        # In the layout it was written in: a reader that could read it can read it still.
+        return None if redacted is None else type(checkpoint).made(redacted).encode()
 
     async def _old_versions(self, target: _Target) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: whose commit or
@@ -323,8 +336,8 @@ def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
                 for change in commit.changes
             )
         if key.startswith(CHECKPOINT_PREFIX):
-            checkpoint = Checkpoint.decode("erase", key, data)
-            return any(path in names and text is not None for path, text, _ in checkpoint.files)
+            content = decode_checkpoint("erase", key, data).content()
+            return any(path in names and text is not None for path, text, _ in content.files)
     except CorruptObjectError:
         return _holds_any(data, names)
     return False

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from . import telemetry
 from .codec import Checkpoint, off_loop
 from .log import CommitLog
+from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
 from .state import State
 from .wire_values import checkpoint_key
@@ -72,20 +73,21 @@ class Housekeeper:
         written, carried = counts.written, counts.carried  # what the checkpoint covers
         at = await self.log.objects.now()
         # Joined apart from the loop too: copying 32 MiB into one object is tens of ms of page faults.
-        checkpoint, encoded = await off_loop(
-            snapshot.live_bytes, functools.partial(_encoded, snapshot, options.max_tombstones, at)
+        seq, encoded = await off_loop(
+            snapshot.live_bytes,
+            functools.partial(_encoded, snapshot, options.max_tombstones, at, options.packed_checkpoints),
         )
         # A failure propagates to the log, which logs it; the counts stay, so the next commit retries.
-        key = checkpoint_key(checkpoint.seq)
+        key = checkpoint_key(seq)
         telemetry.count("bytes_written", len(encoded))
         await within_deadline(lambda: self.log.objects.create(key, encoded), what=f"Checkpointing {key}")
         # Commits meanwhile were counted on the same object: count on from the checkpoint.
-        if counts.seq < checkpoint.seq:
-            counts.seq = checkpoint.seq
+        if counts.seq < seq:
+            counts.seq = seq
             counts.written = max(counts.written - written, 0)
             counts.carried = max(counts.carried - carried, 0)
         if options.auto_compact:
-            await self.compact_below(checkpoint.seq)
+            await self.compact_below(seq)
 
     async def compact(self) -> Compaction:
         """Delete log and checkpoint objects below the newest checkpoint that is older than the grace
@@ -124,7 +126,8 @@ class Housekeeper:
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
 
 
-def _encoded(state: State, max_tombstones: int, at: float) -> tuple[Checkpoint, bytes]:
-    """The checkpoint of `state` and the bytes to store."""
-    checkpoint = state.to_checkpoint(max_tombstones, at=at)
-    return checkpoint, checkpoint.encode()
+def _encoded(state: State, max_tombstones: int, at: float, packed: bool) -> tuple[int, bytes]:
+    """The seq of the checkpoint of `state`, and the bytes to store (packed, or of formats 1 and 2)."""
+    content = state.checkpoint_content(max_tombstones, at=at)
+    checkpoint = PackedCheckpoint.made(content) if packed else Checkpoint.made(content)
+    return checkpoint.seq, checkpoint.encode()

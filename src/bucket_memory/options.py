@@ -34,8 +34,11 @@ class LogOptions:
     `erasable`, each commit seals its texts under random salts (format 3) so that `erase` can
     remove a text from the whole history and `verify` still checks every commit; readers from
     before `erase` cannot read such commits, so turn it off until every reader is upgraded (an
-    erasure commit is of format 3 regardless: upgrade them before erasing). `clock` is
-    the local monotonic clock heads are aged by (tests replace it).
+    erasure commit is of format 3 regardless: upgrade them before erasing). With
+    `packed_checkpoints`, checkpoints are packed (format 3: an index, then the texts, so that a cold
+    open decodes only the texts it reads); readers from before them cannot read such checkpoints,
+    so turn it off until every reader is upgraded. `clock` is the local monotonic clock heads are
+    aged by (tests replace it).
     """
 
     max_staleness: float = 0.0
@@ -52,6 +55,7 @@ class LogOptions:
     probe_before_write_after: float | None = None
     store_edits: bool = True
     erasable: bool = True
+    packed_checkpoints: bool = True
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -62,7 +66,7 @@ class LogOptions:
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):
             raise ValueError(f"LogOptions.probe_before_write_after must be None or seconds >= 0, not {probe!r}")
-        for flag in ("store_edits", "erasable", "auto_compact"):
+        for flag in ("store_edits", "erasable", "packed_checkpoints", "auto_compact"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"LogOptions.{flag} must be True or False, not {getattr(self, flag)!r}")
         for name in ("commit_attempts", "request_attempts"):

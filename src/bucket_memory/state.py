@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections import Counter
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
@@ -13,6 +15,7 @@ from .codec import (
     GENESIS_HASH,
     Change,
     Checkpoint,
+    CheckpointContent,
     Commit,
     CorruptObjectError,
     Delete,
@@ -26,20 +29,39 @@ from .codec import (
 )
 from .delta import spliced
 from .overlay import Overlay
+from .packed import PackedCheckpoint, PackedTexts, decode_checkpoint
 from .wire_values import checkpoint_key, log_key, stored_size_of, time_text
 
 
-@dataclass(slots=True)
 class LiveFile:
     """A file as of one commit. `erased` is the erasure commit of a file whose text was erased
-    (its text is then empty): only past states hold one, since the erasure deletes the file."""
+    (its text is then empty): only past states hold one, since the erasure deletes the file.
+    A file read from a packed checkpoint reads its text from there when first asked for it."""
 
-    text: str
-    version: int
-    size: int  # of the UTF-8 text
-    stored: int  # in commits and checkpoints, which the quota counts
-    description: str | None
-    erased: int | None = None
+    __slots__ = ("_packed_at", "_text", "_texts", "description", "erased", "size", "stored", "version")
+
+    def __init__(
+        self,
+        text: str | None,
+        version: int,
+        size: int,  # of the UTF-8 text
+        stored: int,  # in commits and checkpoints, which the quota counts
+        description: str | None,
+        erased: int | None = None,
+        texts: PackedTexts | None = None,  # where to read the text from when `text` is None
+        packed_at: int = 0,
+    ) -> None:
+        self._text, self._texts, self._packed_at = text, texts, packed_at
+        self.version, self.size, self.stored = version, size, stored
+        self.description, self.erased = description, erased
+
+    @property
+    def text(self) -> str:
+        """Its text, or `CorruptObjectError` if the packed checkpoint it is read from is corrupt."""
+        if self._text is None:
+            assert self._texts is not None
+            self._text = self._texts.text(self._packed_at, self.stored, self.size)
+        return self._text
 
 
 @dataclass(slots=True)
@@ -189,31 +211,28 @@ class State:
     def is_directory(self, path: str) -> bool:
         return f"{path}/" in self.directories
 
-    def to_checkpoint(self, max_tombstones: int, *, at: float) -> Checkpoint:
-        """The whole state as a checkpoint made at `at` (by the server's clock), dropping the oldest
-        tombstones past `max_tombstones`."""
+    def checkpoint_content(self, max_tombstones: int, *, at: float) -> CheckpointContent:
+        """The whole state as a checkpoint made at `at` (by the server's clock) holds it, dropping
+        the oldest tombstones past `max_tombstones`."""
         deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
-        erased = [(path, live.erased) for path, live in sorted(self.files.items()) if live.erased is not None]
+        live = sorted(self.files.items())
+        erased = [(path, file.erased) for path, file in live if file.erased is not None]
         floor = self.floor
         if len(deleted) > max_tombstones:
             dropped = deleted[: len(deleted) - max_tombstones]
             floor = max(floor, dropped[-1][1])
             deleted = deleted[len(dropped) :]
-        return Checkpoint.signed(
+        return CheckpointContent(
             seq=self.head,
             head_hash=self.head_hash,
             floor=floor,
             time=time_text(at),
-            files=[
-                (path, live.text if live.erased is None else None, live.version)
-                for path, live in sorted(self.files.items())
-            ],
+            files=[(path, file.text if file.erased is None else None, file.version) for path, file in live],
             deleted=deleted,
             genesis=self.genesis,
-            descriptions=[live.description for _, live in sorted(self.files.items())],
+            descriptions=[file.description for _, file in live],
             described_with=_describing(self.format),
             erased=erased or None,
-            format=2 if erased else 1,
         )
 
     @classmethod
@@ -224,51 +243,37 @@ class State:
         (`served`: as `Checkpoint.decode` takes it)."""
 
         def build() -> State:
-            return cls.from_checkpoint(Checkpoint.decode(location, key, data, served=served), fmt, location)
+            return cls.from_checkpoint(decode_checkpoint(location, key, data, served=served), fmt, location)
 
         return await off_loop(len(data), build)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Checkpoint, fmt: FileFormat, location: str) -> State:
+    def from_checkpoint(cls, checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, location: str) -> State:
+        content = checkpoint.index if isinstance(checkpoint, PackedCheckpoint) else checkpoint
         state = cls(
-            format=fmt,
-            head=checkpoint.seq,
-            head_hash=checkpoint.head_hash,
-            floor=checkpoint.floor,
-            genesis=checkpoint.genesis,
-        )
-        changes: list[tuple[int, str]] = []
-        # Descriptions made under other limits than this store's are made again.
-        described = (
-            checkpoint.descriptions
-            if checkpoint.described_with == _describing(fmt)
-            and checkpoint.descriptions is not None
-            and len(checkpoint.descriptions) == len(checkpoint.files)
-            and all(len(text or "") <= fmt.description_chars for text in checkpoint.descriptions)
-            else None
+            format=fmt, head=content.seq, head_hash=content.head_hash, floor=content.floor, genesis=content.genesis
         )
         corrupt = functools.partial(CorruptObjectError, location, checkpoint_key(checkpoint.seq))
-        erasures = dict(checkpoint.erased or ())
-        files = state.files
-        # What `_add` does file by file, done for the whole: a cold open of a large memory is mostly this loop.
-        for index, (path, text, version) in enumerate(checkpoint.files):
-            if version > checkpoint.seq or path in files:
-                raise corrupt(f"{path} is listed twice or with a future version")
-            if text is None:
-                files[path] = LiveFile("", version, 0, 0, None, erasures[path])
-            else:
-                data = text.encode()
-                description = described[index] if described is not None else _description(text, fmt)
-                files[path] = LiveFile(text, version, len(data), stored_size_of(data), description)
-        state.live_bytes = sum(live.size for live in files.values())
-        state.stored_bytes = sum(live.stored for live in files.values())
-        state.directories = _directory_counts(files)
-        changes = [(version, path) for path, _, version in checkpoint.files]
+        paths: Sequence[str]
+        versions: Sequence[int]
+        if isinstance(checkpoint, PackedCheckpoint):
+            paths, versions = checkpoint.index.paths, checkpoint.index.versions
+            _add_packed(state.files, checkpoint, fmt)
+        else:
+            paths, versions = [row[0] for row in checkpoint.files], [row[2] for row in checkpoint.files]
+            _add_whole(state.files, checkpoint, fmt)
+        if len(state.files) != len(paths) or max(versions, default=0) > checkpoint.seq:
+            raise corrupt("a file is listed twice or with a future version")
+        state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
+        state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
+        state.directories = _directory_counts(paths)
         # `check_room` once for the whole: a file conflicts exactly when files lie below its path.
-        if conflicting := next((path for path in state.files if f"{path}/" in state.directories), None):
+        if conflicting := next((path for path in paths if f"{path}/" in state.directories), None):
             raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
-        changes.extend((seq, path) for path, seq in checkpoint.deleted if path not in state.files)
-        state.changed = {path: seq for seq, path in sorted(changes)}
+        deleted = [(path, seq) for path, seq in content.deleted if path not in state.files]
+        # In seq order, as `changed` is kept; a stable sort by seq keeps the files of one commit by path.
+        live = zip(paths, versions, strict=True)
+        state.changed = dict(sorted(itertools.chain(live, deleted), key=operator.itemgetter(1)))
         state.since_checkpoint = CheckpointCounts(seq=state.head)
         return state
 
@@ -312,6 +317,67 @@ class State:
             self.changed[path] = seq
 
 
+def _described(
+    descriptions: Sequence[str | None] | None,
+    described_with: tuple[int, int, int] | None,
+    count: int,
+    fmt: FileFormat,
+) -> Sequence[str | None] | None:
+    """A checkpoint's descriptions if made under this store's limits, else None: made again."""
+    if (
+        described_with == _describing(fmt)
+        and descriptions is not None
+        and len(descriptions) == count
+        and all(len(text or "") <= fmt.description_chars for text in descriptions)
+    ):
+        return descriptions
+    return None
+
+
+def _add_whole(files: MutableMapping[str, LiveFile], checkpoint: Checkpoint, fmt: FileFormat) -> None:
+    """The files of a checkpoint of formats 1 and 2, as `State._add` adds them (a cold open of a
+    large memory is mostly this loop)."""
+    described = _described(checkpoint.descriptions, checkpoint.described_with, len(checkpoint.files), fmt)
+    erasures = dict(checkpoint.erased or ())
+    for index, (path, text, version) in enumerate(checkpoint.files):
+        if text is None:
+            files[path] = LiveFile("", version, 0, 0, None, erasures[path])
+        else:
+            data = text.encode()
+            description = described[index] if described is not None else _description(text, fmt)
+            files[path] = LiveFile(text, version, len(data), stored_size_of(data), description)
+
+
+def _add_packed(files: MutableMapping[str, LiveFile], checkpoint: PackedCheckpoint, fmt: FileFormat) -> None:
+    """The files of a packed checkpoint, each text left where it is until it is read."""
+    index = checkpoint.index
+    described = _described(index.descriptions, index.described_with, len(index.paths), fmt)
+    # Made by `map`, not a loop: a cold open of a large memory is mostly this, and it takes half the time.
+    files.update(
+        zip(
+            index.paths,
+            map(
+                LiveFile,
+                itertools.repeat(None),
+                index.versions,
+                index.sizes,
+                index.stored,
+                described or index.descriptions,
+                itertools.repeat(None),
+                itertools.repeat(checkpoint.texts),
+                checkpoint.offsets(),
+            ),
+            strict=True,
+        )
+    )
+    for path, erasure in index.erased or ():
+        files[path] = LiveFile("", files[path].version, 0, 0, None, erasure)
+    if described is None:
+        for live in files.values():
+            if live.erased is None:
+                live.description = _description(live.text, fmt)
+
+
 def same_files(one: State, other: State) -> bool:
     """The same files with the same versions and descriptions (a checkpoint's are taken on trust)."""
     return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {
@@ -322,7 +388,8 @@ def same_files(one: State, other: State) -> bool:
 def _directory_counts(paths: Iterable[str]) -> dict[str, int]:
     """How many files lie below each directory, counted as `_add` counts them, one parent at a time."""
     counts: dict[str, int] = {}
-    for parent, below in Counter(path.rpartition("/")[0] for path in paths).items():
+    parents = map(operator.itemgetter(0), map(str.rpartition, paths, itertools.repeat("/")))
+    for parent, below in Counter(parents).items():
         for directory in parent_directories(f"{parent}/") if parent else ():
             counts[directory] = counts.get(directory, 0) + below
     return counts

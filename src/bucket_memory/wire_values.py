@@ -148,14 +148,19 @@ def _wire_path(path: str) -> str:
 
 
 def _wire_paths[Row: tuple[str, *tuple[object, ...]]](rows: tuple[Row, ...]) -> tuple[Row, ...]:
+    _wire_path_list(tuple(map(itemgetter(0), rows)))
+    return rows
+
+
+def _wire_path_list(paths: tuple[str, ...]) -> tuple[str, ...]:
     # A checkpoint names every file: one pass over all its paths is a tenth of a cold open's
     # validation, against one call per path. The count of newlines proves that none is inside a path.
-    lines = "\n".join(map(itemgetter(0), rows)) + "\n"
-    if lines.count("\n") == len(rows) and _PLAIN_PATH_LINES.fullmatch(lines):
-        return rows
-    for row in rows:
-        _wire_path(row[0])
-    return rows
+    lines = "\n".join(paths) + "\n"
+    if lines.count("\n") == len(paths) and _PLAIN_PATH_LINES.fullmatch(lines):
+        return paths
+    for path in paths:
+        _wire_path(path)
+    return paths
 
 
 def _real_time(time: str) -> str:
@@ -166,6 +171,8 @@ def _real_time(time: str) -> str:
 
 type WireOrigin = Annotated[Origin, AfterValidator(_wire_origin)]
 type WirePath = Annotated[str, AfterValidator(_wire_path)]
+# Paths, checked all at once.
+type WirePaths = Annotated[tuple[str, ...], AfterValidator(_wire_path_list)]
 # Rows that each start with a `WirePath`, checked all at once.
 type WirePathRows[Row: tuple[str, *tuple[object, ...]]] = Annotated[tuple[Row, ...], AfterValidator(_wire_paths)]
 type Seq = Annotated[int, Field(ge=0, le=MAX_SEQ)]

@@ -1,0 +1,248 @@
+"""Packed checkpoints (format 3): the layout pinned byte for byte, each text checked against the
+blocks it spans when it is read, and hostile bytes refused as corrupt, never with another error."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, packed
+from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectError, Write
+from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
+from bucket_memory.state import State
+from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key
+
+GOLDEN = Path(__file__).parent / "golden" / "packed" / "00000000000000000007.json"
+KEY = checkpoint_key(7)
+ORIGIN = Origin(run_id="packed")
+# Every kind of file a checkpoint holds: escapes of every kind, an empty text, an erased file.
+CONTENT = CheckpointContent(
+    seq=7,
+    head_hash="ab" * 32,
+    floor=2,
+    time="2026-12-03T12:00:00.000Z",
+    files=[
+        ("a.md", 'say "hi" \\ \n\t\x01 café ✓ 😀', 3),
+        ("empty.md", "", 4),
+        ("gone.md", None, 5),
+        ("notes/b.md", "---\ndescription: b\n---\nbody\n", 7),
+    ],
+    deleted=[("old.md", 6)],
+    genesis="cd" * 32,
+    descriptions=[None, None, None, "b"],
+    described_with=(65536, 4096, 200),
+    erased=[("gone.md", 6)],
+)
+
+
+def test_the_layout_is_the_one_this_release_wrote() -> None:
+    """Readers of every later release must open these bytes: made again, they are the same bytes."""
+    data = GOLDEN.read_bytes()
+    assert PackedCheckpoint.made(CONTENT).encode() == data
+    for served in (True, False):
+        assert _plain(decode_checkpoint("golden", KEY, data, served=served).content()) == _plain(CONTENT)
+    assert data.startswith(b'{"format":3,"kind":"checkpoint","texts_bytes":')
+
+
+def test_a_reader_from_before_packed_checkpoints_asks_to_be_upgraded() -> None:
+    """Older releases decode every checkpoint as `Checkpoint` does: the document must parse as JSON
+    and name its format, so that their message says to upgrade, not that the bucket is damaged."""
+    with pytest.raises(
+        CorruptObjectError, match=re.escape("format 3; this bucket-memory reads format 2 (upgrade it?)")
+    ):
+        Checkpoint.decode("old", checkpoint_key(7), GOLDEN.read_bytes())
+
+
+def test_a_later_format_asks_this_reader_to_be_upgraded() -> None:
+    data = GOLDEN.read_bytes().replace(b'{"format":3', b'{"format":4', 1)
+    with pytest.raises(
+        CorruptObjectError, match=re.escape("format 4; this bucket-memory reads format 3 (upgrade it?)")
+    ):
+        decode_checkpoint("new", checkpoint_key(7), data)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    texts=st.lists(st.text(st.characters(codec="utf-8"), max_size=20), min_size=1, max_size=12),
+    damage=st.integers(min_value=0),
+)
+def test_each_text_is_checked_against_the_blocks_it_spans(texts: list[str], damage: int) -> None:
+    """Blocks of 7 bytes, so that texts straddle them: every text reads back as written; once one
+    byte of the texts is damaged, strict decoding refuses the checkpoint, a cold open still opens
+    it (its index is intact), and exactly the texts that span the damaged block fail to read."""
+    with mock.patch.object(packed, "BLOCK_BYTES", 7):
+        content = _content({f"f{index:02}.md": text for index, text in enumerate(texts)})
+        data = PackedCheckpoint.made(content).encode()
+        key = checkpoint_key(content.seq)
+        opened = decode_checkpoint("m", key, data, served=True)
+        assert isinstance(opened, PackedCheckpoint)
+        assert [text for _, text, _ in opened.content().files] == [text for _, text, _ in content.files]
+        start, total = data.index(b'"texts":"') + len(b'"texts":"'), sum(opened.index.stored)
+        if not total:
+            return
+        at = damage % total
+        damaged = bytearray(data)
+        damaged[start + at] ^= 0x01
+        with pytest.raises(CorruptObjectError, match="block"):
+            decode_checkpoint("m", key, bytes(damaged))
+        served = decode_checkpoint("m", key, bytes(damaged), served=True)
+        assert isinstance(served, PackedCheckpoint)
+        block = at // 7
+        for (_, text, _), offset, size, stored in zip(
+            content.files, served.offsets(), served.index.sizes, served.index.stored, strict=True
+        ):
+            if stored and offset // 7 <= block <= (offset + stored - 1) // 7:
+                with pytest.raises(CorruptObjectError):
+                    served.texts.text(offset, stored, size)
+            else:
+                assert served.texts.text(offset, stored, size) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0), st.sampled_from(["flip", "cut", "insert", "drop"]), st.binary(max_size=4)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_damaged_bytes_are_refused_as_corrupt_and_nothing_else(edits: list[tuple[int, str, bytes]]) -> None:
+    """Bytes read from a bucket are hostile: whatever they are, decoding, opening and reading every
+    text either works or raises `CorruptObjectError`, never another exception."""
+    data = bytearray(GOLDEN.read_bytes())
+    for position, edit, payload in edits:
+        at = position % (len(data) + 1)
+        if edit == "flip" and at < len(data):
+            data[at] ^= payload[0] if payload and payload[0] else 0x20
+        elif edit == "cut":
+            del data[at:]
+        elif edit == "insert":
+            data[at:at] = payload
+        else:
+            del data[at : at + len(payload) + 1]
+    for served in (True, False):
+        try:
+            checkpoint = decode_checkpoint("m", KEY, bytes(data), served=served)
+            state = State.from_checkpoint(checkpoint, FileFormat(), "m")
+            for live in state.files.values():
+                assert isinstance(live.text, str)
+        except CorruptObjectError:
+            pass
+
+
+@pytest.mark.parametrize(
+    ("stored", "size"),
+    [
+        (b"ab\\", 3),  # an escape cut short
+        (b'a"b', 3),  # a quote that ends the string
+        (b"a\x01b", 3),  # a control character JSON escapes
+        (b"a\xffb", 3),  # not UTF-8
+        (b"\\ud800", 3),  # half a surrogate pair
+        (b"abcd", 3),  # a size that is not the text's
+    ],
+)
+def test_a_text_its_digests_vouch_for_but_no_writer_stored_is_refused(stored: bytes, size: int) -> None:
+    """Whoever can write the bucket can hash anything: a text whose bytes check against their block
+    but are not a text this store would have written fails to read, and the strict decoding too."""
+    data = _forged(stored, size)
+    opened = decode_checkpoint("m", KEY, data, served=True)
+    assert isinstance(opened, PackedCheckpoint)
+    with pytest.raises(CorruptObjectError, match="is not the one its index describes"):
+        opened.texts.text(0, len(stored), size)
+    with pytest.raises(CorruptObjectError):
+        decode_checkpoint("m", KEY, data)
+
+
+def test_a_text_in_another_form_than_the_store_writes_is_served_but_not_verified() -> None:
+    data = _forged(b"\\u0041", 1)  # "A", escaped where the store writes it plain
+    opened = decode_checkpoint("m", KEY, data, served=True)
+    assert isinstance(opened, PackedCheckpoint) and opened.texts.text(0, 6, 1) == "A"
+    with pytest.raises(CorruptObjectError, match="not in the form the store writes"):
+        decode_checkpoint("m", KEY, data)
+
+
+def _forged(stored: bytes, size: int) -> bytes:
+    """A packed checkpoint of one file whose stored text is `stored`, every digest and hash valid."""
+    fields = CONTENT._asdict() | {"erased": None, "deleted": [], "descriptions": [None], "paths": ["a.md"]}
+    del fields["files"]
+    index = packed.CheckpointIndex.signed(
+        **fields,
+        sizes=[size],
+        stored=[len(stored)],
+        versions=[1],
+        blocks=[hashlib.sha256(stored).hexdigest()],
+    )
+    opening = b'{"format":3,"kind":"checkpoint","texts_bytes":%d,"texts":"' % len(stored)
+    return opening + stored + b'","index":' + index.encode() + b"}"
+
+
+async def test_a_damaged_block_fails_the_reads_of_its_files_and_verify_reports_it() -> None:
+    """A cold open checks only the index and the blocks it reads: the files of an intact block are
+    served, a file in the damaged one answers `unavailable` naming the checkpoint, and `verify`,
+    which checks every block, reports it."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
+    files = {f"notes/{index:03}.md": f"note {index}\n" + "x" * 2000 for index in range(300)}  # 600 KiB: 3 blocks
+    await MemoryAdmin(store).put_files(files, replace=False, origin=ORIGIN)
+    await store.settle()
+    [key] = [info.key for info in await objects.list(CHECKPOINT_PREFIX)]
+    data, modified = objects.objects[key]
+    objects.objects[key] = (data.replace(b"note 299\\n", b"note 298\\n", 1), modified)
+    assert objects.objects[key][0] != data
+    cold = LogFileStore(objects)
+    assert (await cold.read("notes/000.md")).text == files["notes/000.md"]
+    with pytest.raises(CorruptObjectError) as caught:
+        await cold.read("notes/299.md")
+    assert caught.value.code == "unavailable" and caught.value.key == key and "block 2" in str(caught.value)
+    problems = await MemoryAdmin(LogFileStore(objects)).verify()
+    assert [(problem.key, "block 2" in problem.message) for problem in problems] == [(key, True)]
+
+
+async def test_a_memory_checkpointed_in_either_layout_opens_to_the_same_files() -> None:
+    """A fleet turns packing off until every reader is upgraded: both layouts serve the same memory,
+    and a writer of one layout reads the other's checkpoints."""
+    served = []
+    for layout in (False, True):
+        objects = MemoryObjectStore()
+        options = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1, packed_checkpoints=layout)
+        store = LogFileStore(objects, options=options)
+        await store.write("a.md", 'say "hi" \\ café\n', expected=None, origin=ORIGIN)
+        await store.write("b/c.md", "c", expected=None, origin=ORIGIN)
+        await store.settle()
+        [*_, newest] = [info.key for info in await objects.list(CHECKPOINT_PREFIX)]
+        assert objects.objects[newest][0].startswith(b'{"format":3') == layout
+        other = LogFileStore(objects, options=LogOptions(packed_checkpoints=not layout))
+        await other.write("d.md", "d", expected=None, origin=ORIGIN)
+        served.append(sorted([(entry.path, entry.version) for entry in await LogFileStore(objects).list()]))
+    assert served[0] == served[1]
+
+
+def test_the_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="packed_checkpoints"):
+        LogOptions(packed_checkpoints="yes")  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_too_large_for_readers_is_refused_before_it_is_written() -> None:
+    with mock.patch.object(packed, "MAX_OBJECT_BYTES", 100), pytest.raises(MemoryStoreError) as caught:
+        PackedCheckpoint.made(CONTENT)
+    assert caught.value.code == "too_large"
+
+
+def _content(texts: dict[str, str]) -> CheckpointContent:
+    state = State(format=FileFormat())
+    for seq, (path, text) in enumerate(texts.items(), start=1):
+        state.apply_change(Write(path=path, text=text), seq)
+        state.head = seq
+    return state.checkpoint_content(max_tombstones=100, at=0.0)
+
+
+def _plain(content: CheckpointContent) -> tuple[object, ...]:
+    return tuple(tuple(value) if isinstance(value, list | tuple) else value for value in content)
