@@ -67,11 +67,12 @@ class CheckpointIndex(_Signed):
             raise ValueError("one size, stored size, version and description per path")
         if any(map(operator.gt, self.sizes, self.stored)):
             raise ValueError("a text stored in fewer bytes than its UTF-8")
-        erased = dict(self.erased or ())
-        rows = zip(self.paths, self.stored, strict=True)
-        without_text = {path for path, stored in rows if not stored and path in erased}
-        if len(erased) != len(self.erased or ()) or without_text != erased.keys():
-            raise ValueError("`erased` names files of the checkpoint without text, once each")
+        if self.erased:
+            erased = dict(self.erased)
+            rows = zip(self.paths, self.stored, strict=True)
+            without_text = {path for path, stored in rows if not stored and path in erased}
+            if len(erased) != len(self.erased) or without_text != erased.keys():
+                raise ValueError("`erased` names files of the checkpoint without text, once each")
         if len(self.blocks) != -(-sum(self.stored) // BLOCK_BYTES):
             raise ValueError("one digest per block of the texts")
         return self

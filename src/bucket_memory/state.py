@@ -267,8 +267,9 @@ class State:
         state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
         state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
         state.directories = _directory_counts(paths)
-        # `check_room` once for the whole: a file conflicts exactly when files lie below its path.
-        if conflicting := next((path for path in paths if f"{path}/" in state.directories), None):
+        # `check_room` once for the whole: a file conflicts exactly when files lie below its path
+        # (asked of each directory, far fewer than the files).
+        if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):
             raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
         deleted = [(path, seq) for path, seq in content.deleted if path not in state.files]
         # In seq order, as `changed` is kept; a stable sort by seq keeps the files of one commit by path.
@@ -328,7 +329,7 @@ def _described(
         described_with == _describing(fmt)
         and descriptions is not None
         and len(descriptions) == count
-        and all(len(text or "") <= fmt.description_chars for text in descriptions)
+        and max(map(len, filter(None, descriptions)), default=0) <= fmt.description_chars
     ):
         return descriptions
     return None
