@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from unittest import mock
 
@@ -18,6 +20,7 @@ from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectErro
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.state import State
+from bucket_memory.transfer import export_snapshot
 from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key
 
 GOLDEN = Path(__file__).parent / "golden" / "packed" / "00000000000000000007.json"
@@ -182,6 +185,79 @@ def _forged(stored: bytes, size: int) -> bytes:
     )
     opening = b'{"format":3,"kind":"checkpoint","texts_bytes":%d,"texts":"' % len(stored)
     return opening + stored + b'","index":' + index.encode() + b"}"
+
+
+@pytest.mark.parametrize(
+    ("columns", "reason"),
+    [
+        ({"paths": ["b.md", "a.md"]}, "not in order"),
+        ({"paths": ["a.md", "a.md"]}, "not in order"),
+        ({"erased": []}, "`erased` names"),
+        ({"erased": [("a.md", 3)], "descriptions": ["said", None]}, "`erased` names"),
+        ({"deleted": [("x.md", 6), ("x.md", 1)]}, "`deleted` names"),
+        ({"deleted": [("x.md", 6), ("y.md", 5)]}, "`deleted` names"),
+        ({"deleted": [("x.md", 8)]}, "`deleted` names"),
+        ({"deleted": [("a.md", 2)]}, "`deleted` names"),
+    ],
+)
+def test_an_index_no_writer_makes_is_refused(columns: dict[str, object], reason: str) -> None:
+    """Files out of order or twice, an erased file with a description, tombstones out of order, of
+    live files, or after the checkpoint: each would break the state built from it (a change feed
+    in the wrong order, a description an erasure leaves), so neither a cold open nor verify takes it."""
+    fields = CONTENT._asdict() | {"paths": ["a.md", "b.md"], "deleted": [], "descriptions": [None, None]}
+    fields |= {"sizes": [0, 0], "stored": [0, 0], "versions": [1, 2], "blocks": [], "erased": None}
+    del fields["files"]
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        packed.CheckpointIndex.signed(**fields | columns)
+
+
+async def test_a_damaged_block_is_blamed_on_its_checkpoint_when_a_commit_above_reads_it() -> None:
+    """Replaying an edit reads the text it edits: a damaged block is the checkpoint's damage, and
+    the message must name the checkpoint to restore, not the commit."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
+    files = {f"notes/{index:03}.md": f"note {index}\n" + "x" * 2000 for index in range(300)}  # 600 KiB: 3 blocks
+    await MemoryAdmin(store).put_files(files, replace=False, origin=ORIGIN)
+    await store.settle()
+    await store.write("notes/299.md", files["notes/299.md"] + "more\n", expected="1", origin=ORIGIN)  # an edit
+    [key] = [info.key for info in await objects.list(CHECKPOINT_PREFIX)]
+    data, modified = objects.objects[key]
+    objects.objects[key] = (data.replace(b"note 299\\n", b"note 298\\n", 1), modified)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("notes/000.md")
+    assert caught.value.key == key and str(caught.value).count("is corrupt") == 1
+
+
+async def test_no_operation_reads_every_text_on_the_event_loop(tmp_path: Path) -> None:
+    """The first read of a text from a packed checkpoint checks its block and decodes it: a search,
+    an export, a rollback or an import over a cold memory reads them all, in a worker thread."""
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
+    files = {f"notes/{index:03}.md": f"note {index}\n" + "x" * 2000 for index in range(300)}
+    await MemoryAdmin(writer).put_files(files, replace=False, origin=ORIGIN)
+    await writer.write("extra.md", "x", expected=None, origin=ORIGIN)
+    await writer.settle()
+    loop_thread = threading.get_ident()
+    on_loop: list[int] = []
+    read = packed.PackedTexts.text
+
+    def counted(texts: packed.PackedTexts, at: int, stored: int, size: int) -> str:
+        if threading.get_ident() == loop_thread:
+            on_loop.append(at)
+        return read(texts, at, stored, size)
+
+    with mock.patch.object(packed.PackedTexts, "text", counted):
+        operations: list[Callable[[LogFileStore], Awaitable[object]]] = [
+            lambda store: store.search("note 7", regex=False, case_sensitive=True, path="", limit=5),
+            lambda store: export_snapshot(store, tmp_path / "out"),
+            lambda store: MemoryAdmin(store).preview_rollback(1),
+            lambda store: MemoryAdmin(store).put_files(files, replace=False, origin=ORIGIN),
+        ]
+        for operation in operations:
+            await operation(LogFileStore(objects))  # cold, every text unread
+            assert on_loop == [], operation
+        assert (await LogFileStore(objects).read("notes/001.md")).text == files["notes/001.md"]
+        assert len(on_loop) == 1  # one file, as asked: small enough for the loop
 
 
 async def test_a_damaged_block_fails_the_reads_of_its_files_and_verify_reports_it() -> None:

@@ -20,7 +20,7 @@ from .history import History, Problem
 from .housekeeping import Compaction
 from .recovery import Recovery, Restoration
 from .retry import FETCH_CONCURRENCY
-from .state import State
+from .state import State, texts_of
 from .store import LogFileStore, checked_size, file_text
 from .wire_values import checked_origin, checked_path, stored_size
 
@@ -189,11 +189,11 @@ class MemoryAdmin:
     async def rollback(self, seq: int, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the whole memory what it was at commit `seq`, as one new commit (None: nothing differed);
         with `at`, only while the head is still that commit (see `put_files`)."""
-        return await self.put_files(_texts(await self.history.state_at(seq)), replace=True, origin=origin, at=at)
+        return await self.put_files(await _texts(await self.history.state_at(seq)), replace=True, origin=origin, at=at)
 
     async def preview_rollback(self, seq: int) -> Changeset:
         """What `rollback(seq)` would change now."""
-        return await self.preview_put_files(_texts(await self.history.state_at(seq)), replace=True)
+        return await self.preview_put_files(await _texts(await self.history.state_at(seq)), replace=True)
 
     async def recover(self, moment: datetime | None, *, origin: Origin) -> Recovered:
         """Bring back every acknowledged commit from the bucket's object versions (see `Recovery.restore`),
@@ -208,11 +208,12 @@ class MemoryAdmin:
     async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the memory what its objects' versions say it was at `moment`, as one new commit
         (None: it already was); `at` as for `put_files`."""
-        return await self.put_files(_texts(await self.recovery.state_as_of(moment)), replace=True, origin=origin, at=at)
+        texts = await _texts(await self.recovery.state_as_of(moment))
+        return await self.put_files(texts, replace=True, origin=origin, at=at)
 
     async def preview_recover_as_of(self, moment: datetime) -> Changeset:
         """What making the memory what it was at `moment` would change now (its objects as they stand)."""
-        return await self.preview_put_files(_texts(await self.recovery.state_as_of(moment)), replace=True)
+        return await self.preview_put_files(await _texts(await self.recovery.state_as_of(moment)), replace=True)
 
     async def preview_put_files(
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
@@ -220,6 +221,7 @@ class MemoryAdmin:
         """What `put_files` would change now, as of the head it was computed at."""
         checked = {checked_path(path, self.store.format): text for path, text in files.items()}
         state = await self.store.log.fresh_state()
+        await _compared(state, checked)
         written, deleted = _differences(state, checked, replace, keep)
         return Changeset(state.head, tuple(written), tuple(deleted))
 
@@ -246,6 +248,7 @@ class MemoryAdmin:
             return {path: checked_size(text, store.format) for path, text in checked.items()}
 
         sizes = await off_loop(sum(map(len, checked.values())), measured)
+        await _compared(store.log.cached_state or await store.log.fresh_state(), checked)
 
         def plan(state: State) -> Sequence[Change]:
             _unchanged_since(state, at, store.location)
@@ -296,9 +299,15 @@ class MemoryAdmin:
         return await self.history.verify(progress)
 
 
-def _texts(state: State) -> dict[str, str]:
+async def _texts(state: State) -> dict[str, str]:
     """The files of a state, but those whose text was erased (an erased file stays erased)."""
-    return {path: live.text for path, live in state.files.items() if live.erased is None}
+    return await texts_of(((path, live) for path, live in state.files.items() if live.erased is None), state.live_bytes)
+
+
+async def _compared(state: State, files: Mapping[str, str]) -> None:
+    """Read, apart from the loop, the texts of `state` that `_differences` compares with `files`
+    (a file read from a packed checkpoint is checked and decoded when its text is first read)."""
+    await texts_of(((path, state.files[path]) for path in files if path in state.files), state.live_bytes)
 
 
 def _differences(

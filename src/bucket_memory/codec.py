@@ -483,7 +483,7 @@ class Checkpoint(_Signed):
     _hash_covers_bytes = True
 
     def content(self) -> CheckpointContent:
-        """What it holds, as `State.to_checkpoint` gives it and `redacted_content` takes it."""
+        """What it holds, as `State.checkpoint_content` gives it and `redacted_content` takes it."""
         return CheckpointContent(
             seq=self.seq,
             head_hash=self.head_hash,

@@ -65,14 +65,24 @@ class CheckpointIndex(_Signed):
         columns = (self.sizes, self.stored, self.versions, self.descriptions)
         if any(len(column) != len(self.paths) for column in columns):
             raise ValueError("one size, stored size, version and description per path")
+        if not all(map(operator.lt, self.paths, self.paths[1:])):
+            raise ValueError("the paths are not in order, or one is listed twice")
         if any(map(operator.gt, self.sizes, self.stored)):
             raise ValueError("a text stored in fewer bytes than its UTF-8")
-        if self.erased:
+        if self.erased is not None:
             erased = dict(self.erased)
-            rows = zip(self.paths, self.stored, strict=True)
-            without_text = {path for path, stored in rows if not stored and path in erased}
-            if len(erased) != len(self.erased) or without_text != erased.keys():
-                raise ValueError("`erased` names files of the checkpoint without text, once each")
+            rows = zip(self.paths, self.stored, self.descriptions, strict=True)
+            without_text = {path for path, stored, said in rows if path in erased and stored == 0 and said is None}
+            if not erased or len(erased) != len(self.erased) or without_text != erased.keys():
+                raise ValueError("`erased` names files of the checkpoint without text or description, once each")
+        tombstones = dict(self.deleted)
+        if (
+            len(tombstones) != len(self.deleted)
+            or not all(map(operator.le, (seq for _, seq in self.deleted), (seq for _, seq in self.deleted[1:])))
+            or max(tombstones.values(), default=0) > self.seq
+            or not tombstones.keys().isdisjoint(self.paths)
+        ):
+            raise ValueError("`deleted` names paths not live, once each, in the order of their deletions")
         if len(self.blocks) != -(-sum(self.stored) // BLOCK_BYTES):
             raise ValueError("one digest per block of the texts")
         return self
@@ -183,12 +193,11 @@ class PackedCheckpoint:
         )
         opening = b'{"format":3,"kind":"checkpoint","texts_bytes":%d,"texts":"' % len(texts)
         data = b"".join((opening, texts, _BETWEEN, index.encode(), b"}"))
-        refused = MemoryStoreError("too_large", f"This change would make an object readers refuse ({len(data)} bytes).")
-        if len(data) > MAX_OBJECT_BYTES:
-            raise refused
-        made = cls.decode("a new checkpoint", checkpoint_key(content.seq), data)
-        if [text for _, text, _ in made.content().files] != [text for _, text, _ in content.files]:
-            raise refused
+        key = checkpoint_key(content.seq)
+        made = cls.decode("a new checkpoint", key, data) if len(data) <= MAX_OBJECT_BYTES else None
+        # As `_Signed.signed` does: nothing is written that does not read back as what was meant.
+        if made is None or [text for _, text, _ in made.content().files] != [text for _, text, _ in content.files]:
+            raise MemoryStoreError("too_large", f"This change would make an object readers refuse ({len(data)} bytes).")
         return made
 
     @classmethod
@@ -232,13 +241,15 @@ def decode_checkpoint(location: str, key: str, data: bytes, *, served: bool = Fa
 
 
 def _unreadable(data: bytes) -> str | None:
-    """Why a JSON document that names a format from packing on is no checkpoint this reader takes,
-    in the words an operator needs (None: it names none)."""
+    """Why a JSON checkpoint of format 3 or later is none this reader takes, in the words an
+    operator needs (None: it is not one; `Checkpoint.decode` says why)."""
     try:
         parsed = pydantic_core.from_json(data)
     except ValueError:
         return None
-    fmt = parsed.get("format") if isinstance(parsed, dict) else None
+    if not isinstance(parsed, dict) or parsed.get("kind") != "checkpoint":
+        return None
+    fmt = parsed.get("format")
     if not isinstance(fmt, int) or fmt < 3:
         return None
     return (

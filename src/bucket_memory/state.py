@@ -58,10 +58,23 @@ class LiveFile:
     @property
     def text(self) -> str:
         """Its text, or `CorruptObjectError` if the packed checkpoint it is read from is corrupt."""
-        if self._text is None:
-            assert self._texts is not None
-            self._text = self._texts.text(self._packed_at, self.stored, self.size)
-        return self._text
+        text, texts = self._text, self._texts
+        if text is None:
+            if texts is None:  # another thread read it between the two loads above
+                assert self._text is not None
+                return self._text
+            text = self._text = texts.text(self._packed_at, self.stored, self.size)
+            self._texts = None  # so that the checkpoint's bytes go once no file reads from them
+        return text
+
+    def moved(self, version: int) -> LiveFile:
+        """This file at another path, made by commit `version`: its text still unread if it was."""
+        return LiveFile(
+            self._text, version, self.size, self.stored, self.description, self.erased, self._texts, self._packed_at
+        )
+
+    def __repr__(self) -> str:
+        return f"LiveFile(version={self.version}, size={self.size}, erased={self.erased})"
 
 
 @dataclass(slots=True)
@@ -111,6 +124,8 @@ class State:
         try:
             for change in commit.changes:
                 self.apply_change(change, commit.seq)
+        except CorruptObjectError:
+            raise  # a text of the checkpoint below, damaged: that object is the one to restore
         except MemoryStoreError as error:
             raise CorruptObjectError(location, key, str(error)) from None
         self.advance(commit)
@@ -147,7 +162,7 @@ class State:
                 self.check_room(destination, leaving=source)
                 moved = self.files[source]
                 self._remove(source, seq)
-                self._add(destination, moved.text, seq, moved.description, described=True, erased=moved.erased)
+                self._place(destination, moved.moved(seq))
             case Purge():
                 self.files.clear()
                 self.changed.clear()
@@ -272,33 +287,27 @@ class State:
         if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):
             raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
         deleted = [(path, seq) for path, seq in content.deleted if path not in state.files]
-        # In seq order, as `changed` is kept; a stable sort by seq keeps the files of one commit by path.
+        # In seq order, as `changed` is kept (a stable sort: within a seq, the files in path order,
+        # as the index holds them, then the tombstones).
         live = zip(paths, versions, strict=True)
         state.changed = dict(sorted(itertools.chain(live, deleted), key=operator.itemgetter(1)))
         state.since_checkpoint = CheckpointCounts(seq=state.head)
         return state
 
-    def _add(
-        self,
-        path: str,
-        text: str,
-        seq: int,
-        description: str | None = None,
-        *,
-        described: bool = False,
-        erased: int | None = None,
-    ) -> None:
-        """Make `path` live with `text`; its description is made from the text unless `described`.
-        An erased file (`erased`: the erasure commit) has no text and no description."""
+    def _add(self, path: str, text: str, seq: int, *, erased: int | None = None) -> None:
+        """Make `path` live with `text`, described from its text; an erased file (`erased`: the
+        erasure commit) has no text and no description."""
         data = text.encode()
-        size, stored = len(data), stored_size_of(data)
-        if erased is None and not described:
-            description = _description(text, self.format)
-        self.files[path] = LiveFile(text, seq, size, stored, description if erased is None else None, erased)
-        self.live_bytes += size
-        self.stored_bytes += stored
+        description = _description(text, self.format) if erased is None else None
+        self._place(path, LiveFile(text, seq, len(data), stored_size_of(data), description, erased))
+
+    def _place(self, path: str, live: LiveFile) -> None:
+        """Make `path` live as `live`, counting its bytes, its directories and its change."""
+        self.files[path] = live
+        self.live_bytes += live.size
+        self.stored_bytes += live.stored
         self.changed.pop(path, None)
-        self.changed[path] = seq
+        self.changed[path] = live.version
         for directory in parent_directories(path):
             self.directories[directory] = self.directories.get(directory, 0) + 1
 
@@ -354,6 +363,7 @@ def _add_packed(files: MutableMapping[str, LiveFile], checkpoint: PackedCheckpoi
     index = checkpoint.index
     described = _described(index.descriptions, index.described_with, len(index.paths), fmt)
     # Made by `map`, not a loop: a cold open of a large memory is mostly this, and it takes half the time.
+    descriptions = described or itertools.repeat(None)  # None: made below from the texts
     files.update(
         zip(
             index.paths,
@@ -363,7 +373,7 @@ def _add_packed(files: MutableMapping[str, LiveFile], checkpoint: PackedCheckpoi
                 index.versions,
                 index.sizes,
                 index.stored,
-                described or index.descriptions,
+                descriptions,
                 itertools.repeat(None),
                 itertools.repeat(checkpoint.texts),
                 checkpoint.offsets(),
@@ -377,6 +387,14 @@ def _add_packed(files: MutableMapping[str, LiveFile], checkpoint: PackedCheckpoi
         for live in files.values():
             if live.erased is None:
                 live.description = _description(live.text, fmt)
+
+
+async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str, str]:
+    """The text of each of `files`, about `size` bytes in all, read apart from the event loop when
+    large: the first read of a text from a packed checkpoint checks and decodes it. The files are
+    taken on the loop first, since a state changes in place under later commits (a file never does)."""
+    taken = list(files)
+    return await off_loop(size, lambda: {path: live.text for path, live in taken})
 
 
 def same_files(one: State, other: State) -> bool:

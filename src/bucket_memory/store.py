@@ -28,7 +28,7 @@ from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
 from .options import LogOptions
 from .search import search_files
-from .state import LiveFile, State
+from .state import LiveFile, State, texts_of
 from .telemetry import traced
 from .wire_values import checked_origin, checked_path, stored_size
 
@@ -196,12 +196,9 @@ class LogFileStore:
     ) -> tuple[builtins.list[GrepMatch], bool]:
         directory = validate_directory(path, self.format)
         state = await self.log.fresh_state()
-        # Copied before leaving the event loop: the state changes in place under later commits.
-        files = [
-            (name, live.text, str(live.version))
-            for name, live in sorted(state.files.items())
-            if name.startswith(directory)
-        ]
+        chosen = [(name, live) for name, live in sorted(state.files.items()) if name.startswith(directory)]
+        texts = await texts_of(chosen, state.live_bytes)
+        files = [(name, texts[name], str(live.version)) for name, live in chosen]
         return await search_files(pattern, is_regex=regex, case_sensitive=case_sensitive, files=files, limit=limit)
 
     def check_quota(self, state: State, growth: int) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_path
 
+from .state import texts_of
 from .store import LogFileStore
 
 VERSION_CONTROL = frozenset({".git", ".hg", ".svn"})
@@ -119,7 +120,7 @@ def _text(file: Path, limit: int) -> str:
 async def export_snapshot(store: LogFileStore, directory: Path, progress: Progress | None = None) -> tuple[int, int]:
     """Write the memory as it is at its head into an empty or new `directory`: (commit, files written)."""
     state = await store.log.fresh_state()
-    texts = {path: live.text for path, live in state.files.items()}  # one commit's files, copied on the loop
+    texts = await texts_of(state.files.items(), state.live_bytes)  # one commit's files
 
     def write() -> None:
         root = directory.resolve()
