@@ -20,6 +20,7 @@ from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectErro
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.state import State
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot
 from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key
 
@@ -322,3 +323,21 @@ def _content(texts: dict[str, str]) -> CheckpointContent:
 
 def _plain(content: CheckpointContent) -> tuple[object, ...]:
     return tuple(tuple(value) if isinstance(value, list | tuple) else value for value in content)
+
+
+async def test_after_an_erasure_no_file_holds_the_checkpoint_bytes_with_the_erased_text() -> None:
+    """A file read from a packed checkpoint keeps its bytes until its text is read: after an
+    erasure, the process must not hold a checkpoint that still has the erased text in it (the
+    checkpoint that follows every erasure reads every text)."""
+    secret = "4242-SECRET-0002"
+    objects = VersionedMemoryObjectStore()
+    writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
+    await writer.write("people/alice.md", f"Alice {secret}", expected=None, origin=ORIGIN)
+    await writer.write("people/bob.md", "bob", expected=None, origin=ORIGIN)
+    await writer.settle()
+    store = LogFileStore(objects)
+    assert (await store.read("people/alice.md")).text.endswith(secret)  # cold: bob's text still unread
+    await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="dpo", principal_id="dpo"))
+    held = [live._texts for live in (store.log.cached_state.files.values() if store.log.cached_state else ())]
+    assert not any(texts is not None and secret.encode() in bytes(texts._texts) for texts in held)
+    assert [entry.path for entry in await store.list()] == ["people/bob.md"]
