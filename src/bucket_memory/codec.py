@@ -484,18 +484,7 @@ class Checkpoint(_Signed):
 
     def content(self) -> CheckpointContent:
         """What it holds, as `State.checkpoint_content` gives it and `redacted_content` takes it."""
-        return CheckpointContent(
-            seq=self.seq,
-            head_hash=self.head_hash,
-            floor=self.floor,
-            time=self.time,
-            files=self.files,
-            deleted=self.deleted,
-            genesis=self.genesis,
-            descriptions=self.descriptions,
-            described_with=self.described_with,
-            erased=self.erased,
-        )
+        return CheckpointContent._make(getattr(self, name) for name in CheckpointContent._fields)
 
     @classmethod
     def made(cls, content: CheckpointContent) -> Checkpoint:

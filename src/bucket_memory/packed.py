@@ -155,18 +155,9 @@ class PackedCheckpoint:
                 index.paths, self.offsets(), index.sizes, index.stored, index.versions, strict=True
             )
         ]
-        return CheckpointContent(
-            seq=index.seq,
-            head_hash=index.head_hash,
-            floor=index.floor,
-            time=index.time,
-            files=files,
-            deleted=index.deleted,
-            genesis=index.genesis,
-            descriptions=index.descriptions,
-            described_with=index.described_with,
-            erased=index.erased,
-        )
+        # The other fields are the index's own, by the same names.
+        fields = (files if name == "files" else getattr(index, name) for name in CheckpointContent._fields)
+        return CheckpointContent._make(fields)
 
     def encode(self) -> bytes:
         return self.data
