@@ -17,17 +17,21 @@ from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory.codec import Commit
 from bucket_memory.objects import ObjectStore
+from bucket_memory.retry import retrying
 from bucket_memory.state import State
 from bucket_memory.wire_values import LOG_PREFIX, key_seq
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:
-    """Every commit in the log, checked gap-free and chained, and the state they build from empty."""
+    """Every commit in the log, checked gap-free and chained, and the state they build from empty.
+
+    Read with the store's retries: the fault-proxy tests give each request half a second, which
+    an emulator on a busy machine can miss once while the test checks what was stored."""
     state = State(format=fmt or FileFormat())
     commits: list[Commit] = []
-    for info in await objects.list(LOG_PREFIX):
+    for info in await retrying(lambda: objects.list(LOG_PREFIX), what="Listing the log to check it"):
         assert key_seq(info.key) == state.head + 1, f"gap or foreign key at {info.key}"
-        data = await objects.get(info.key)
+        data = await retrying(functools.partial(objects.get, info.key), what=f"Reading {info.key} to check it")
         assert data is not None
         commit = Commit.decode(objects.location, info.key, data)
         state.apply(commit, objects.location)
