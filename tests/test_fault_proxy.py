@@ -226,6 +226,9 @@ async def test_a_create_that_landed_but_cannot_be_read_back_is_unconfirmed_never
     when a repeat of the create (by the transport or a retry) is refused by our own commit."""
     plan = LostThenUnreadable()
     async with behind_proxy(request, backend, plan) as (objects, proxy):
+        # The SDKs' clients made first, with time to spare: a busy machine can spend the write's whole
+        # deadline making them, and then the write ends `unavailable`, truly, before anything is sent.
+        await store_on(objects, operation_timeout=PATIENT).list()
         _, error = await timed(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
         assert error.code == "write_unconfirmed", error
         assert [fault for *_, fault in proxy.faults][:1] == ["lose_reply"]

@@ -359,6 +359,29 @@ async def test_a_cold_obstore_writer_after_a_wipe_is_refused_until_recover(s3_en
         assert await store.write("new.md", "x", expected=None, origin=ORIGIN) == str(head + 1)
 
 
+async def test_making_the_version_client_is_not_held_to_a_requests_timeout(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore parses its models when the client for `has_past` is made: on a busy machine that
+    outlasts a short request timeout, which must bound only the request (CI once answered a new
+    memory's first write `unavailable` so, every attempt cut off while making the client)."""
+    from .conftest import VERSIONED
+
+    objects = ObstoreS3ObjectStore(bucket=VERSIONED, prefix=unique_prefix(), request_timeout=0.2)
+    make = ObstoreS3ObjectStore._botocore
+    made: list[object] = []
+
+    def busy_machine(self: ObstoreS3ObjectStore) -> Any:
+        time.sleep(0.5)  # stands for CPU the machine is slow to give, not for waiting on anything
+        made.append(client := make(self))
+        return client
+
+    monkeypatch.setattr(ObstoreS3ObjectStore, "_botocore", busy_machine)
+    assert await objects.has_past("log/") is False
+    assert await objects.has_past("log/") is False
+    assert len(made) == 1  # made once, kept
+
+
 async def test_a_new_memory_on_a_versioned_bucket_is_new(s3_endpoint: str) -> None:
     from .conftest import VERSIONED
 

@@ -118,13 +118,19 @@ class ObstoreS3ObjectStore:
         this one request goes through botocore (made then, in a worker thread)."""
         key = f"{self.prefix}/{prefix}" if self.prefix else prefix
 
-        def probe() -> bool:
-            page = self._botocore().list_object_versions(Bucket=self.bucket, Prefix=key, MaxKeys=1)
-            return bool(page.get("Versions") or page.get("DeleteMarkers"))
-
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
+            # Making the client is CPU (botocore parses its models), not a request: a busy machine
+            # can take longer over it than a request may, so only the request is bounded by its timeout.
+            if self._history is None:
+                self._history = await asyncio.to_thread(self._botocore)
+            client = self._history
+
+            def probe() -> bool:
+                page = client.list_object_versions(Bucket=self.bucket, Prefix=key, MaxKeys=1)
+                return bool(page.get("Versions") or page.get("DeleteMarkers"))
+
             async with asyncio.timeout(self.request_timeout):
                 return await asyncio.to_thread(probe)
         except ClientError as error:
@@ -137,16 +143,15 @@ class ObstoreS3ObjectStore:
             raise TransientError(f"{type(error).__name__} listing versions under {self.location}/{prefix}") from None
 
     def _botocore(self) -> Any:
-        """A plain botocore S3 client for the one request obstore cannot send (made once, in a thread)."""
-        if self._history is None:
-            import botocore.session
-            from botocore.config import Config
+        """A plain botocore S3 client for the one request obstore cannot send. Two first probes at
+        once may both make one; either serves."""
+        import botocore.session
+        from botocore.config import Config
 
-            self._history = botocore.session.get_session().create_client(
-                "s3",
-                config=Config(connect_timeout=5, read_timeout=self.request_timeout, retries={"total_max_attempts": 1}),
-            )
-        return self._history
+        return botocore.session.get_session().create_client(
+            "s3",
+            config=Config(connect_timeout=5, read_timeout=self.request_timeout, retries={"total_max_attempts": 1}),
+        )
 
     async def aclose(self) -> None:
         """Nothing to close: obstore's client is bound to no event loop, and its connections close
