@@ -3,10 +3,12 @@ blocks it spans when it is read, and hostile bytes refused as corrupt, never wit
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 import threading
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -16,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, packed
+from bucket_memory.checkpoint_state import from_checkpoint
 from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectError, Write
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
@@ -135,7 +138,7 @@ def test_damaged_bytes_are_refused_as_corrupt_and_nothing_else(edits: list[tuple
     for served in (True, False):
         try:
             checkpoint = decode_checkpoint("m", KEY, bytes(data), served=served)
-            state = State.from_checkpoint(checkpoint, FileFormat(), "m")
+            state = from_checkpoint(checkpoint, FileFormat(), "m")
             for live in state.files.values():
                 assert isinstance(live.text, str)
         except CorruptObjectError:
@@ -199,6 +202,12 @@ def _forged(stored: bytes, size: int) -> bytes:
         ({"deleted": [("x.md", 6), ("y.md", 5)]}, "`deleted` names"),
         ({"deleted": [("x.md", 8)]}, "`deleted` names"),
         ({"deleted": [("a.md", 2)]}, "`deleted` names"),
+        ({"sizes": [-1, 0]}, "fewer than none"),
+        ({"sizes": [1, 0]}, "fewer bytes than its UTF-8"),
+        ({"versions": [-1, 2]}, "a version below zero"),
+        ({"versions": [1, 8]}, "after the checkpoint"),
+        ({"versions": [1, 1.5]}, "int"),
+        ({"stored": ["0", None]}, "int"),
     ],
 )
 def test_an_index_no_writer_makes_is_refused(columns: dict[str, object], reason: str) -> None:
@@ -325,9 +334,24 @@ def _plain(content: CheckpointContent) -> tuple[object, ...]:
     return tuple(tuple(value) if isinstance(value, list | tuple) else value for value in content)
 
 
-async def test_after_an_erasure_no_file_holds_the_checkpoint_bytes_with_the_erased_text() -> None:
-    """A file read from a packed checkpoint keeps its bytes until its text is read: after an
-    erasure, the process must not hold a checkpoint that still has the erased text in it (the
+def _bytes_reachable_from(root: object) -> Iterator[bytes]:
+    """Every bytes-like object `root` holds, however deep (classes and modules aside)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        held = stack.pop()
+        if id(held) in seen or isinstance(held, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(held))
+        if isinstance(held, bytes | bytearray | memoryview):
+            yield bytes(held)
+        else:
+            stack.extend(gc.get_referents(held))
+
+
+async def test_after_an_erasure_the_state_holds_no_checkpoint_bytes_with_the_erased_text() -> None:
+    """A state opened from a packed checkpoint keeps its bytes while a file's text is unread: after
+    an erasure, the process must not hold a checkpoint that still has the erased text in it (the
     checkpoint that follows every erasure reads every text)."""
     secret = "4242-SECRET-0002"
     objects = VersionedMemoryObjectStore()
@@ -338,6 +362,24 @@ async def test_after_an_erasure_no_file_holds_the_checkpoint_bytes_with_the_eras
     store = LogFileStore(objects)
     assert (await store.read("people/alice.md")).text.endswith(secret)  # cold: bob's text still unread
     await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="dpo", principal_id="dpo"))
-    held = [live._texts for live in (store.log.cached_state.files.values() if store.log.cached_state else ())]
-    assert not any(texts is not None and secret.encode() in bytes(texts._texts) for texts in held)
+    assert not any(secret.encode() in data for data in _bytes_reachable_from(store.log.cached_state))
     assert [entry.path for entry in await store.list()] == ["people/bob.md"]
+
+
+@pytest.mark.parametrize("layout", [Checkpoint, PackedCheckpoint])
+async def test_a_checkpoint_with_a_file_below_a_file_fails_writes_and_verify_not_reads(
+    layout: type[Checkpoint | PackedCheckpoint],
+) -> None:
+    """No writer stores a file below another file. A cold open does not count directories (reads
+    do not need them): the first write counts them and names the checkpoint, and verify reports it."""
+    files = [*CONTENT.files[:1], *CONTENT.files[2:3], ("notes", "x", 4), *CONTENT.files[3:]]
+    objects = MemoryObjectStore()
+    objects.objects[KEY] = (layout.made(CONTENT._replace(files=files)).encode(), objects.clock)
+    store = LogFileStore(objects)
+    assert (await store.read("notes")).text == "x"
+    for write in ("c.md", "notes/c.md"):
+        with pytest.raises(CorruptObjectError) as caught:
+            await store.write(write, "c", expected=None, origin=ORIGIN)
+        assert caught.value.key == KEY and "notes is both a file and a directory" in str(caught.value)
+    problems = await MemoryAdmin(LogFileStore(objects)).verify()
+    assert [(problem.key, "both a file and a directory" in problem.message) for problem in problems] == [(KEY, True)]

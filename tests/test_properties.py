@@ -4,6 +4,7 @@ memory stays readable by a fresh store, in this process and in another one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -19,9 +20,11 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Checkpoint, CheckpointContent, Delete, Write
+from bucket_memory.checkpoint_state import from_checkpoint
+from bucket_memory.codec import Change, Checkpoint, CheckpointContent, Delete, Move, Purge, Write
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
+from bucket_memory.packed_files import PackedFiles
 from bucket_memory.state import State, same_files
 from bucket_memory.urls import parse_url
 from bucket_memory.wire_values import checkpoint_key, stored_size
@@ -266,15 +269,78 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(
     # for): the same checkpoint as strict decoding.
     served = decode_checkpoint("memory", key, data, served=True)
     assert _plain(served.content()) == _plain(decode_checkpoint("memory", key, data).content()) == _plain(content)
-    opened = State.from_checkpoint(served, state.format, "memory")
+    opened = from_checkpoint(served, state.format, "memory")
     assert same_files(opened, state)
-    assert (opened.directories, opened.live_bytes, opened.stored_bytes) == (
+    assert (opened.counted_directories(), opened.live_bytes, opened.stored_bytes) == (
         state.directories,
         state.live_bytes,
         state.stored_bytes,
     )
     assert sorted(opened.changed.items()) == sorted(state.changed.items())
     assert list(opened.changed.values()) == sorted(opened.changed.values())
+
+
+_names = st.lists(st.sampled_from(["a", "b", "c.md"]), min_size=1, max_size=3).map("/".join)
+_later = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["write", "layered write"]), _names, st.text(max_size=8)),
+        st.tuples(st.sampled_from(["delete", "read", "move", "copy", "purge"]), _names, _names),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_names, st.text(max_size=8)), max_size=12), _later)
+def test_a_state_opened_from_a_packed_checkpoint_changes_as_the_state_it_holds(
+    written: list[tuple[str, str]], later: list[tuple[str, str, str]]
+) -> None:
+    """A packed open makes each file when first asked for: reads, writes, deletions, moves, purges,
+    copies and layered plans must leave it the state the same changes make of the state it holds."""
+    state = State(format=FileFormat())
+    for seq, (path, text) in enumerate(written, start=1):
+        with contextlib.suppress(MemoryStoreError):
+            state.apply_change(Write(path=path, text=text), seq)
+        state.head = seq
+    checkpoint = PackedCheckpoint.made(state.checkpoint_content(max_tombstones=100, at=0.0))
+    opened = from_checkpoint(checkpoint, state.format, "memory")
+    assert isinstance(opened.files, PackedFiles)
+    copies: list[tuple[State, State]] = []
+    for seq, (action, path, other) in enumerate(later, start=state.head + 1):
+        change: Change
+        match action:
+            case "delete":
+                change = Delete(path=path)
+            case "move":
+                change = Move(source=path, destination=other)
+            case "purge":
+                change = Purge()
+            case _:
+                change = Write(path=path, text=other)
+        if action == "read":
+            assert [(live.text, live.version) for live in (opened.files.get(path),) if live] == [
+                (live.text, live.version) for live in (state.files.get(path),) if live
+            ]
+        elif action == "copy":
+            copies.append((opened.copy(), state.copy()))
+        else:
+            outcomes: list[str] = []
+            for whole in (opened, state):
+                planned = whole.layered() if action == "layered write" else whole
+                try:
+                    planned.apply_change(change, seq)
+                except MemoryStoreError as error:
+                    outcomes.append(error.code)
+                    continue
+                outcomes.append("done")
+                if planned is not whole:
+                    whole.absorb(planned)
+            assert outcomes[0] == outcomes[1]
+        assert sorted(opened.files) == sorted(state.files) and len(opened.files) == len(state.files)
+        assert same_files(opened, state) and opened.counted_directories() == state.counted_directories()
+        assert (opened.live_bytes, opened.stored_bytes) == (state.live_bytes, state.stored_bytes)
+    for copied, expected in copies:
+        assert same_files(copied, expected) and sorted(copied.files) == sorted(expected.files)
 
 
 def _plain(content: CheckpointContent) -> tuple[object, ...]:

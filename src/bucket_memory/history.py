@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .checkpoint_state import read_checkpoint
 from .codec import Commit, CorruptObjectError
 from .lineage import erasure_problems
 from .log import CommitLog
@@ -152,7 +153,7 @@ class History:
             try:
                 if key.startswith(LOG_PREFIX):
                     return await Commit.read(log.location, key, data)
-                return await State.read_checkpoint(log.location, key, data, log.format)
+                return await read_checkpoint(log.location, key, data, log.format)
             except CorruptObjectError as error:
                 return Problem(key, error.reason)
 

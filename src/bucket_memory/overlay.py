@@ -17,7 +17,7 @@ class Overlay[K, V](MutableMapping[K, V]):
     by `clear`). Iteration yields the base's keys first: it serves checks and listings, not order.
     """
 
-    def __init__(self, base: dict[K, V]) -> None:
+    def __init__(self, base: MutableMapping[K, V]) -> None:
         self.base = base
         self._written: dict[K, V] = {}
         self._deleted: set[K] = set()

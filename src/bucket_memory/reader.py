@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from . import telemetry
+from .checkpoint_state import read_checkpoint
 from .codec import Commit
 from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
@@ -106,7 +107,7 @@ class LogReader:
     async def load_checkpoint(self, key: str) -> State | None:
         """The state a checkpoint holds to serve reads from, or None if it is gone."""
         data = await self.get(key)
-        return None if data is None else await State.read_checkpoint(self.location, key, data, self.format, served=True)
+        return None if data is None else await read_checkpoint(self.location, key, data, self.format, served=True)
 
 
 def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:

@@ -23,8 +23,9 @@ from a13n_harness.providers.memory import MemoryStoreError
 from .bm25 import Corpus, Postings
 from .change_feed import changes_since
 from .embedding import Space
+from .live_file import LiveFile
 from .record_format import RecordBody, record_id
-from .state import LiveFile, State
+from .state import State
 from .vector_rows import Rows
 
 if TYPE_CHECKING:

@@ -28,11 +28,12 @@ from .codec import Change, Delete, Write, off_loop
 from .embedding import DEFAULT_BATCH, check_batch
 from .erasure import Erasure, ErasurePlan
 from .extras import records_extra
+from .live_file import LiveFile
 from .options import RANKINGS, Ranking
 from .recall import Recall
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Record, Snapshot
-from .state import LiveFile, State
+from .state import State
 from .store import LogFileStore, checked_size
 from .telemetry import traced
 from .wire_values import checked_origin, moment_of, stored_size, time_text

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 from collections import Counter
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
@@ -14,7 +13,6 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 from .codec import (
     GENESIS_HASH,
     Change,
-    Checkpoint,
     CheckpointContent,
     Commit,
     CorruptObjectError,
@@ -28,53 +26,10 @@ from .codec import (
     text_bytes,
 )
 from .delta import spliced
+from .live_file import LiveFile
 from .overlay import Overlay
-from .packed import PackedCheckpoint, PackedTexts, decode_checkpoint
-from .wire_values import checkpoint_key, log_key, stored_size_of, time_text
-
-
-class LiveFile:
-    """A file as of one commit. `erased` is the erasure commit of a file whose text was erased
-    (its text is then empty): only past states hold one, since the erasure deletes the file.
-    A file read from a packed checkpoint reads its text from there when first asked for it."""
-
-    __slots__ = ("_packed_at", "_text", "_texts", "description", "erased", "size", "stored", "version")
-
-    def __init__(
-        self,
-        text: str | None,
-        version: int,
-        size: int,  # of the UTF-8 text
-        stored: int,  # in commits and checkpoints, which the quota counts
-        description: str | None,
-        erased: int | None = None,
-        texts: PackedTexts | None = None,  # where to read the text from when `text` is None
-        packed_at: int = 0,
-    ) -> None:
-        self._text, self._texts, self._packed_at = text, texts, packed_at
-        self.version, self.size, self.stored = version, size, stored
-        self.description, self.erased = description, erased
-
-    @property
-    def text(self) -> str:
-        """Its text, or `CorruptObjectError` if the packed checkpoint it is read from is corrupt."""
-        text, texts = self._text, self._texts
-        if text is None:
-            if texts is None:  # another thread read it between the two loads above
-                assert self._text is not None
-                return self._text
-            text = self._text = texts.text(self._packed_at, self.stored, self.size)
-            self._texts = None  # so that the checkpoint's bytes go once no file reads from them
-        return text
-
-    def moved(self, version: int) -> LiveFile:
-        """This file at another path, made by commit `version`: its text still unread if it was."""
-        return LiveFile(
-            self._text, version, self.size, self.stored, self.description, self.erased, self._texts, self._packed_at
-        )
-
-    def __repr__(self) -> str:
-        return f"LiveFile(version={self.version}, size={self.size}, erased={self.erased})"
+from .packed_files import PackedFiles
+from .wire_values import log_key, stored_size_of, time_text
 
 
 @dataclass(slots=True)
@@ -90,6 +45,25 @@ class CheckpointCounts:
     carried: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Uncounted:
+    """Directories a cold open left to count when first needed (an open that only reads never
+    needs them), from the files of the checkpoint at `key`: the object to blame for a file that
+    lies below another."""
+
+    location: str
+    key: str
+
+    def count(self, files: Mapping[str, LiveFile]) -> dict[str, int]:
+        counts = directory_counts(files)
+        # `check_room` once for the whole: a file conflicts exactly when files lie below its path
+        # (asked of each directory, far fewer than the files).
+        if conflicting := next((name[:-1] for name in counts if name[:-1] in files), None):
+            reason = f"{conflicting} is both a file and a directory, which no writer stores"
+            raise CorruptObjectError(self.location, self.key, reason)
+        return counts
+
+
 @dataclass(slots=True)
 class State:
     """A memory as of commit `head`: its files, and what the change feed and policies need.
@@ -99,6 +73,7 @@ class State:
     (a purge, or tombstones dropped by a checkpoint) can only be answered with a full resync.
     `genesis`, the hash of commit 1, names the memory in its cursors (None: not known, for a
     memory whose first-release checkpoint lacks it and whose commit 1 was compacted).
+    `directories` counts the files below each directory, once `counted_directories` has.
     """
 
     format: FileFormat
@@ -108,7 +83,7 @@ class State:
     genesis: str | None = None
     files: MutableMapping[str, LiveFile] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)
-    directories: MutableMapping[str, int] = field(default_factory=dict)
+    directories: MutableMapping[str, int] | Uncounted = field(default_factory=dict)
     live_bytes: int = 0
     stored_bytes: int = 0
     since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
@@ -166,7 +141,7 @@ class State:
             case Purge():
                 self.files.clear()
                 self.changed.clear()
-                self.directories.clear()
+                self.counted_directories().clear()
                 self.live_bytes = self.stored_bytes = 0
                 self.floor = seq
 
@@ -188,7 +163,7 @@ class State:
 
         `leaving` is a file that goes in the same step (the source of a move).
         """
-        files_below = self.directories.get(f"{path}/", 0)
+        files_below = self.counted_directories().get(f"{path}/", 0)
         if leaving is not None and leaving.startswith(f"{path}/"):
             files_below -= 1
         if files_below > 0 or any(
@@ -200,14 +175,17 @@ class State:
 
     def copy(self) -> State:
         """A copy of its own; files are never changed in place, so sharing them is safe."""
-        return replace(self, files=dict(self.files), changed=dict(self.changed), directories=dict(self.directories))
+        files = self.files.copy() if isinstance(self.files, PackedFiles) else dict(self.files)
+        directories = self.directories if isinstance(self.directories, Uncounted) else dict(self.directories)
+        return replace(self, files=files, changed=dict(self.changed), directories=directories)
 
     def layered(self) -> State:
         """A state to plan on whose changes this one sees only when it `absorb`s them, at a cost of
         what the plan changes, not of the memory's size. Its `changed` holds only the paths the plan
         changed: it is for `absorb`, not for a change feed."""
-        assert isinstance(self.files, dict) and isinstance(self.directories, dict), "layered on a whole state"
-        return replace(self, files=Overlay(self.files), changed={}, directories=Overlay(self.directories))
+        directories = self.counted_directories()
+        assert isinstance(self.files, dict | PackedFiles) and isinstance(directories, dict), "layered on a whole state"
+        return replace(self, files=Overlay(self.files), changed={}, directories=Overlay(directories))
 
     def absorb(self, layered: State) -> None:
         """Take in the changes of a state `layered` on this one (once its commit has landed)."""
@@ -224,7 +202,14 @@ class State:
         self.live_bytes, self.stored_bytes = layered.live_bytes, layered.stored_bytes
 
     def is_directory(self, path: str) -> bool:
-        return f"{path}/" in self.directories
+        return f"{path}/" in self.counted_directories()
+
+    def counted_directories(self) -> MutableMapping[str, int]:
+        """`directories`, counted now if a cold open left them to count (`CorruptObjectError` when
+        the checkpoint opened has a file below another)."""
+        if isinstance(self.directories, Uncounted):
+            self.directories = self.directories.count(self.files)
+        return self.directories
 
     def checkpoint_content(self, max_tombstones: int, *, at: float) -> CheckpointContent:
         """The whole state as a checkpoint made at `at` (by the server's clock) holds it, dropping
@@ -246,59 +231,15 @@ class State:
             deleted=deleted,
             genesis=self.genesis,
             descriptions=[file.description for _, file in live],
-            described_with=_describing(self.format),
+            described_with=describing(self.format),
             erased=erased or None,
         )
-
-    @classmethod
-    async def read_checkpoint(
-        cls, location: str, key: str, data: bytes, fmt: FileFormat, *, served: bool = False
-    ) -> State:
-        """The state a stored checkpoint holds, built in a worker thread when it is large
-        (`served`: as `Checkpoint.decode` takes it)."""
-
-        def build() -> State:
-            return cls.from_checkpoint(decode_checkpoint(location, key, data, served=served), fmt, location)
-
-        return await off_loop(len(data), build)
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, location: str) -> State:
-        content = checkpoint.index if isinstance(checkpoint, PackedCheckpoint) else checkpoint
-        state = cls(
-            format=fmt, head=content.seq, head_hash=content.head_hash, floor=content.floor, genesis=content.genesis
-        )
-        corrupt = functools.partial(CorruptObjectError, location, checkpoint_key(checkpoint.seq))
-        paths: Sequence[str]
-        versions: Sequence[int]
-        if isinstance(checkpoint, PackedCheckpoint):
-            paths, versions = checkpoint.index.paths, checkpoint.index.versions
-            _add_packed(state.files, checkpoint, fmt)
-        else:
-            paths, versions = [row[0] for row in checkpoint.files], [row[2] for row in checkpoint.files]
-            _add_whole(state.files, checkpoint, fmt)
-        if len(state.files) != len(paths) or max(versions, default=0) > checkpoint.seq:
-            raise corrupt("a file is listed twice or with a future version")
-        state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
-        state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
-        state.directories = _directory_counts(paths)
-        # `check_room` once for the whole: a file conflicts exactly when files lie below its path
-        # (asked of each directory, far fewer than the files).
-        if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):
-            raise corrupt(f"{conflicting} conflicts with an existing file or directory of the same name.")
-        deleted = [(path, seq) for path, seq in content.deleted if path not in state.files]
-        # In seq order, as `changed` is kept (a stable sort: within a seq, the files in path order,
-        # as the index holds them, then the tombstones).
-        live = zip(paths, versions, strict=True)
-        state.changed = dict(sorted(itertools.chain(live, deleted), key=operator.itemgetter(1)))
-        state.since_checkpoint = CheckpointCounts(seq=state.head)
-        return state
 
     def _add(self, path: str, text: str, seq: int, *, erased: int | None = None) -> None:
         """Make `path` live with `text`, described from its text; an erased file (`erased`: the
         erasure commit) has no text and no description."""
         data = text.encode()
-        description = _description(text, self.format) if erased is None else None
+        description = description_of(text, self.format) if erased is None else None
         self._place(path, LiveFile(text, seq, len(data), stored_size_of(data), description, erased))
 
     def _place(self, path: str, live: LiveFile) -> None:
@@ -308,8 +249,9 @@ class State:
         self.stored_bytes += live.stored
         self.changed.pop(path, None)
         self.changed[path] = live.version
-        for directory in parent_directories(path):
-            self.directories[directory] = self.directories.get(directory, 0) + 1
+        if not isinstance(directories := self.directories, Uncounted):  # else counted from the files when needed
+            for directory in parent_directories(path):
+                directories[directory] = directories.get(directory, 0) + 1
 
     def _remove(self, path: str, seq: int | None) -> None:
         """Drop a live file; `seq` records a deletion in the change feed, None a file about to be rewritten."""
@@ -317,76 +259,15 @@ class State:
         if removed is not None:
             self.live_bytes -= removed.size
             self.stored_bytes -= removed.stored
-            for directory in parent_directories(path):
-                if self.directories[directory] == 1:
-                    del self.directories[directory]
-                else:
-                    self.directories[directory] -= 1
+            if not isinstance(directories := self.directories, Uncounted):  # else counted from the files when needed
+                for directory in parent_directories(path):
+                    if directories[directory] == 1:
+                        del directories[directory]
+                    else:
+                        directories[directory] -= 1
         if seq is not None:
             self.changed.pop(path, None)
             self.changed[path] = seq
-
-
-def _described(
-    descriptions: Sequence[str | None] | None,
-    described_with: tuple[int, int, int] | None,
-    count: int,
-    fmt: FileFormat,
-) -> Sequence[str | None] | None:
-    """A checkpoint's descriptions if made under this store's limits, else None: made again."""
-    if (
-        described_with == _describing(fmt)
-        and descriptions is not None
-        and len(descriptions) == count
-        and max(map(len, filter(None, descriptions)), default=0) <= fmt.description_chars
-    ):
-        return descriptions
-    return None
-
-
-def _add_whole(files: MutableMapping[str, LiveFile], checkpoint: Checkpoint, fmt: FileFormat) -> None:
-    """The files of a checkpoint of formats 1 and 2, as `State._add` adds them (a cold open of a
-    large memory is mostly this loop)."""
-    described = _described(checkpoint.descriptions, checkpoint.described_with, len(checkpoint.files), fmt)
-    erasures = dict(checkpoint.erased or ())
-    for index, (path, text, version) in enumerate(checkpoint.files):
-        if text is None:
-            files[path] = LiveFile("", version, 0, 0, None, erasures[path])
-        else:
-            data = text.encode()
-            description = described[index] if described is not None else _description(text, fmt)
-            files[path] = LiveFile(text, version, len(data), stored_size_of(data), description)
-
-
-def _add_packed(files: MutableMapping[str, LiveFile], checkpoint: PackedCheckpoint, fmt: FileFormat) -> None:
-    """The files of a packed checkpoint, each text left where it is until it is read."""
-    index = checkpoint.index
-    described = _described(index.descriptions, index.described_with, len(index.paths), fmt)
-    # Made by `map`, not a loop: a cold open of a large memory is mostly this, and it takes half the time.
-    descriptions = described or itertools.repeat(None)  # None: made below from the texts
-    files.update(
-        zip(
-            index.paths,
-            map(
-                LiveFile,
-                itertools.repeat(None),
-                index.versions,
-                index.sizes,
-                index.stored,
-                descriptions,
-                itertools.repeat(None),
-                itertools.repeat(checkpoint.texts),
-                checkpoint.offsets(),
-            ),
-            strict=True,
-        )
-    )
-    for path, erasure in index.erased or ():
-        files[path] = LiveFile("", files[path].version, 0, 0, None, erasure)
-    if described is None:
-        for live in files.values():
-            if live.erased is None:
-                live.description = _description(live.text, fmt)
 
 
 async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str, str]:
@@ -404,7 +285,7 @@ def same_files(one: State, other: State) -> bool:
     }
 
 
-def _directory_counts(paths: Iterable[str]) -> dict[str, int]:
+def directory_counts(paths: Iterable[str]) -> dict[str, int]:
     """How many files lie below each directory, counted as `_add` counts them, one parent at a time."""
     counts: dict[str, int] = {}
     parents = map(operator.itemgetter(0), map(str.rpartition, paths, itertools.repeat("/")))
@@ -420,12 +301,12 @@ def parent_directories(path: str) -> Iterable[str]:
     return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
 
 
-def _describing(fmt: FileFormat) -> tuple[int, int, int]:
+def describing(fmt: FileFormat) -> tuple[int, int, int]:
     """The limits of a format that `describe` depends on."""
     return (fmt.max_file_bytes, fmt.frontmatter_bytes, fmt.description_chars)
 
 
-def _description(text: str, fmt: FileFormat) -> str | None:
+def description_of(text: str, fmt: FileFormat) -> str | None:
     try:
         return describe(text, fmt)
     except MemoryStoreError:

@@ -24,11 +24,12 @@ from a13n_harness.providers.memory import (
 from .change_feed import changes_after, changes_since, cursor_of
 from .codec import Change, Delete, Move, Purge, Write
 from .housekeeping import Housekeeper
+from .live_file import LiveFile
 from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
 from .options import LogOptions
 from .search import search_files
-from .state import LiveFile, State, texts_of
+from .state import State, texts_of
 from .telemetry import traced
 from .wire_values import checked_origin, checked_path, stored_size
 

@@ -12,6 +12,7 @@ import logging
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
+from .checkpoint_state import read_checkpoint
 from .codec import GENESIS_HASH, Commit, CorruptObjectError
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
@@ -98,7 +99,7 @@ class StoredVersions:
         `seq`, of the memory whose first commit 1 the bucket keeps (when it still does)."""
         key = checkpoint_key(seq)
         try:
-            state = await State.read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+            state = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
         except CorruptObjectError:
             return False
         genesis = firsts.get(log_key(1))
@@ -116,7 +117,7 @@ class StoredVersions:
             state = State(format=self.format)
             if base:
                 key = checkpoint_key(base)
-                state = await State.read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+                state = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
                 if base in commits and state.head_hash != commits[base].hash:
                     continue  # a checkpoint of another log at that seq
             for seq in range(base + 1, target + 1):

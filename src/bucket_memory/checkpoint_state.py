@@ -1,0 +1,111 @@
+"""A state as a stored checkpoint of either layout holds it: the cold open's last step."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Sequence
+
+from a13n_harness.providers.memory import FileFormat
+
+from .codec import Checkpoint, CorruptObjectError, off_loop
+from .live_file import LiveFile
+from .packed import PackedCheckpoint, decode_checkpoint
+from .packed_files import PackedFiles
+from .state import CheckpointCounts, State, Uncounted, describing, description_of
+from .wire_values import checkpoint_key, stored_size_of
+
+
+async def read_checkpoint(location: str, key: str, data: bytes, fmt: FileFormat, *, served: bool = False) -> State:
+    """The state a stored checkpoint holds, built in a worker thread when it is large (`served`:
+    as `Checkpoint.decode` takes it)."""
+
+    def build() -> State:
+        state = from_checkpoint(decode_checkpoint(location, key, data, served=served), fmt, location)
+        if not served:
+            state.counted_directories()  # a cold open counts them when first needed; verify, now
+        return state
+
+    return await off_loop(len(data), build)
+
+
+def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, location: str) -> State:
+    """The state `checkpoint` holds, or `CorruptObjectError` where it breaks a rule its hash cannot."""
+    key = checkpoint_key(checkpoint.seq)
+    content = checkpoint.index if isinstance(checkpoint, PackedCheckpoint) else checkpoint
+    state = State(
+        format=fmt,
+        head=content.seq,
+        head_hash=content.head_hash,
+        floor=content.floor,
+        genesis=content.genesis,
+        directories=Uncounted(location, key),
+        since_checkpoint=CheckpointCounts(seq=content.seq),
+    )
+    paths: Sequence[str]
+    versions: Sequence[int]
+    deleted: Sequence[tuple[str, int]]
+    if isinstance(checkpoint, PackedCheckpoint):
+        index = checkpoint.index  # whose columns were checked with it: each path once, no version after it
+        paths, versions, deleted = index.paths, index.versions, index.deleted
+        state.files = _packed_files(checkpoint, fmt)
+        state.live_bytes, state.stored_bytes = sum(index.sizes), sum(index.stored)
+    else:
+        paths, versions = [row[0] for row in checkpoint.files], [row[2] for row in checkpoint.files]
+        state.files = _whole_files(checkpoint, fmt)
+        if len(state.files) != len(paths) or max(versions, default=0) > checkpoint.seq:
+            raise CorruptObjectError(location, key, "a file is listed twice or with a future version")
+        state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
+        state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
+        deleted = [(path, seq) for path, seq in checkpoint.deleted if path not in state.files]
+    # In seq order, as `changed` is kept (a stable sort: within a seq, the files in path order,
+    # as the checkpoint holds them, then the tombstones).
+    live = zip(paths, versions, strict=True)
+    state.changed = dict(sorted(itertools.chain(live, deleted), key=operator.itemgetter(1)))
+    return state
+
+
+def _described(
+    descriptions: Sequence[str | None] | None,
+    described_with: tuple[int, int, int] | None,
+    count: int,
+    fmt: FileFormat,
+) -> Sequence[str | None] | None:
+    """A checkpoint's descriptions if made under this store's limits, else None: made again."""
+    if (
+        described_with == describing(fmt)
+        and descriptions is not None
+        and len(descriptions) == count
+        and max(map(len, filter(None, descriptions)), default=0) <= fmt.description_chars
+    ):
+        return descriptions
+    return None
+
+
+def _whole_files(checkpoint: Checkpoint, fmt: FileFormat) -> dict[str, LiveFile]:
+    """The files of a checkpoint of formats 1 and 2, as `State` adds them (a cold open of a large
+    memory is mostly this loop)."""
+    described = _described(checkpoint.descriptions, checkpoint.described_with, len(checkpoint.files), fmt)
+    erasures = dict(checkpoint.erased or ())
+    files: dict[str, LiveFile] = {}
+    for index, (path, text, version) in enumerate(checkpoint.files):
+        if text is None:
+            files[path] = LiveFile("", version, 0, 0, None, erasures[path])
+        else:
+            data = text.encode()
+            description = described[index] if described is not None else description_of(text, fmt)
+            files[path] = LiveFile(text, version, len(data), stored_size_of(data), description)
+    return files
+
+
+def _packed_files(checkpoint: PackedCheckpoint, fmt: FileFormat) -> PackedFiles:
+    """The files of a packed checkpoint, each made when first asked for, its text read when first
+    asked for; described again now (reading every text) if described under other limits."""
+    index = checkpoint.index
+    described = _described(index.descriptions, index.described_with, len(index.paths), fmt)
+    files = PackedFiles(checkpoint, (None,) * len(index.paths) if described is None else described)
+    if described is None:
+        for live in files.values():
+            if live.erased is None:
+                live.description = description_of(live.text, fmt)
+    return files
