@@ -5,7 +5,10 @@ footing: in memory in this process for the cold opens (our `MemoryObjectStore`, 
 `memory:///`), and on a local directory for the fresh processes. SlateDB opens lazily (a manifest,
 then blocks as keys are read), we read the whole checkpoint at once, so a cold open is measured
 three ways: open and read one key, open and list, open and read every key. Each figure is the
-median of several runs, with min and max.
+median of several runs, with min and max. A measure's runs alternate between the stores, so that
+a machine whose speed drifts (a shared VM's steal time) slows both alike; the measures run one
+after another, since a run of one measure slows the next (SlateDB's open after a full scan of
+ours took 0.009 s against 0.005).
 
 `python -m benchmarks.peers [--quick]` writes benchmarks/peers.json and the tables between the
 peers markers in docs/performance.md.
@@ -46,17 +49,26 @@ def spread(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
-async def cpu_of(work: Callable[[], Awaitable[object]], runs: int) -> dict[str, float]:
-    """CPU seconds of the process (every thread: SlateDB works on its own) per run of `work`."""
-    samples = []
-    for _ in range(runs):
-        started = time.process_time()
-        await work()
-        samples.append(time.process_time() - started)
-    return spread(samples)
+type Works = dict[str, Callable[[], Awaitable[object]]]
 
 
-async def ours_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
+async def cpu_of(stores: dict[str, Works], runs: int) -> dict[str, dict[str, dict[str, float]]]:
+    """CPU seconds of the process (every thread: SlateDB works on its own) per run of each store's
+    each work: a measure at a time, the stores taking turns run by run."""
+    samples: dict[str, dict[str, list[float]]] = {store: {} for store in stores}
+    for measure in dict.fromkeys(measure for works in stores.values() for measure in works):
+        for _ in range(runs):
+            for store, works in stores.items():
+                if measure in works:
+                    started = time.process_time()
+                    await works[measure]()
+                    samples[store].setdefault(measure, []).append(time.process_time() - started)
+    return {
+        store: {measure: spread(taken) for measure, taken in measured.items()} for store, measured in samples.items()
+    }
+
+
+async def ours_cold(count: int) -> Works:
     objects = MemoryObjectStore()
     writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
     await MemoryAdmin(writer).put_files(files(count), replace=False, origin=ORIGIN)
@@ -73,14 +85,10 @@ async def ours_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
         for entry in await store.list():
             await store.read(entry.path)
 
-    return {
-        "open and read one key": await cpu_of(one_key, runs),
-        "open and list": await cpu_of(listing, runs),
-        "open and read every key": await cpu_of(every_key, runs),
-    }
+    return {"open and read one key": one_key, "open and list": listing, "open and read every key": every_key}
 
 
-async def slatedb_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
+async def slatedb_cold(count: int) -> Works:
     objects = ObjectStore.resolve("memory:///")
     db = await DbBuilder("bench", objects).build()
     batch = WriteBatch()
@@ -102,10 +110,7 @@ async def slatedb_cold(count: int, runs: int) -> dict[str, dict[str, float]]:
             pass
         await opened.shutdown()
 
-    return {
-        "open and read one key": await cpu_of(one_key, runs),
-        "open and read every key": await cpu_of(every_key, runs),
-    }
+    return {"open and read one key": one_key, "open and read every key": every_key}
 
 
 # A fresh process each, importing only its own store: open, read a key, write one durably, close;
@@ -174,13 +179,14 @@ async def fresh_processes(count: int, runs: int) -> dict[str, dict[str, dict[str
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    runs = 3 if quick else 7
+    runs = 3 if quick else 15
     count = 10_000
+    stores = {"ours": await ours_cold(count), "slatedb": await slatedb_cold(count)}
     return {
         "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
         "keys": count,
-        "cold": {"ours": await ours_cold(count, runs), "slatedb": await slatedb_cold(count, runs)},
-        "process": await fresh_processes(count, max(3, runs // 2)),
+        "cold": await cpu_of(stores, runs),
+        "process": await fresh_processes(count, max(3, runs // 3)),
     }
 
 

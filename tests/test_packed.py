@@ -334,8 +334,8 @@ def _plain(content: CheckpointContent) -> tuple[object, ...]:
     return tuple(tuple(value) if isinstance(value, list | tuple) else value for value in content)
 
 
-def _bytes_reachable_from(root: object) -> Iterator[bytes]:
-    """Every bytes-like object `root` holds, however deep (classes and modules aside)."""
+def _texts_reachable_from(root: object) -> Iterator[bytes | str]:
+    """Every string and bytes-like object `root` holds, however deep (classes and modules aside)."""
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -345,41 +345,46 @@ def _bytes_reachable_from(root: object) -> Iterator[bytes]:
         seen.add(id(held))
         if isinstance(held, bytes | bytearray | memoryview):
             yield bytes(held)
+        elif isinstance(held, str):
+            yield held
         else:
             stack.extend(gc.get_referents(held))
 
 
 async def test_after_an_erasure_the_state_holds_no_checkpoint_bytes_with_the_erased_text() -> None:
-    """A state opened from a packed checkpoint keeps its bytes while a file's text is unread: after
-    an erasure, the process must not hold a checkpoint that still has the erased text in it (the
-    checkpoint that follows every erasure reads every text)."""
+    """A state opened from a packed checkpoint keeps its bytes and descriptions while a file is
+    unmade or its text unread: after an erasure, the process must not hold a checkpoint, or a
+    description, that still has the erased text in it (the checkpoint that follows every erasure
+    reads every text, through a copy of the state)."""
     secret = "4242-SECRET-0002"
     objects = VersionedMemoryObjectStore()
     writer = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1))
-    await writer.write("people/alice.md", f"Alice {secret}", expected=None, origin=ORIGIN)
-    await writer.write("people/bob.md", "bob", expected=None, origin=ORIGIN)
+    await MemoryAdmin(writer).put_files(
+        {"people/alice.md": f"Alice {secret}", "people/bob.md": "bob", "people/carol.md": "carol"},
+        replace=False,
+        origin=ORIGIN,
+    )
     await writer.settle()
     store = LogFileStore(objects)
     assert (await store.read("people/alice.md")).text.endswith(secret)  # cold: bob's text still unread
     await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="dpo", principal_id="dpo"))
-    assert not any(secret.encode() in data for data in _bytes_reachable_from(store.log.cached_state))
-    assert [entry.path for entry in await store.list()] == ["people/bob.md"]
+    held = list(_texts_reachable_from(store.log.cached_state))
+    assert not any(secret in text for text in held if isinstance(text, str))
+    assert not any(secret.encode() in data for data in held if isinstance(data, bytes))
+    assert [entry.path for entry in await store.list()] == ["people/bob.md", "people/carol.md"]
 
 
 @pytest.mark.parametrize("layout", [Checkpoint, PackedCheckpoint])
-async def test_a_checkpoint_with_a_file_below_a_file_fails_writes_and_verify_not_reads(
+async def test_a_checkpoint_with_a_file_below_a_file_is_refused_naming_it(
     layout: type[Checkpoint | PackedCheckpoint],
 ) -> None:
-    """No writer stores a file below another file. A cold open does not count directories (reads
-    do not need them): the first write counts them and names the checkpoint, and verify reports it."""
+    """No writer stores a file below another file (an export could not write both): a cold open
+    refuses such a checkpoint, naming it, and verify reports it."""
     files = [*CONTENT.files[:1], *CONTENT.files[2:3], ("notes", "x", 4), *CONTENT.files[3:]]
     objects = MemoryObjectStore()
     objects.objects[KEY] = (layout.made(CONTENT._replace(files=files)).encode(), objects.clock)
-    store = LogFileStore(objects)
-    assert (await store.read("notes")).text == "x"
-    for write in ("c.md", "notes/c.md"):
-        with pytest.raises(CorruptObjectError) as caught:
-            await store.write(write, "c", expected=None, origin=ORIGIN)
-        assert caught.value.key == KEY and "notes is both a file and a directory" in str(caught.value)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("a.md")
+    assert caught.value.key == KEY and "notes is both a file and a directory" in str(caught.value)
     problems = await MemoryAdmin(LogFileStore(objects)).verify()
     assert [(problem.key, "both a file and a directory" in problem.message) for problem in problems] == [(KEY, True)]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
+from bucket_memory.change_feed import changes_since
 from bucket_memory.checkpoint_state import from_checkpoint
 from bucket_memory.codec import Change, Checkpoint, CheckpointContent, Delete, Move, Purge, Write
 from bucket_memory.objects import MemoryObjectStore
@@ -271,12 +272,12 @@ def test_a_checkpoint_opens_to_the_state_it_was_made_of(
     assert _plain(served.content()) == _plain(decode_checkpoint("memory", key, data).content()) == _plain(content)
     opened = from_checkpoint(served, state.format, "memory")
     assert same_files(opened, state)
-    assert (opened.counted_directories(), opened.live_bytes, opened.stored_bytes) == (
+    assert (opened.directories, opened.live_bytes, opened.stored_bytes) == (
         state.directories,
         state.live_bytes,
         state.stored_bytes,
     )
-    assert sorted(opened.changed.items()) == sorted(state.changed.items())
+    assert sorted(opened.changes_in_order().items()) == sorted(state.changed.items())
     assert list(opened.changed.values()) == sorted(opened.changed.values())
 
 
@@ -285,6 +286,7 @@ _later = st.lists(
     st.one_of(
         st.tuples(st.sampled_from(["write", "layered write"]), _names, st.text(max_size=8)),
         st.tuples(st.sampled_from(["delete", "read", "move", "copy", "purge"]), _names, _names),
+        st.tuples(st.sampled_from(["layered delete", "layered move", "layered purge"]), _names, _names),
     ),
     max_size=25,
 )
@@ -308,7 +310,7 @@ def test_a_state_opened_from_a_packed_checkpoint_changes_as_the_state_it_holds(
     copies: list[tuple[State, State]] = []
     for seq, (action, path, other) in enumerate(later, start=state.head + 1):
         change: Change
-        match action:
+        match action.removeprefix("layered "):
             case "delete":
                 change = Delete(path=path)
             case "move":
@@ -326,7 +328,7 @@ def test_a_state_opened_from_a_packed_checkpoint_changes_as_the_state_it_holds(
         else:
             outcomes: list[str] = []
             for whole in (opened, state):
-                planned = whole.layered() if action == "layered write" else whole
+                planned = whole.layered() if action.startswith("layered ") else whole
                 try:
                     planned.apply_change(change, seq)
                 except MemoryStoreError as error:
@@ -337,10 +339,14 @@ def test_a_state_opened_from_a_packed_checkpoint_changes_as_the_state_it_holds(
                     whole.absorb(planned)
             assert outcomes[0] == outcomes[1]
         assert sorted(opened.files) == sorted(state.files) and len(opened.files) == len(state.files)
-        assert same_files(opened, state) and opened.counted_directories() == state.counted_directories()
+        assert same_files(opened, state) and opened.directories == state.directories
         assert (opened.live_bytes, opened.stored_bytes) == (state.live_bytes, state.stored_bytes)
+        for since in (seq - 1, checkpoint.seq):  # answered without ordering the checkpoint's changes
+            assert changes_since(opened, since) == changes_since(state, since)
     for copied, expected in copies:
         assert same_files(copied, expected) and sorted(copied.files) == sorted(expected.files)
+    assert changes_since(opened, 0) == changes_since(state, 0)
+    assert list(opened.changes_in_order().items()) == list(state.changed.items())
 
 
 def _plain(content: CheckpointContent) -> tuple[object, ...]:

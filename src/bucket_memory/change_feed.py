@@ -22,8 +22,10 @@ def changes_since(state: State, since: int) -> tuple[str, ...] | None:
     """Paths changed after `since`, or None when the state cannot tell (a full resync)."""
     if since < state.floor or since > state.head:
         return None
+    # Changes after the checkpoint a cold open read are all in `changed`: no need to order its own.
+    recent = state.unsorted is not None and since >= state.unsorted.seq
     paths: list[str] = []
-    for path, seq in reversed(state.changed.items()):
+    for path, seq in reversed((state.changed if recent else state.changes_in_order()).items()):
         if seq <= since:
             break
         paths.append(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Sequence
 
@@ -12,7 +11,7 @@ from .codec import Checkpoint, CorruptObjectError, off_loop
 from .live_file import LiveFile
 from .packed import PackedCheckpoint, decode_checkpoint
 from .packed_files import PackedFiles
-from .state import CheckpointCounts, State, Uncounted, describing, description_of
+from .state import CheckpointChanges, CheckpointCounts, State, describing, description_of, directory_counts
 from .wire_values import checkpoint_key, stored_size_of
 
 
@@ -21,10 +20,7 @@ async def read_checkpoint(location: str, key: str, data: bytes, fmt: FileFormat,
     as `Checkpoint.decode` takes it)."""
 
     def build() -> State:
-        state = from_checkpoint(decode_checkpoint(location, key, data, served=served), fmt, location)
-        if not served:
-            state.counted_directories()  # a cold open counts them when first needed; verify, now
-        return state
+        return from_checkpoint(decode_checkpoint(location, key, data, served=served), fmt, location)
 
     return await off_loop(len(data), build)
 
@@ -39,7 +35,6 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         head_hash=content.head_hash,
         floor=content.floor,
         genesis=content.genesis,
-        directories=Uncounted(location, key),
         since_checkpoint=CheckpointCounts(seq=content.seq),
     )
     paths: Sequence[str]
@@ -58,10 +53,12 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
         state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
         deleted = [(path, seq) for path, seq in checkpoint.deleted if path not in state.files]
-    # In seq order, as `changed` is kept (a stable sort: within a seq, the files in path order,
-    # as the checkpoint holds them, then the tombstones).
-    live = zip(paths, versions, strict=True)
-    state.changed = dict(sorted(itertools.chain(live, deleted), key=operator.itemgetter(1)))
+    state.directories = directory_counts(paths)
+    # `check_room` once for the whole: a file conflicts exactly when files lie below its path
+    # (asked of each directory, far fewer than the files).
+    if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):
+        raise CorruptObjectError(location, key, f"{conflicting} is both a file and a directory, which no writer stores")
+    state.unsorted = CheckpointChanges(checkpoint.seq, paths, versions, deleted)
     return state
 
 

@@ -3,7 +3,8 @@ first asked for, so that a cold open of a large memory makes no object per file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping, Sequence
+import itertools
+from collections.abc import ItemsView, Iterable, Iterator, MutableMapping, Sequence, ValuesView
 
 from .live_file import LiveFile
 from .packed import PackedCheckpoint
@@ -13,8 +14,10 @@ class PackedFiles(MutableMapping[str, LiveFile]):
     """A state's files: those of a packed checkpoint's index (by row), then those changed since.
 
     A file of the index is made on first access and kept, so that every access answers the same
-    object (whose text, once read, is kept). Once every row is made, the checkpoint is let go.
-    Reads may come from any thread: of two threads making one file at once, the first made is kept.
+    object (whose text, once read, is kept); all are made at once for the whole (`items`, `values`)
+    and before a copy, so that copies share them. Once every row is made, the checkpoint and its
+    descriptions are let go (they may hold a text erased since). Reads may come from any thread:
+    of two threads making one file at once, the first made is kept.
     """
 
     __slots__ = ("_checkpoint", "_descriptions", "_erasures", "_made", "_offsets", "_rows", "_written")
@@ -57,14 +60,24 @@ class PackedFiles(MutableMapping[str, LiveFile]):
     def __len__(self) -> int:
         return len(self._rows) + len(self._written)
 
+    def items(self) -> ItemsView[str, LiveFile]:
+        self._make_all()
+        return {**self._made, **self._written}.items()
+
+    def values(self) -> ValuesView[LiveFile]:
+        self._make_all()
+        return {**self._made, **self._written}.values()
+
     def clear(self) -> None:
         self._rows.clear()
         self._made.clear()
         self._written.clear()
-        self._checkpoint = self._offsets = None
+        self._let_go_when_made()
 
     def copy(self) -> PackedFiles:
-        """A copy of its own, sharing the checkpoint and every file made (files never change)."""
+        """A copy of its own, sharing every file (files never change): each made first, so that
+        reading their texts through the copy frees the checkpoint's bytes, as through this."""
+        self._make_all()
         copied = PackedFiles.__new__(PackedFiles)
         copied._rows, copied._made, copied._written = dict(self._rows), dict(self._made), dict(self._written)
         copied._checkpoint, copied._descriptions = self._checkpoint, self._descriptions
@@ -75,6 +88,42 @@ class PackedFiles(MutableMapping[str, LiveFile]):
         """Drop the checkpoint once no row is left to make from it (its bytes may hold erased texts)."""
         if len(self._made) == len(self._rows):
             self._checkpoint = self._offsets = None
+            self._descriptions = ()
+
+    def _make_all(self) -> None:
+        """Make every row not yet made, column by column: a file at a time costs five times more."""
+        checkpoint = self._checkpoint
+        if checkpoint is None:
+            return
+        index, offsets = checkpoint.index, self._offsets or checkpoint.offsets()
+        whole = len(self._rows) == len(index.paths)  # no row gone: all of them, in the index's order
+        paths = index.paths if whole else [path for path in self._rows if path not in self._made]
+        rows = None if whole else list(map(self._rows.__getitem__, paths))
+
+        def column[T](values: Sequence[T]) -> Iterable[T]:
+            return values if rows is None else map(values.__getitem__, rows)
+
+        made = dict(
+            zip(
+                paths,
+                map(
+                    LiveFile,
+                    itertools.repeat(None),
+                    column(index.versions),
+                    column(index.sizes),
+                    column(index.stored),
+                    column(self._descriptions),
+                    itertools.repeat(None),
+                    itertools.repeat(checkpoint.texts),
+                    column(offsets),
+                ),
+                strict=True,
+            )
+        )
+        for path in self._erasures.keys() & made.keys():
+            made[path] = self._file(path, self._rows[path])
+        self._made = made | self._made  # a file made before stays the one served
+        self._let_go_when_made()
 
     def _file(self, path: str, row: int) -> LiveFile:
         checkpoint = self._checkpoint

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import Counter
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
@@ -46,22 +46,20 @@ class CheckpointCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class Uncounted:
-    """Directories a cold open left to count when first needed (an open that only reads never
-    needs them), from the files of the checkpoint at `key`: the object to blame for a file that
-    lies below another."""
+class CheckpointChanges:
+    """The changes a cold open's checkpoint at `seq` holds (its files' versions and its tombstones),
+    put in seq order only when first needed: an open that reads files, or asks for the changes
+    after the checkpoint, never needs them."""
 
-    location: str
-    key: str
+    seq: int
+    paths: Sequence[str]
+    versions: Sequence[int]
+    deleted: Sequence[tuple[str, int]]
 
-    def count(self, files: Mapping[str, LiveFile]) -> dict[str, int]:
-        counts = directory_counts(files)
-        # `check_room` once for the whole: a file conflicts exactly when files lie below its path
-        # (asked of each directory, far fewer than the files).
-        if conflicting := next((name[:-1] for name in counts if name[:-1] in files), None):
-            reason = f"{conflicting} is both a file and a directory, which no writer stores"
-            raise CorruptObjectError(self.location, self.key, reason)
-        return counts
+    def in_order(self) -> dict[str, int]:
+        # A stable sort: within a seq, the files in path order, as the checkpoint holds them, then the tombstones.
+        live = zip(self.paths, self.versions, strict=True)
+        return dict(sorted(itertools.chain(live, self.deleted), key=operator.itemgetter(1)))
 
 
 @dataclass(slots=True)
@@ -69,11 +67,12 @@ class State:
     """A memory as of commit `head`: its files, and what the change feed and policies need.
 
     `changed` maps every path changed above `floor` (live or deleted) to the seq of its last
-    change, kept in seq order so the change feed reads only the tail. A cursor below `floor`
-    (a purge, or tombstones dropped by a checkpoint) can only be answered with a full resync.
+    change, kept in seq order so the change feed reads only the tail; after a cold open, the
+    changes its checkpoint holds wait in `unsorted` until `changes_in_order` puts them first.
+    A cursor below `floor` (a purge, or tombstones dropped by a checkpoint) can only be answered
+    with a full resync.
     `genesis`, the hash of commit 1, names the memory in its cursors (None: not known, for a
     memory whose first-release checkpoint lacks it and whose commit 1 was compacted).
-    `directories` counts the files below each directory, once `counted_directories` has.
     """
 
     format: FileFormat
@@ -83,7 +82,8 @@ class State:
     genesis: str | None = None
     files: MutableMapping[str, LiveFile] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)
-    directories: MutableMapping[str, int] | Uncounted = field(default_factory=dict)
+    unsorted: CheckpointChanges | None = None
+    directories: MutableMapping[str, int] = field(default_factory=dict)
     live_bytes: int = 0
     stored_bytes: int = 0
     since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
@@ -141,7 +141,8 @@ class State:
             case Purge():
                 self.files.clear()
                 self.changed.clear()
-                self.counted_directories().clear()
+                self.unsorted = None
+                self.directories.clear()
                 self.live_bytes = self.stored_bytes = 0
                 self.floor = seq
 
@@ -163,7 +164,7 @@ class State:
 
         `leaving` is a file that goes in the same step (the source of a move).
         """
-        files_below = self.counted_directories().get(f"{path}/", 0)
+        files_below = self.directories.get(f"{path}/", 0)
         if leaving is not None and leaving.startswith(f"{path}/"):
             files_below -= 1
         if files_below > 0 or any(
@@ -176,16 +177,17 @@ class State:
     def copy(self) -> State:
         """A copy of its own; files are never changed in place, so sharing them is safe."""
         files = self.files.copy() if isinstance(self.files, PackedFiles) else dict(self.files)
-        directories = self.directories if isinstance(self.directories, Uncounted) else dict(self.directories)
-        return replace(self, files=files, changed=dict(self.changed), directories=directories)
+        return replace(self, files=files, changed=dict(self.changed), directories=dict(self.directories))
 
     def layered(self) -> State:
         """A state to plan on whose changes this one sees only when it `absorb`s them, at a cost of
         what the plan changes, not of the memory's size. Its `changed` holds only the paths the plan
         changed: it is for `absorb`, not for a change feed."""
-        directories = self.counted_directories()
-        assert isinstance(self.files, dict | PackedFiles) and isinstance(directories, dict), "layered on a whole state"
-        return replace(self, files=Overlay(self.files), changed={}, directories=Overlay(directories))
+        whole = isinstance(self.files, dict | PackedFiles) and isinstance(self.directories, dict)
+        assert whole, "layered on a whole state"
+        return replace(
+            self, files=Overlay(self.files), changed={}, unsorted=None, directories=Overlay(self.directories)
+        )
 
     def absorb(self, layered: State) -> None:
         """Take in the changes of a state `layered` on this one (once its commit has landed)."""
@@ -194,6 +196,7 @@ class State:
             layer.merge()
         if layered.floor != self.floor:  # a purge: only a purge moves the floor while changes apply
             self.changed.clear()
+            self.unsorted = None
         for path, seq in layered.changed.items():
             self.changed.pop(path, None)  # to the end: `changed` is kept in seq order
             self.changed[path] = seq
@@ -201,20 +204,23 @@ class State:
         self.floor, self.genesis = layered.floor, layered.genesis
         self.live_bytes, self.stored_bytes = layered.live_bytes, layered.stored_bytes
 
-    def is_directory(self, path: str) -> bool:
-        return f"{path}/" in self.counted_directories()
+    def changes_in_order(self) -> dict[str, int]:
+        """`changed`, with the changes of the checkpoint a cold open left unsorted put before the rest."""
+        if self.unsorted is not None:
+            merged = self.unsorted.in_order()
+            for path, seq in self.changed.items():  # all made after the checkpoint
+                merged.pop(path, None)
+                merged[path] = seq
+            self.changed, self.unsorted = merged, None
+        return self.changed
 
-    def counted_directories(self) -> MutableMapping[str, int]:
-        """`directories`, counted now if a cold open left them to count (`CorruptObjectError` when
-        the checkpoint opened has a file below another)."""
-        if isinstance(self.directories, Uncounted):
-            self.directories = self.directories.count(self.files)
-        return self.directories
+    def is_directory(self, path: str) -> bool:
+        return f"{path}/" in self.directories
 
     def checkpoint_content(self, max_tombstones: int, *, at: float) -> CheckpointContent:
         """The whole state as a checkpoint made at `at` (by the server's clock) holds it, dropping
         the oldest tombstones past `max_tombstones`."""
-        deleted = [(path, seq) for path, seq in self.changed.items() if path not in self.files]
+        deleted = [(path, seq) for path, seq in self.changes_in_order().items() if path not in self.files]
         live = sorted(self.files.items())
         erased = [(path, file.erased) for path, file in live if file.erased is not None]
         floor = self.floor
@@ -249,9 +255,8 @@ class State:
         self.stored_bytes += live.stored
         self.changed.pop(path, None)
         self.changed[path] = live.version
-        if not isinstance(directories := self.directories, Uncounted):  # else counted from the files when needed
-            for directory in parent_directories(path):
-                directories[directory] = directories.get(directory, 0) + 1
+        for directory in parent_directories(path):
+            self.directories[directory] = self.directories.get(directory, 0) + 1
 
     def _remove(self, path: str, seq: int | None) -> None:
         """Drop a live file; `seq` records a deletion in the change feed, None a file about to be rewritten."""
@@ -259,12 +264,11 @@ class State:
         if removed is not None:
             self.live_bytes -= removed.size
             self.stored_bytes -= removed.stored
-            if not isinstance(directories := self.directories, Uncounted):  # else counted from the files when needed
-                for directory in parent_directories(path):
-                    if directories[directory] == 1:
-                        del directories[directory]
-                    else:
-                        directories[directory] -= 1
+            for directory in parent_directories(path):
+                if self.directories[directory] == 1:
+                    del self.directories[directory]
+                else:
+                    self.directories[directory] -= 1
         if seq is not None:
             self.changed.pop(path, None)
             self.changed[path] = seq

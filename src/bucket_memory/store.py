@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -231,8 +232,9 @@ class _Listing:
         # Any later state of the same memory tells what changed since our head (None when it cannot).
         changed = changes_since(state, self.head) if self.head is not None and state.genesis == self.genesis else None
         if changed is None:
-            self.paths = sorted(state.files)
-            self.entries = [_entry(path, state.files[path]) for path in self.paths]
+            files = sorted(state.files.items(), key=operator.itemgetter(0))  # a packed state's files made at once
+            self.paths = [path for path, _ in files]
+            self.entries = [_entry(path, live) for path, live in files]
         for path in changed or ():
             live = state.files.get(path)
             place = bisect.bisect_left(self.paths, path)
