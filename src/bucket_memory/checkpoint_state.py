@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from a13n_harness.providers.memory import FileFormat
 
 from .codec import Checkpoint, CorruptObjectError, off_loop
+from .directories import directory_counts
 from .live_file import LiveFile
 from .packed import PackedCheckpoint, decode_checkpoint
 from .packed_files import PackedFiles
-from .state import CheckpointChanges, CheckpointCounts, State, describing, description_of, directory_counts
+from .state import CheckpointChanges, CheckpointCounts, State, describing, description_of
 from .wire_values import checkpoint_key, stored_size_of
 
 
@@ -44,6 +45,7 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         index = checkpoint.index  # whose columns were checked with it: each path once, no version after it
         paths, versions, deleted = index.paths, index.versions, index.deleted
         state.files = _packed_files(checkpoint, fmt)
+        state.directories = index.files_below()
         state.live_bytes, state.stored_bytes = sum(index.sizes), sum(index.stored)
     else:
         paths, versions = [row[0] for row in checkpoint.files], [row[2] for row in checkpoint.files]
@@ -53,7 +55,7 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         state.live_bytes = sum(map(operator.attrgetter("size"), state.files.values()))
         state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
         deleted = [(path, seq) for path, seq in checkpoint.deleted if path not in state.files]
-    state.directories = directory_counts(paths)
+        state.directories = directory_counts(paths)
     # `check_room` once for the whole: a file conflicts exactly when files lie below its path
     # (asked of each directory, far fewer than the files).
     if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):

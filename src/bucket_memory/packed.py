@@ -27,6 +27,7 @@ from pydantic import model_validator
 
 from .canonical_json import canonical
 from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, _Signed
+from .directories import directory_counts, files_below, names_every_directory, row_of
 from .wire_values import Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
 BLOCK_BYTES = 256 * 1024
@@ -36,9 +37,9 @@ _BETWEEN = b'","index":'
 
 class CheckpointIndex(_Signed):
     """A packed checkpoint but its texts: its live files in path order, as columns (each file's
-    path, bytes of UTF-8, bytes stored, version and description), the digest of each block of the
-    texts, and the other members of a `Checkpoint`. A file named in `erased` has no text (and takes
-    no bytes)."""
+    path, bytes of UTF-8, bytes stored, version and description), their directories in order, the
+    digest of each block of the texts, and the other members of a `Checkpoint`. A file named in
+    `erased` has no text (and takes no bytes)."""
 
     _hash_covers_bytes = True
     kind: Literal["checkpoint"] = "checkpoint"
@@ -53,6 +54,8 @@ class CheckpointIndex(_Signed):
     versions: tuple[int, ...]
     descriptions: tuple[str | None, ...]
     described_with: tuple[int, int, int]
+    # Named, so that a cold open counts the files below each by bisection (`files_below`).
+    directories: WirePaths
     deleted: WirePathRows[tuple[str, Seq]]
     blocks: tuple[Hash, ...]
     _written_when_set = frozenset({"genesis", "erased"})
@@ -76,17 +79,26 @@ class CheckpointIndex(_Signed):
             without_text = {path for path, stored, said in rows if path in erased and stored == 0 and said is None}
             if not erased or len(erased) != len(self.erased) or without_text != erased.keys():
                 raise ValueError("`erased` names files of the checkpoint without text or description, once each")
+        if not all(map(operator.lt, self.directories, self.directories[1:])) or not names_every_directory(
+            self.paths, self.files_below()
+        ):
+            raise ValueError("`directories` names each directory of the paths, once each, in order")
         tombstones = dict(self.deleted)
         if (
             len(tombstones) != len(self.deleted)
             or not all(map(operator.le, (seq for _, seq in self.deleted), (seq for _, seq in self.deleted[1:])))
             or max(tombstones.values(), default=0) > self.seq
-            or not tombstones.keys().isdisjoint(self.paths)
+            # A bisection each: asking the tombstones of each path would hash every path.
+            or any(row_of(self.paths, path) is not None for path in tombstones)
         ):
             raise ValueError("`deleted` names paths not live, once each, in the order of their deletions")
         if len(self.blocks) != -(-sum(self.stored) // BLOCK_BYTES):
             raise ValueError("one digest per block of the texts")
         return self
+
+    def files_below(self) -> dict[str, int]:
+        """How many files lie below each directory, as `State.directories` counts them."""
+        return files_below(self.paths, self.directories)
 
 
 class PackedTexts:
@@ -172,9 +184,11 @@ class PackedCheckpoint:
         view = memoryview(texts)
         fields = content._asdict()
         del fields["files"]
+        paths = [path for path, _, _ in content.files]
         index = CheckpointIndex.signed(
             **fields,
-            paths=[path for path, _, _ in content.files],
+            paths=paths,
+            directories=sorted(directory[:-1] for directory in directory_counts(paths)),
             sizes=[0 if text is None else len(text.encode()) for _, text, _ in content.files],
             stored=list(map(len, stored_forms)),
             versions=[version for _, _, version in content.files],

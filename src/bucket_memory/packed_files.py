@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import ItemsView, Iterable, Iterator, MutableMapping, Sequence, ValuesView
 
+from .directories import row_of
 from .live_file import LiveFile
 from .packed import PackedCheckpoint
 
@@ -20,13 +21,15 @@ class PackedFiles(MutableMapping[str, LiveFile]):
     of two threads making one file at once, the first made is kept.
     """
 
-    __slots__ = ("_checkpoint", "_descriptions", "_erasures", "_made", "_offsets", "_rows", "_written")
+    __slots__ = ("_checkpoint", "_descriptions", "_erasures", "_made", "_offsets", "_paths", "_removed", "_written")
 
     def __init__(self, checkpoint: PackedCheckpoint, descriptions: Sequence[str | None]) -> None:
-        paths = checkpoint.index.paths
-        self._rows = dict(zip(paths, range(len(paths)), strict=True))  # the index's files, unchanged since
-        self._made: dict[str, LiveFile] = {}  # those of `_rows` made so far
-        self._written: dict[str, LiveFile] = {}  # files set since, at paths no longer in `_rows`
+        # The index's paths are in order: a path's row is found by bisection, so that a cold open
+        # neither hashes every path nor builds a dictionary of them.
+        self._paths = checkpoint.index.paths
+        self._removed: set[int] = set()  # rows deleted or set since
+        self._made: dict[str, LiveFile] = {}  # files of rows not removed, made so far
+        self._written: dict[str, LiveFile] = {}  # files set since, at paths of no row or a removed one
         self._checkpoint: PackedCheckpoint | None = checkpoint
         self._descriptions = descriptions
         self._erasures = dict(checkpoint.index.erased or ())
@@ -35,30 +38,29 @@ class PackedFiles(MutableMapping[str, LiveFile]):
     def __getitem__(self, path: str) -> LiveFile:
         live = self._written.get(path) or self._made.get(path)
         if live is None:
-            live = self._made.setdefault(path, self._file(path, self._rows[path]))
+            live = self._made.setdefault(path, self._file(path))
             self._let_go_when_made()
         return live
 
     def __contains__(self, path: object) -> bool:
-        return path in self._written or path in self._rows
+        return path in self._written or self._row(path) is not None
 
     def __setitem__(self, path: str, live: LiveFile) -> None:
-        self._rows.pop(path, None)
-        self._made.pop(path, None)
+        self._remove(path)
         self._written[path] = live
         self._let_go_when_made()
 
     def __delitem__(self, path: str) -> None:
-        if self._written.pop(path, None) is None:
-            del self._rows[path]
-            self._made.pop(path, None)
-            self._let_go_when_made()
+        if self._written.pop(path, None) is None and not self._remove(path):
+            raise KeyError(path)
+        self._let_go_when_made()
 
     def __iter__(self) -> Iterator[str]:
-        return iter([*self._rows, *self._written])  # a snapshot: reading a file may make it meanwhile
+        # A snapshot: reading a file may make it meanwhile.
+        return iter([*self._rows(), *self._written])
 
     def __len__(self) -> int:
-        return len(self._rows) + len(self._written)
+        return len(self._paths) - len(self._removed) + len(self._written)
 
     def items(self) -> ItemsView[str, LiveFile]:
         self._make_all()
@@ -69,7 +71,7 @@ class PackedFiles(MutableMapping[str, LiveFile]):
         return {**self._made, **self._written}.values()
 
     def clear(self) -> None:
-        self._rows.clear()
+        self._paths, self._removed = (), set()
         self._made.clear()
         self._written.clear()
         self._let_go_when_made()
@@ -79,14 +81,35 @@ class PackedFiles(MutableMapping[str, LiveFile]):
         reading their texts through the copy frees the checkpoint's bytes, as through this."""
         self._make_all()
         copied = PackedFiles.__new__(PackedFiles)
-        copied._rows, copied._made, copied._written = dict(self._rows), dict(self._made), dict(self._written)
+        copied._paths, copied._removed = self._paths, set(self._removed)
+        copied._made, copied._written = dict(self._made), dict(self._written)
         copied._checkpoint, copied._descriptions = self._checkpoint, self._descriptions
         copied._erasures, copied._offsets = self._erasures, self._offsets
         return copied
 
+    def _row(self, path: object) -> int | None:
+        """The row of the index's file at `path`, unless removed since."""
+        row = row_of(self._paths, path)
+        return None if row is None or row in self._removed else row
+
+    def _rows(self) -> Sequence[str]:
+        """The paths of the rows not removed, in order."""
+        if not self._removed:
+            return self._paths
+        return [path for row, path in enumerate(self._paths) if row not in self._removed]
+
+    def _remove(self, path: str) -> bool:
+        """Remove the row at `path`, if there is one: whether there was."""
+        row = self._row(path)
+        if row is None:
+            return False
+        self._removed.add(row)
+        self._made.pop(path, None)
+        return True
+
     def _let_go_when_made(self) -> None:
         """Drop the checkpoint once no row is left to make from it (its bytes may hold erased texts)."""
-        if len(self._made) == len(self._rows):
+        if len(self._made) == len(self._paths) - len(self._removed):
             self._checkpoint = self._offsets = None
             self._descriptions = ()
 
@@ -96,9 +119,11 @@ class PackedFiles(MutableMapping[str, LiveFile]):
         if checkpoint is None:
             return
         index, offsets = checkpoint.index, self._offsets or checkpoint.offsets()
-        whole = len(self._rows) == len(index.paths)  # no row gone: all of them, in the index's order
-        paths = index.paths if whole else [path for path in self._rows if path not in self._made]
-        rows = None if whole else list(map(self._rows.__getitem__, paths))
+        rows = None
+        paths: Sequence[str] = self._paths  # no row gone: all of them, in the index's order
+        if self._removed or self._made:
+            rows = [row for row, path in enumerate(self._paths) if row not in self._removed and path not in self._made]
+            paths = [self._paths[row] for row in rows]
 
         def column[T](values: Sequence[T]) -> Iterable[T]:
             return values if rows is None else map(values.__getitem__, rows)
@@ -121,14 +146,18 @@ class PackedFiles(MutableMapping[str, LiveFile]):
             )
         )
         for path in self._erasures.keys() & made.keys():
-            made[path] = self._file(path, self._rows[path])
+            made[path] = self._file(path)
         self._made = made | self._made  # a file made before stays the one served
         self._let_go_when_made()
 
-    def _file(self, path: str, row: int) -> LiveFile:
+    def _file(self, path: str) -> LiveFile:
+        """The file of the row at `path`, made, or KeyError."""
         checkpoint = self._checkpoint
         if checkpoint is None:  # every row is made: this one by another thread, meanwhile
             return self._made[path]
+        row = self._row(path)
+        if row is None:
+            raise KeyError(path)
         index = checkpoint.index
         if (erasure := self._erasures.get(path)) is not None:
             return LiveFile("", index.versions[row], 0, 0, None, erasure)

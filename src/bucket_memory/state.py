@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections import Counter
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +25,7 @@ from .codec import (
     text_bytes,
 )
 from .delta import spliced
+from .directories import parent_directories
 from .live_file import LiveFile
 from .overlay import Overlay
 from .packed_files import PackedFiles
@@ -287,22 +287,6 @@ def same_files(one: State, other: State) -> bool:
     return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {
         path: (live.text, live.version, live.description, live.erased) for path, live in other.files.items()
     }
-
-
-def directory_counts(paths: Iterable[str]) -> dict[str, int]:
-    """How many files lie below each directory, counted as `_add` counts them, one parent at a time."""
-    counts: dict[str, int] = {}
-    parents = map(operator.itemgetter(0), map(str.rpartition, paths, itertools.repeat("/")))
-    for parent, below in Counter(parents).items():
-        for directory in parent_directories(f"{parent}/") if parent else ():
-            counts[directory] = counts.get(directory, 0) + below
-    return counts
-
-
-def parent_directories(path: str) -> Iterable[str]:
-    """The directories above a path, outermost first, each ending in "/"."""
-    parts = path.split("/")[:-1]
-    return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
 
 
 def describing(fmt: FileFormat) -> tuple[int, int, int]:
