@@ -1,13 +1,13 @@
-"""Counting directories from a packed checkpoint's directory column, by bisection, against counting
-them from every path: equal for any paths, and a column that misses, adds or repeats a directory
-is told apart."""
+"""Counting directories from a packed checkpoint's directory columns, by bisection, against
+counting them from every path: equal for any paths, and columns that miss, add, repeat or
+misplace a directory are refused, never counted wrong."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bucket_memory.directories import directory_counts, files_below, names_every_directory, row_of
+from bucket_memory.directories import counted, directory_counts, located, row_of
 
 # Characters on either side of "/" in code point order ("." and "0"), so that a bisection that
 # mistook a sibling for a child ("a.b", "a0" beside "a/") would miscount.
@@ -17,21 +17,32 @@ paths = st.lists(st.lists(segments, min_size=1, max_size=4).map("/".join), uniqu
 
 @given(paths)
 def test_counting_by_bisection_counts_as_splitting_every_path(paths: list[str]) -> None:
-    named = sorted(directory[:-1] for directory in directory_counts(paths))
-    below = files_below(paths, named)
-    assert below == directory_counts(paths)
-    assert names_every_directory(paths, below)
+    assert counted(paths, *located(paths, directory_counts(paths))) == directory_counts(paths)
 
 
 @given(paths, st.data())
-def test_a_column_missing_a_directory_or_naming_another_is_told_apart(paths: list[str], data: st.DataObject) -> None:
-    named = sorted(directory[:-1] for directory in directory_counts(paths))
-    if named:
-        missing = data.draw(st.sampled_from(named))
-        assert not names_every_directory(paths, files_below(paths, [name for name in named if name != missing]))
-    other = data.draw(st.one_of(segments, st.sampled_from([*paths, "a/a/a/a/a"]) if paths else segments))
-    if f"{other}/" not in directory_counts(paths):
-        assert not names_every_directory(paths, files_below(paths, sorted({*named, other})))
+def test_columns_no_writer_makes_are_refused(paths: list[str], data: st.DataObject) -> None:
+    rows, lengths = located(paths, directory_counts(paths))
+    pairs = list(zip(rows, lengths, strict=True))
+    if pairs:
+        missing = data.draw(st.sampled_from(pairs))
+        kept = [pair for pair in pairs if pair != missing]
+        assert counted(paths, [row for row, _ in kept], [length for _, length in kept]) is None
+        assert counted(paths, [*rows, rows[-1]], [*lengths, lengths[-1]]) is None  # one named twice
+        assert counted(paths, rows[::-1], lengths[::-1]) is None or len(pairs) == 1  # out of order
+    assert counted(paths, rows, [*lengths, 1]) is None
+    # Any columns at all: a cut of any path at any length, true directories among them.
+    cuts = st.integers(-1, len(paths)).flatmap(
+        lambda row: st.tuples(st.just(row), st.integers(-1, len(paths[row]) + 1 if 0 <= row < len(paths) else 2))
+    )
+    forged = data.draw(st.lists(st.one_of(cuts, st.sampled_from(pairs) if pairs else cuts), max_size=12))
+    forged_rows, forged_lengths = [row for row, _ in forged], [length for _, length in forged]
+    assert counted(paths, forged_rows, forged_lengths) in (None, directory_counts(paths))
+
+
+def test_a_name_not_cut_at_a_slash_is_refused_where_the_counts_add_up() -> None:
+    """ "a/x" counts no file below it, so the sum alone would take it beside "a/"."""
+    assert counted(["a/x", "a/y"], [0, 0], [1, 2]) is None
 
 
 @given(paths, st.one_of(segments, st.integers(), st.none()))

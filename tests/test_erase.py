@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Change, Commit, Edit, Write
+from bucket_memory.codec import Change, Commit, CorruptObjectError, Edit, Write
 from bucket_memory.gcs import GCSObjectStore
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -545,6 +545,25 @@ async def test_verify_finds_an_old_format_commit_changed_by_hand() -> None:
     assert (await reader.read("a.md")).text == "FORGED"  # live reads trust the log as they trust checkpoints
     problems = await MemoryAdmin(reader).verify()
     assert any(p.key == log_key(1) and "no erasure vouches" in p.message for p in problems)
+
+
+async def test_an_erased_edit_of_a_missing_file_is_refused_as_its_commits_damage() -> None:
+    """An erased edit has no text to check against the file it edits: one of a path that does not
+    exist (here below a file, which no export could write) is refused naming its commit, not
+    replayed into a file in a place no writer could put one."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
+    await store.write("a.md", "a", expected=None, origin=AGENT)
+    await store.write("b.md", "b", expected=None, origin=AGENT)
+
+    def edits_below_a_file(body: dict[str, Any]) -> None:
+        body["format"] = 2
+        body["changes"] = [{"op": "edit", "path": "a.md/x.md", "at": 0, "size": 1, "erased": 2}]
+
+    forged(objects, 2, edits_below_a_file)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("a.md")
+    assert caught.value.key == log_key(2) and "it edits a.md/x.md, which does not exist" in str(caught.value)
 
 
 @pytest.mark.parametrize("backend", ["versioned", "local"])

@@ -179,7 +179,7 @@ def test_a_text_in_another_form_than_the_store_writes_is_served_but_not_verified
 def _forged(stored: bytes, size: int) -> bytes:
     """A packed checkpoint of one file whose stored text is `stored`, every digest and hash valid."""
     fields = CONTENT._asdict() | {"erased": None, "deleted": [], "descriptions": [None], "paths": ["a.md"]}
-    fields["directories"] = []
+    fields |= {"directory_rows": [], "directory_lengths": []}
     del fields["files"]
     index = packed.CheckpointIndex.signed(
         **fields,
@@ -190,6 +190,13 @@ def _forged(stored: bytes, size: int) -> bytes:
     )
     opening = b'{"format":3,"kind":"checkpoint","texts_bytes":%d,"texts":"' % len(stored)
     return opening + stored + b'","index":' + index.encode() + b"}"
+
+
+DIRECTORIES = "the directory columns name each directory"
+
+
+def _directories(rows: list[int], lengths: list[int]) -> dict[str, object]:
+    return {"directory_rows": rows, "directory_lengths": lengths}
 
 
 @pytest.mark.parametrize(
@@ -209,22 +216,25 @@ def _forged(stored: bytes, size: int) -> bytes:
         ({"versions": [1, 8]}, "after the checkpoint"),
         ({"versions": [1, 1.5]}, "int"),
         ({"stored": ["0", None]}, "int"),
-        ({"directories": ["a"]}, "`directories` names"),
-        ({"paths": ["n/a.md", "n/b.md"]}, "`directories` names"),
-        ({"paths": ["n/a.md", "n/m/b.md"], "directories": ["n"]}, "`directories` names"),
-        ({"paths": ["n/a.md", "n/m/b.md"], "directories": ["n", "n/m", "x"]}, "`directories` names"),
-        ({"paths": ["n/a.md", "n/b.md"], "directories": ["n", "n"]}, "`directories` names"),
-        ({"paths": ["m/a.md", "n/b.md"], "directories": ["n", "m"]}, "`directories` names"),
-        ({"paths": ["n/a.md", "n/b.md"], "directories": ["n/"]}, "path"),
+        (_directories([0], [1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]}, DIRECTORIES),
+        ({"paths": ["n/a.md", "n/m/b.md"]} | _directories([0], [1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]} | _directories([0, 1], [1, 1]), DIRECTORIES),
+        ({"paths": ["m/a.md", "n/b.md"]} | _directories([1, 0], [1, 1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]} | _directories([2], [1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]} | _directories([0], [1, 1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]} | _directories([-1], [1]), DIRECTORIES),
+        ({"paths": ["n/a.md", "n/b.md"]} | _directories([0, 0], [1, 2]), DIRECTORIES),
     ],
 )
 def test_an_index_no_writer_makes_is_refused(columns: dict[str, object], reason: str) -> None:
     """Files out of order or twice, an erased file with a description, tombstones out of order, of
-    live files, or after the checkpoint, directories missing, empty, twice or out of order: each
+    live files, or after the checkpoint, directories missing, twice, out of order or cut where no
+    slash is: each
     would break the state built from it (a change feed in the wrong order, a description an erasure
     leaves, a file placed where a directory is), so neither a cold open nor verify takes it."""
     fields = CONTENT._asdict() | {"paths": ["a.md", "b.md"], "deleted": [], "descriptions": [None, None]}
-    fields["directories"] = []
+    fields |= {"directory_rows": [], "directory_lengths": []}
     fields |= {"sizes": [0, 0], "stored": [0, 0], "versions": [1, 2], "blocks": [], "erased": None}
     del fields["files"]
     with pytest.raises(ValueError, match=re.escape(reason)):

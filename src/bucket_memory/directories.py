@@ -1,5 +1,5 @@
 """The directories of a memory's paths, each with the number of files below it, as `State` keeps
-them ("notes/": 3), counted from the paths or from a packed checkpoint's directory column."""
+them ("notes/": 3), counted from the paths or from a packed checkpoint's directory columns."""
 
 from __future__ import annotations
 
@@ -26,23 +26,41 @@ def parent_directories(path: str) -> Iterable[str]:
     return ("/".join(parts[: index + 1]) + "/" for index in range(len(parts)))
 
 
-def files_below(paths: Sequence[str], directories: Iterable[str]) -> dict[str, int]:
-    """`directory_counts` of `paths` (in order), given their directories (without the final "/"):
-    two bisections a directory, where counting splits every path (a cold open's largest cost).
-    Names that are no directory of the paths count 0; `names_every_directory` tells."""
-    return {
-        f"{directory}/": bisect.bisect_left(paths, f"{directory}0") - bisect.bisect_left(paths, f"{directory}/")
-        for directory in directories
+def located(paths: Sequence[str], directories: Iterable[str]) -> tuple[list[int], list[int]]:
+    """Each of `directories` (each ending in "/") as a packed checkpoint stores it: the row in
+    `paths` (in order) of the first file below it, and the length of its name without the "/"."""
+    rows, lengths = [], []
+    for directory in sorted(directories):
+        rows.append(bisect.bisect_left(paths, directory))
+        lengths.append(len(directory) - 1)
+    return rows, lengths
+
+
+def counted(paths: Sequence[str], rows: Sequence[int], lengths: Sequence[int]) -> dict[str, int] | None:
+    """`directory_counts` of `paths` (in order) from their directories as `located` gives them,
+    a bisection a directory where counting splits every path (a cold open's largest cost);
+    None unless they name each directory of the paths, once each, in order.
+
+    A name is trusted to be a directory's if the path it is cut from has a "/" right after it (a
+    path has no empty segment), and that path is the first below it. A file counts once below
+    each directory above it, as many times as its path has slashes, so with none named twice, the
+    counts add up to the slashes exactly when no directory is missing."""
+    if len(rows) != len(lengths) or not all(
+        0 <= row < len(paths) and 0 < length < len(paths[row]) and paths[row][length] == "/"
+        for row, length in zip(rows, lengths, strict=True)
+    ):
+        return None
+    directories = [paths[row][: length + 1] for row, length in zip(rows, lengths, strict=True)]
+    if not all(map(operator.lt, directories, directories[1:])) or not all(
+        row == 0 or paths[row - 1] < directory for row, directory in zip(rows, directories, strict=True)
+    ):
+        return None
+    # Those below "d/" are the paths from "d/" (the first at `row`) up to "d0", as "0" follows "/".
+    below = {
+        directory: bisect.bisect_left(paths, f"{directory[:-1]}0", row) - row
+        for row, directory in zip(rows, directories, strict=True)
     }
-
-
-def names_every_directory(paths: Sequence[str], below: dict[str, int]) -> bool:
-    """Whether `below` (from `files_below`) names each directory of `paths` and nothing else.
-
-    A file counts once below each directory above it, as many times as its path has slashes. A
-    name with a file below it is a directory of the paths (which have no empty segment), so with
-    none at 0, the counts add up to the slashes exactly when no directory is missing."""
-    return min(below.values(), default=1) > 0 and sum(below.values()) == "\n".join(paths).count("/")
+    return below if sum(below.values()) == "\n".join(paths).count("/") else None
 
 
 def row_of(paths: Sequence[str], path: object) -> int | None:

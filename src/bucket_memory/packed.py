@@ -23,11 +23,11 @@ from typing import Literal, Self
 
 import pydantic_core
 from a13n_harness.providers.memory import MemoryStoreError
-from pydantic import model_validator
+from pydantic import PrivateAttr, model_validator
 
 from .canonical_json import canonical
 from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, _Signed
-from .directories import directory_counts, files_below, names_every_directory, row_of
+from .directories import counted, directory_counts, located, row_of
 from .wire_values import Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
 BLOCK_BYTES = 256 * 1024
@@ -54,11 +54,15 @@ class CheckpointIndex(_Signed):
     versions: tuple[int, ...]
     descriptions: tuple[str | None, ...]
     described_with: tuple[int, int, int]
-    # Named, so that a cold open counts the files below each by bisection (`files_below`).
-    directories: WirePaths
+    # Each directory of the paths, in order, as the row of the first file below it and the length
+    # of its name (`located`): a cold open counts the files below each by bisection, and a name
+    # is not stored again, so that deep paths cost the index no more than their own bytes.
+    directory_rows: tuple[int, ...]
+    directory_lengths: tuple[int, ...]
     deleted: WirePathRows[tuple[str, Seq]]
     blocks: tuple[Hash, ...]
     _written_when_set = frozenset({"genesis", "erased"})
+    _files_below: dict[str, int] = PrivateAttr(default_factory=dict)  # counted as the index is checked
     genesis: Hash | None = None
     erased: WirePathRows[tuple[str, Seq]] | None = None
 
@@ -79,10 +83,10 @@ class CheckpointIndex(_Signed):
             without_text = {path for path, stored, said in rows if path in erased and stored == 0 and said is None}
             if not erased or len(erased) != len(self.erased) or without_text != erased.keys():
                 raise ValueError("`erased` names files of the checkpoint without text or description, once each")
-        if not all(map(operator.lt, self.directories, self.directories[1:])) or not names_every_directory(
-            self.paths, self.files_below()
-        ):
-            raise ValueError("`directories` names each directory of the paths, once each, in order")
+        below = counted(self.paths, self.directory_rows, self.directory_lengths)
+        if below is None:
+            raise ValueError("the directory columns name each directory of the paths, once each, in order")
+        self._files_below = below
         tombstones = dict(self.deleted)
         if (
             len(tombstones) != len(self.deleted)
@@ -97,8 +101,9 @@ class CheckpointIndex(_Signed):
         return self
 
     def files_below(self) -> dict[str, int]:
-        """How many files lie below each directory, as `State.directories` counts them."""
-        return files_below(self.paths, self.directories)
+        """How many files lie below each directory, as `State.directories` counts them (a dict of
+        its own: a state changes it in place)."""
+        return dict(self._files_below)
 
 
 class PackedTexts:
@@ -185,10 +190,12 @@ class PackedCheckpoint:
         fields = content._asdict()
         del fields["files"]
         paths = [path for path, _, _ in content.files]
+        directory_rows, directory_lengths = located(paths, directory_counts(paths))
         index = CheckpointIndex.signed(
             **fields,
             paths=paths,
-            directories=sorted(directory[:-1] for directory in directory_counts(paths)),
+            directory_rows=directory_rows,
+            directory_lengths=directory_lengths,
             sizes=[0 if text is None else len(text.encode()) for _, text, _ in content.files],
             stored=list(map(len, stored_forms)),
             versions=[version for _, _, version in content.files],

@@ -17,8 +17,9 @@ class PackedFiles(MutableMapping[str, LiveFile]):
     A file of the index is made on first access and kept, so that every access answers the same
     object (whose text, once read, is kept); all are made at once for the whole (`items`, `values`)
     and before a copy, so that copies share them. Once every row is made, the checkpoint and its
-    descriptions are let go (they may hold a text erased since). Reads may come from any thread:
-    of two threads making one file at once, the first made is kept.
+    descriptions are let go (they may hold a text erased since). Changed on the event loop only,
+    and read from other threads only while nothing changes it (a worker is handed a copy, or the
+    files taken from it): of two threads making one file at once, the first made is kept.
     """
 
     __slots__ = ("_checkpoint", "_descriptions", "_erasures", "_made", "_offsets", "_paths", "_removed", "_written")
@@ -43,7 +44,9 @@ class PackedFiles(MutableMapping[str, LiveFile]):
         return live
 
     def __contains__(self, path: object) -> bool:
-        return path in self._written or self._row(path) is not None
+        if path in self._written or path in self._made:
+            return True
+        return self._checkpoint is not None and self._row(path) is not None  # else every row is made
 
     def __setitem__(self, path: str, live: LiveFile) -> None:
         self._remove(path)

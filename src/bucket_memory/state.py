@@ -123,7 +123,9 @@ class State:
                 self._add(path, text or "", seq, erased=change.erased)
             case Edit(path):
                 current = self.files.get(path)
-                erased = change.erased or (current.erased if current is not None else None)
+                if current is None:  # an erased edit would otherwise place a file, unchecked for room
+                    raise MemoryStoreError("not_found", f"it edits {path}, which does not exist")
+                erased = change.erased or current.erased
                 text = self.edited(change) if erased is None else ""
                 self._remove(path, None)
                 self._add(path, text, seq, erased=erased)
