@@ -510,14 +510,19 @@ def forged(objects: VersionedMemoryObjectStore, seq: int, change: Callable[[dict
         del objects.objects[checkpoint]
 
 
+async def _without_checkpoints(texts: dict[str, str]) -> VersionedMemoryObjectStore:
+    """A memory of `texts`, a commit each, with no checkpoint above them to rewrite."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
+    for path, text in texts.items():
+        await store.write(path, text, expected=None, origin=AGENT)
+    return objects
+
+
 async def test_verify_finds_a_change_hidden_by_hand() -> None:
     """Marking a change erased keeps a format-3 commit's hash: verify holds every erased text to an
     erasure of that file, so a text hidden (or a file emptied) by hand is found."""
-    objects = VersionedMemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
-    await store.write("a.md", "kept", expected=None, origin=AGENT)
-    await store.write("b.md", "b", expected=None, origin=AGENT)
-    await store.write("c.md", "c", expected=None, origin=AGENT)
+    objects = await _without_checkpoints({"a.md": "kept", "b.md": "b", "c.md": "c"})
     commit = Commit.decode("t", log_key(1), objects.objects[log_key(1)][0])
     hidden = commit.redacted(lambda index, change: True, 3)  # "erased" by commit 3, which erased nothing
     assert hidden.hash == commit.hash
@@ -531,10 +536,7 @@ async def test_verify_finds_a_change_hidden_by_hand() -> None:
 async def test_verify_finds_an_old_format_commit_changed_by_hand() -> None:
     """A commit relabelled as format 1 with an erased change can no longer be checked against its
     hash; only an erasure's vouch for exactly what it holds makes verify accept it."""
-    objects = VersionedMemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
-    await store.write("a.md", "the real text", expected=None, origin=AGENT)
-    await store.write("b.md", "b", expected=None, origin=AGENT)
+    objects = await _without_checkpoints({"a.md": "the real text", "b.md": "b"})
 
     def relabelled(body: dict[str, Any]) -> None:
         body["format"] = 1
@@ -551,10 +553,7 @@ async def test_an_erased_edit_of_a_missing_file_is_refused_as_its_commits_damage
     """An erased edit has no text to check against the file it edits: one of a path that does not
     exist (here below a file, which no export could write) is refused naming its commit, not
     replayed into a file in a place no writer could put one."""
-    objects = VersionedMemoryObjectStore()
-    store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000))
-    await store.write("a.md", "a", expected=None, origin=AGENT)
-    await store.write("b.md", "b", expected=None, origin=AGENT)
+    objects = await _without_checkpoints({"a.md": "a", "b.md": "b"})
 
     def edits_below_a_file(body: dict[str, Any]) -> None:
         body["format"] = 2
