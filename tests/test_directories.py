@@ -4,10 +4,12 @@ misplace a directory are refused, never counted wrong."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bucket_memory.directories import counted, directory_counts, located, row_of
+from bucket_memory.directories import counted, directory_counts, located, names_a_file, row_of
 
 # Characters on either side of "/" in code point order ("." and "0"), so that a bisection that
 # mistook a sibling for a child ("a.b", "a0" beside "a/") would miscount.
@@ -49,3 +51,26 @@ def test_a_name_not_cut_at_a_slash_is_refused_where_the_counts_add_up() -> None:
 def test_a_row_is_found_for_each_path_and_for_nothing_else(paths: list[str], other: object) -> None:
     assert [row_of(paths, path) for path in paths] == list(range(len(paths)))
     assert row_of(paths, other) == (paths.index(other) if other in paths else None)
+
+
+@given(paths)
+def test_a_file_at_a_directorys_name_is_found_from_the_row_below_it(paths: list[str]) -> None:
+    rows, lengths = located(paths, directory_counts(paths))
+    for row, length in zip(rows, lengths, strict=True):
+        name = paths[row][:length]
+        assert names_a_file(paths, name, row) == (name in paths)
+
+
+def test_forged_columns_naming_one_deep_directory_over_and_over_are_refused_before_they_are_all_made() -> None:
+    """Each entry takes a few bytes of the index and would make a name of 4 KB: refused at the
+    second, not after making them all (8 MB here; hundreds of MB from a small forged index)."""
+    deep = ["a/" * 2000 + "f.md"]
+    rows, lengths, more_than_slashes = [0] * 2000, [3999] * 2000, [0] * 100_000
+    tracemalloc.start()
+    try:
+        assert counted(deep, rows, lengths) is None
+        assert counted(deep, more_than_slashes, more_than_slashes) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000

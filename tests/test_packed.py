@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, packed
+from bucket_memory.canonical_json import canonical
 from bucket_memory.checkpoint_state import from_checkpoint
 from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectError, Write
 from bucket_memory.objects import MemoryObjectStore
@@ -239,6 +240,37 @@ def test_an_index_no_writer_makes_is_refused(columns: dict[str, object], reason:
     del fields["files"]
     with pytest.raises(ValueError, match=re.escape(reason)):
         packed.CheckpointIndex.signed(**fields | columns)
+
+
+def _hashed_as_a_writer_would(paths: list[str], rows: list[int], lengths: list[int]) -> bytes:
+    """A packed checkpoint of empty files at `paths` with these directory columns, whatever they
+    say, its index hashed as any writer of the bucket can hash it."""
+    fields = CONTENT._asdict() | {"paths": paths, "deleted": [], "descriptions": [None] * len(paths), "erased": None}
+    fields |= {"sizes": [0] * len(paths), "stored": [0] * len(paths), "versions": [1] * len(paths), "blocks": []}
+    del fields["files"]
+    fields = {name: value for name, value in fields.items() if value is not None}
+    fields |= {"kind": "checkpoint", "format": 3} | _directories(rows, lengths)
+    index = canonical(fields | {"hash": hashlib.sha256(canonical(fields)).hexdigest()})
+    return b'{"format":3,"kind":"checkpoint","texts_bytes":0,"texts":"","index":' + index + b"}"
+
+
+@pytest.mark.parametrize(
+    ("rows", "lengths"), [([0], [1]), ([0, 0, 1], [1, 1, 3]), ([1, 0], [3, 1]), ([0, 1], [1, 2]), ([0, 1], [1, 3, 5])]
+)
+async def test_hash_valid_directory_columns_no_writer_makes_fail_a_cold_open_and_verify(
+    rows: list[int], lengths: list[int]
+) -> None:
+    """Directories missing, twice, out of order, cut where no slash is, or columns of two lengths:
+    a cold open refuses the checkpoint naming it, and verify reports it (the honest columns open)."""
+    paths = ["n/a.md", "n/m/b.md"]
+    objects = MemoryObjectStore()
+    objects.objects[KEY] = (_hashed_as_a_writer_would(paths, [0, 1], [1, 3]), objects.clock)
+    assert [entry.path for entry in await LogFileStore(objects).list()] == paths
+    objects.objects[KEY] = (_hashed_as_a_writer_would(paths, rows, lengths), objects.clock)
+    with pytest.raises(CorruptObjectError) as caught:
+        await LogFileStore(objects).read("n/a.md")
+    assert caught.value.key == KEY and DIRECTORIES in str(caught.value)
+    assert [problem.key for problem in await MemoryAdmin(LogFileStore(objects)).verify()] == [KEY]
 
 
 async def test_a_damaged_block_is_blamed_on_its_checkpoint_when_a_commit_above_reads_it() -> None:

@@ -47,6 +47,7 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         state.files = _packed_files(checkpoint, fmt)
         state.directories = index.files_below()
         state.live_bytes, state.stored_bytes = sum(index.sizes), sum(index.stored)
+        conflicting = index.file_at_a_directory()
     else:
         paths, versions = [row[0] for row in checkpoint.files], [row[2] for row in checkpoint.files]
         state.files = _whole_files(checkpoint, fmt)
@@ -56,9 +57,10 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         state.stored_bytes = sum(map(operator.attrgetter("stored"), state.files.values()))
         deleted = [(path, seq) for path, seq in checkpoint.deleted if path not in state.files]
         state.directories = directory_counts(paths)
-    # `check_room` once for the whole: a file conflicts exactly when files lie below its path
-    # (asked of each directory, far fewer than the files).
-    if conflicting := next((name[:-1] for name in state.directories if name[:-1] in state.files), None):
+        # `check_room` once for the whole: a file conflicts exactly when files lie below its path
+        # (asked of each directory, far fewer than the files).
+        conflicting = next((name[:-1] for name in state.directories if name[:-1] in state.files), None)
+    if conflicting is not None:
         raise CorruptObjectError(location, key, f"{conflicting} is both a file and a directory, which no writer stores")
     state.unsorted = CheckpointChanges(checkpoint.seq, paths, versions, deleted)
     return state

@@ -45,22 +45,30 @@ def counted(paths: Sequence[str], rows: Sequence[int], lengths: Sequence[int]) -
     path has no empty segment), and that path is the first below it. A file counts once below
     each directory above it, as many times as its path has slashes, so with none named twice, the
     counts add up to the slashes exactly when no directory is missing."""
-    if len(rows) != len(lengths) or not all(
-        0 <= row < len(paths) and 0 < length < len(paths[row]) and paths[row][length] == "/"
-        for row, length in zip(rows, lengths, strict=True)
-    ):
+    slashes = "\n".join(paths).count("/")
+    if len(rows) != len(lengths) or len(rows) > slashes:
         return None
-    directories = [paths[row][: length + 1] for row, length in zip(rows, lengths, strict=True)]
-    if not all(map(operator.lt, directories, directories[1:])) or not all(
-        row == 0 or paths[row - 1] < directory for row, directory in zip(rows, directories, strict=True)
-    ):
-        return None
-    # Those below "d/" are the paths from "d/" (the first at `row`) up to "d0", as "0" follows "/".
-    below = {
-        directory: bisect.bisect_left(paths, f"{directory[:-1]}0", row) - row
-        for row, directory in zip(rows, directories, strict=True)
-    }
-    return below if sum(below.values()) == "\n".join(paths).count("/") else None
+    below: dict[str, int] = {}
+    previous = ""
+    for row, length in zip(rows, lengths, strict=True):
+        if not (0 <= row < len(paths) and 0 < length < len(paths[row]) and paths[row][length] == "/"):
+            return None
+        # Made one at a time and refused at the first out of order, so that forged columns naming
+        # one deep directory over and over cost no more than the directories the paths have.
+        directory = paths[row][: length + 1]
+        if directory <= previous or (row > 0 and paths[row - 1] >= directory):
+            return None
+        # Those below "d/" are the paths from "d/" (the first at `row`) up to "d0", as "0" follows "/".
+        below[directory] = bisect.bisect_left(paths, f"{directory[:-1]}0", row) - row
+        previous = directory
+    return below if sum(below.values()) == slashes else None
+
+
+def names_a_file(paths: Sequence[str], name: str, row: int) -> bool:
+    """Whether `paths` (in order) hold a file at `name`, a directory whose first path below is at
+    `row`. Such a file sorts before that path, after only paths that begin with `name` and a
+    character below "/", so it is looked for only when the path before begins with `name`."""
+    return row > 0 and paths[row - 1].startswith(name) and row_of(paths, name) is not None
 
 
 def row_of(paths: Sequence[str], path: object) -> int | None:

@@ -27,7 +27,7 @@ from pydantic import PrivateAttr, model_validator
 
 from .canonical_json import canonical
 from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, _Signed
-from .directories import counted, directory_counts, located, row_of
+from .directories import counted, directory_counts, located, names_a_file, row_of
 from .wire_values import Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
 BLOCK_BYTES = 256 * 1024
@@ -56,7 +56,7 @@ class CheckpointIndex(_Signed):
     described_with: tuple[int, int, int]
     # Each directory of the paths, in order, as the row of the first file below it and the length
     # of its name (`located`): a cold open counts the files below each by bisection, and a name
-    # is not stored again, so that deep paths cost the index no more than their own bytes.
+    # is not stored again, so that the index grows with the paths' slashes, not their depth squared.
     directory_rows: tuple[int, ...]
     directory_lengths: tuple[int, ...]
     deleted: WirePathRows[tuple[str, Seq]]
@@ -99,6 +99,13 @@ class CheckpointIndex(_Signed):
         if len(self.blocks) != -(-sum(self.stored) // BLOCK_BYTES):
             raise ValueError("one digest per block of the texts")
         return self
+
+    def file_at_a_directory(self) -> str | None:
+        """A path both a file's and a directory's, which no writer stores, if the index has one."""
+        rows = zip(self.directory_rows, self.directory_lengths, strict=True)
+        return next(
+            (name for row, length in rows if names_a_file(self.paths, name := self.paths[row][:length], row)), None
+        )
 
     def files_below(self) -> dict[str, int]:
         """How many files lie below each directory, as `State.directories` counts them (a dict of
