@@ -123,8 +123,9 @@ class PackedFiles(MutableMapping[str, LiveFile]):
             return
         index, offsets = checkpoint.index, self._offsets or checkpoint.offsets()
         rows = None
-        paths: Sequence[str] = self._paths  # no row gone: all of them, in the index's order
-        if self._removed or self._made:
+        # No row gone: all of them, in the index's order (those made before are kept, below).
+        paths: Sequence[str] = self._paths
+        if self._removed:
             rows = [row for row, path in enumerate(self._paths) if row not in self._removed and path not in self._made]
             paths = [self._paths[row] for row in rows]
 
