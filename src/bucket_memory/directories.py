@@ -38,7 +38,7 @@ def located(paths: Sequence[str], directories: Iterable[str]) -> tuple[list[int]
 
 def counted(paths: Sequence[str], rows: Sequence[int], lengths: Sequence[int]) -> dict[str, int] | None:
     """`directory_counts` of `paths` (in order) from their directories as `located` gives them,
-    a bisection a directory where counting splits every path (a cold open's largest cost);
+    a bisection a directory where counting splits every path (a third of a shallow memory's open);
     None unless they name each directory of the paths, once each, in order.
 
     A name is trusted to be a directory's if the path it is cut from has a "/" right after it (a
