@@ -1,0 +1,555 @@
+"""A discrete-event simulation of one memory's log under a fleet of writers, each its own process.
+
+It models the protocol, not the code: requests that take a sampled latency and take effect at its
+middle, commits that fold writes, and writers that race, publish intents and poll as `log.py`,
+`committer.py` and `fleet.py` do. Time is virtual (an event loop whose clock jumps to the next
+timer), so a thousand writers cost no more than the events they make, and no CPU enters the
+figures. `make bench` runs it beside the measured cells (`benchmarks/fleet.py`) so that a reader
+can see where the two agree, and what the design does past what this machine can drive.
+
+Run `python -m benchmarks.fleet_sim` for the table of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import itertools
+import math
+import random
+import selectors
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# ---------------------------------------------------------------------------------------------
+# Virtual time
+
+
+class _InstantSelector(selectors.DefaultSelector):
+    """A selector that never waits: asked to wait for `timeout`, it moves the loop's clock on."""
+
+    def __init__(self, loop: VirtualLoop) -> None:
+        super().__init__()
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            raise RuntimeError("the simulation is stuck: nothing is scheduled and nothing is ready")
+        self._loop.virtual_time += timeout
+        return super().select(0)
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock is virtual: sleeping costs nothing, and time moves only by timers."""
+
+    def __init__(self) -> None:
+        self.virtual_time = 0.0
+        super().__init__(selector=_InstantSelector(self))
+
+    def time(self) -> float:
+        return self.virtual_time
+
+
+def run_virtual[T](work: Callable[[], Awaitable[T]]) -> T:
+    loop = VirtualLoop()
+    try:
+        return loop.run_until_complete(work())
+    finally:
+        loop.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The bucket
+
+
+type Kind = Literal["put", "get", "list", "delete"]
+_tally: contextvars.ContextVar[Counter[Kind] | None] = contextvars.ContextVar("tally", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    seq: int
+    writes: int  # writes it applies
+    folded: frozenset[int]  # intents it settles
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    id: int
+    base: int
+    made: float  # when its author published it (its clock): the order intents are folded in
+
+    @property
+    def key(self) -> tuple[float, int, int]:
+        return (self.made, self.base, self.id)
+
+
+class Bucket:
+    """One memory's objects: the log (create-only), its checkpoints and the pending intents.
+
+    Each request waits half a sampled latency, takes effect, waits the other half. Requests are
+    counted into the tally of the write that sent them (a context variable), else as housekeeping.
+    """
+
+    def __init__(self, latency: Callable[[], float]) -> None:
+        self.log: dict[int, Commit] = {}
+        self.pending: dict[tuple[float, int, int], Intent] = {}  # (made, base, id): keys sort oldest first
+        self.checkpoint = 0
+        self.runs: dict[int, tuple[int, int]] = {}  # seq -> (first, last) commit it holds
+        self._latency = latency
+        self.housekeeping: Counter[Kind] = Counter()
+
+    async def _request[T](self, kind: Kind, effect: Callable[[], T]) -> T:
+        tally = _tally.get()
+        (tally if tally is not None else self.housekeeping)[kind] += 1
+        half = self._latency() / 2
+        await asyncio.sleep(half)
+        result = effect()
+        await asyncio.sleep(half)
+        return result
+
+    @property
+    def head(self) -> int:
+        return max(self.log, default=0)
+
+    async def create(self, commit: Commit) -> bool:
+        def effect() -> bool:
+            if commit.seq in self.log:
+                return False
+            self.log[commit.seq] = commit
+            return True
+
+        return await self._request("put", effect)
+
+    async def get(self, seq: int) -> Commit | None:
+        return await self._request("get", lambda: self.log.get(seq))
+
+    async def list_after(self, seq: int) -> tuple[list[int], list[tuple[float, int, int]]]:
+        """One LIST from `log/<seq>` on: the commits after it, then the pending intents (which sort after `log/`)."""
+        return await self._request(
+            "list", lambda: ([s for s in sorted(self.log) if s > seq], sorted(self.pending))
+        )
+
+    async def put_intent(self, intent: Intent) -> None:
+        await self._request("put", lambda: self.pending.__setitem__(intent.key, intent))
+
+    async def get_intent(self, key: tuple[float, int, int]) -> Intent | None:
+        return await self._request("get", lambda: self.pending.get(key))
+
+    async def delete_intents(self, keys: list[tuple[float, int, int]]) -> None:
+        def effect() -> None:
+            for key in keys:
+                self.pending.pop(key, None)
+
+        await self._request("delete", effect)
+
+    async def get_run(self, seq: int) -> tuple[int, int] | None:
+        return await self._request("get", lambda: self.runs.get(seq))
+
+    async def put_run(self, seq: int, start: int) -> None:
+        await self._request("put", lambda: self.runs.setdefault(seq, (start, seq)))
+
+    async def load_checkpoint(self) -> int:
+        """A cold start's first two requests: list the checkpoints, read the newest."""
+        await self._request("list", lambda: None)
+        return await self._request("get", lambda: self.checkpoint)
+
+    async def put_checkpoint(self, seq: int) -> None:
+        await self._request("put", lambda: setattr(self, "checkpoint", max(self.checkpoint, seq)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """What the writers do. `folding=False` is the protocol of one log without intents (before
+    fleet commit); the rest tune the folding one, with the defaults `fleet.py` uses."""
+
+    folding: bool = True
+    runs: bool = True  # packed runs of recent commits, for catching up in one GET
+    window: int = 32  # an intent is folded only within this many commits of its base
+    fold_cap: int = 256  # intents one commit folds at most
+    contended_for: float = 40.0  # round trips a writer lists first after it saw another's commit
+    impatience: int = 2  # commits an author sees pass its intent before it races regardless
+    idle_polls: int = 8  # polls that find no new commit before an author races regardless
+    poll: float = 1.0  # round trips between an author's polls of the next commit
+    run_every: int = 4  # a run is written at every seq divisible by this
+    run_span: int = 64  # commits a run holds at most
+    checkpoint_every: int = 32
+    authors_catch_up: bool = False  # an author applies every commit before it waits (else only its folds)
+    confirm_lead: bool = True  # an author that saw no older intent lists again before it races
+
+
+@dataclass
+class Outcome:
+    latency: float
+    tally: Counter[Kind]
+
+
+FETCH_CONCURRENCY = 16
+
+
+class Writer:
+    """One process: its cached head, whether it saw others commit lately, and its in-flight writes."""
+
+    def __init__(self, bucket: Bucket, protocol: Protocol, round_trip: float, chance: random.Random) -> None:
+        self.bucket, self.protocol, self.round_trip, self.chance = bucket, protocol, round_trip, chance
+        self.head = 0  # every commit up to this one is applied
+        self.recent_from = 1  # the commits this process holds, for the runs it writes
+        self.settled: dict[int, int] = {}  # intent id -> the seq that folded it, from every commit read
+        self.contended_until = -math.inf
+        self.lock = asyncio.Lock()
+        self.waiting: list[asyncio.Future[int]] = []
+        self.round_seconds = round_trip
+        self.confirmed_at = 0.0
+        self.rate = 0.0  # commits per second others grew the log by, when last measured
+        self.confirmed_head = self.own = 0
+
+    @property
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def saw_others(self) -> None:
+        self.contended_until = self.now + self.protocol.contended_for * self.round_trip
+
+    def confirmed(self) -> None:
+        """Note that the head is current now, and so the rate at which others grew the log since
+        the last time: how stale the head will likely be at the next write."""
+        elapsed = self.now - self.confirmed_at
+        if elapsed > 0:
+            self.rate = (self.head - self.confirmed_head - self.own) / elapsed
+        self.confirmed_at, self.confirmed_head, self.own = self.now, self.head, 0
+
+    @property
+    def likely_stale(self) -> bool:
+        return self.rate * (self.now - self.confirmed_at) >= 0.5
+
+    # Keeping the head ------------------------------------------------------------------------
+
+    def note(self, commit: Commit) -> None:
+        for intent in commit.folded:
+            self.settled[intent] = commit.seq
+
+    def apply(self, commit: Commit) -> None:
+        self.note(commit)
+        if commit.seq == self.head + 1:
+            self.head = commit.seq
+
+    async def catch_up(self, listed: list[int] | None = None) -> None:
+        """Apply every commit after the head: one listing, then the newest run that reaches back to
+        the head and the commits after it in one round trip (or the commits one GET each)."""
+        if listed is None:
+            listed, _ = await self.bucket.list_after(self.head)
+        newest = max(listed, default=self.head)
+        if newest <= self.head:
+            return
+        if newest - self.head > self.protocol.run_span and self.bucket.checkpoint > self.head:
+            self.head = await self.bucket.load_checkpoint()
+            self.recent_from = self.head + 1
+        run = newest - newest % self.protocol.run_every
+        if self.protocol.runs and run - self.head >= 2 and run - self.protocol.run_span <= self.head:
+            found, *tail = await asyncio.gather(
+                self.bucket.get_run(run), *(self.bucket.get(seq) for seq in range(run + 1, newest + 1))
+            )
+            if found is not None and found[0] <= self.head + 1:
+                self.head = run
+                self.recent_from = min(self.recent_from, found[0])
+                for commit in tail:
+                    if commit is not None:
+                        self.apply(commit)
+                self.confirmed()
+                return
+        missing = list(range(self.head + 1, newest + 1))
+        for chunk in itertools.batched(missing, FETCH_CONCURRENCY):
+            for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
+                if commit is not None:
+                    self.apply(commit)
+        self.confirmed()
+
+    async def read_run(self, seq: int) -> bool:
+        """A loser's read of the winner and the three keys after it; whether a 404 proved the head."""
+        run = await asyncio.gather(*(self.bucket.get(s) for s in range(seq, seq + 4)))
+        for commit in run:
+            if commit is None:
+                self.confirmed()
+                return True
+            self.apply(commit)
+        return False
+
+    async def commit(self, writes: int, folded: frozenset[int]) -> bool:
+        seq = self.head + 1
+        started = self.now
+        made = Commit(seq, writes, folded)
+        created = await self.bucket.create(made)
+        self.round_seconds = self.now - started
+        if created:
+            self.apply(made)
+            self.own += 1
+            self.confirmed()
+            loop = asyncio.get_running_loop()
+            if seq % self.protocol.checkpoint_every == 0:
+                loop.create_task(self._housekeeping(self.bucket.put_checkpoint(seq)))
+            if self.protocol.runs and seq % self.protocol.run_every == 0 and seq - self.recent_from >= 1:
+                start = max(self.recent_from, seq - self.protocol.run_span + 1)
+                loop.create_task(self._housekeeping(self.bucket.put_run(seq, start)))
+        return created
+
+    async def _housekeeping(self, work: Awaitable[None]) -> None:
+        _tally.set(None)
+        await work
+
+    # Writing ---------------------------------------------------------------------------------
+
+    async def write(self) -> None:
+        """One write, from its arrival to its acknowledgement."""
+        if self.protocol.folding and (self.now < self.contended_until or self.likely_stale):
+            await self.folded_write()
+            return
+        outcome: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.waiting.append(outcome)
+        if not self.lock.locked():
+            asyncio.get_running_loop().create_task(self._drain())
+        if await outcome < 0:  # lost its race: from now on, intents
+            await self.folded_write()
+
+    async def _drain(self) -> None:
+        """Group commit within the process: the waiting writes go in the next commit."""
+        async with self.lock:
+            while self.waiting:
+                batch, self.waiting = self.waiting, []
+                losses = 0
+                while True:
+                    if await self.commit(len(batch), frozenset()):
+                        for outcome in batch:
+                            outcome.set_result(self.head)
+                        break
+                    self.saw_others()
+                    if not await self.read_run(self.head + 1):
+                        await self.catch_up()
+                    losses += 1
+                    if self.protocol.folding:
+                        for outcome in batch:
+                            outcome.set_result(-1)
+                        break
+                    if losses == 1:
+                        await asyncio.sleep(self.chance.uniform(0, self.round_seconds))
+
+    async def folded_write(self) -> None:
+        """Publish an intent and list the log's new commits and the pending intents (in one round
+        trip when the head is recent enough to be the intent's base, else listing first); race for
+        the next key when ours is the oldest pending, else poll for the commit that settles it,
+        racing once every older intent is settled, or the log stands still, or `impatience`
+        commits passed it by."""
+        protocol, bucket = self.protocol, self.bucket
+        publishing: asyncio.Future[None] | None = None
+        if self.rate * (self.now - self.confirmed_at) < protocol.window / 4:
+            intent = Intent(self.chance.getrandbits(64), self.head, self.now)
+            (listed, pending), _ = await asyncio.gather(bucket.list_after(self.head), bucket.put_intent(intent))
+        else:
+            listed, pending = await bucket.list_after(self.head)
+            intent = Intent(self.chance.getrandbits(64), max(listed, default=self.head), self.now)
+            publishing = asyncio.ensure_future(bucket.put_intent(intent))
+        known = max(listed, default=self.head)  # the newest commit seen; the head may be behind it
+        if listed:
+            self.saw_others()
+        if known >= intent.base + protocol.window // 2:  # the head was staler than the rate said
+            intent = Intent(self.chance.getrandbits(64), known, self.now)
+            await bucket.put_intent(intent)
+        older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
+        passed = idle = 0
+        if protocol.authors_catch_up:
+            async with self.lock:
+                await self.catch_up(listed)
+        elif older and known > self.head:  # the newest commit, which may have settled them, unread
+            newest = await bucket.get(known)
+            if newest is not None:
+                self.apply(newest)
+        if protocol.confirm_lead and not {key[2] for key in older} - self.settled.keys():
+            # Others may have published as we listed, each seeing no one older: list once more,
+            # after our intent is there, so that only the oldest of them races.
+            if publishing is not None:
+                await publishing
+                publishing = None
+            listed, pending = await bucket.list_after(self.head)
+            known = max(listed, default=known)
+            older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
+        while True:
+            assert known < intent.base + protocol.window, "an intent expired unfolded"
+            unsettled = {key[2] for key in older} - self.settled.keys()
+            if not unsettled or passed >= protocol.impatience or idle >= protocol.idle_polls:
+                if await self.fold(intent, listed, pending):
+                    return
+                known, older, passed, idle = max(known, self.head), set(), 0, 0
+                listed, pending = [], []
+            if publishing is not None:
+                await publishing
+                publishing = None
+            sent = self.now
+            commit = await bucket.get(known + 1)
+            if commit is None:
+                idle += 1
+                await asyncio.sleep(max(0.0, sent + protocol.poll * self.round_trip - self.now))
+                continue
+            known, idle = commit.seq, 0
+            self.apply(commit)
+            if intent.id in commit.folded:
+                return
+            passed += 1
+            listed, pending = [], []  # the next fold lists afresh
+            if not {key[2] for key in older} - self.settled.keys():
+                # Every intent older than ours that we knew of is settled, but others published
+                # while we listed may be older still: list, and race only if none is.
+                listed, pending = await bucket.list_after(self.head)
+                known = max(listed, default=known)
+                older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
+
+    async def fold(self, intent: Intent, listed: list[int], pending: list[tuple[float, int, int]]) -> bool:
+        """Race for the next key with our write and the pending intents (oldest first, up to the
+        cap), catching up and reading them in one round trip; whether our write is settled."""
+        async with self.lock:
+            if not pending and not listed:
+                listed, pending = await self.bucket.list_after(self.head)
+            live = [key for key in pending if key[2] != intent.id and key[2] not in self.settled]
+            live = live[: self.protocol.fold_cap - 1]
+            read, _ = await asyncio.gather(
+                asyncio.gather(*(self.bucket.get_intent(key) for key in live)), self.catch_up(listed)
+            )
+            if intent.id in self.settled:
+                return True
+            folded = frozenset(
+                {intent.id}
+                | {
+                    found.id
+                    for found in read
+                    if found is not None
+                    and found.id not in self.settled
+                    and found.base < self.head + 1 <= found.base + self.protocol.window
+                }
+            )
+            if await self.commit(len(folded), folded):
+                done = [*live, intent.key]
+                asyncio.get_running_loop().create_task(self._housekeeping(self.bucket.delete_intents(done)))
+                return True
+            self.saw_others()
+            await self.read_run(self.head + 1)
+            return intent.id in self.settled
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell of the table
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    writers: int
+    load: float  # offered writes as a share of what one serial log carries (one per two round trips)
+    seconds: float = 60.0
+    round_trip: float = 0.05
+    lognormal: float = 0.0  # sigma of a lognormal latency with the round trip as its median (0: fixed)
+
+
+def simulate(cell: Cell, protocol: Protocol, seed: int = 1) -> dict[str, Any]:
+    """Run one cell: Poisson arrivals over `seconds`, latency from each scheduled arrival."""
+    chance = random.Random(seed)
+
+    def latency() -> float:
+        if cell.lognormal == 0:
+            return cell.round_trip
+        return cell.round_trip * math.exp(chance.gauss(0, cell.lognormal))
+
+    async def run() -> dict[str, Any]:
+        bucket = Bucket(latency)
+        writers = [Writer(bucket, protocol, cell.round_trip, random.Random(chance.random())) for _ in range(cell.writers)]
+        rate = cell.load / (2 * cell.round_trip)
+        outcomes: list[Outcome] = []
+        unfinished = 0
+
+        async def one(writer: Writer, arrived: float) -> None:
+            tally: Counter[Kind] = Counter()
+            _tally.set(tally)
+            await writer.write()
+            outcomes.append(Outcome(asyncio.get_running_loop().time() - arrived, tally))
+
+        tasks: list[asyncio.Task[None]] = []
+        now = 0.0
+        while True:
+            now += chance.expovariate(rate)
+            if now >= cell.seconds:
+                break
+            await asyncio.sleep(now - asyncio.get_running_loop().time())
+            writer = chance.choice(writers)
+            tasks.append(asyncio.create_task(one(writer, now)))
+        # Writes still waiting well after the load ended are a backlog, not latency.
+        done, waiting = await asyncio.wait(tasks, timeout=60 * cell.round_trip * 20)
+        unfinished = len(waiting)
+        for task in waiting:
+            task.cancel()
+        offered = len(tasks)
+        latencies = sorted(outcome.latency / cell.round_trip for outcome in outcomes)
+        totals: Counter[Kind] = Counter()
+        for outcome in outcomes:
+            totals.update(outcome.tally)
+        served = len(outcomes)
+
+        def pct(q: float) -> float:
+            return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else math.inf
+
+        in_time = sum(1 for outcome in outcomes if outcome.latency <= 60.0)
+        return {
+            "writers": cell.writers,
+            "load": cell.load,
+            "offered_per_s": offered / cell.seconds,
+            "served_share": in_time / offered if offered else 1.0,
+            "unfinished": unfinished,
+            "p50": pct(0.5),
+            "p99": pct(0.99),
+            "p999": pct(0.999),
+            "puts": totals["put"] / max(served, 1),
+            "gets": totals["get"] / max(served, 1),
+            "lists": totals["list"] / max(served, 1),
+            "commits": bucket.head,
+            "housekeeping_per_write": sum(bucket.housekeeping.values()) / max(served, 1),
+        }
+
+    return run_virtual(run)
+
+
+CELLS = [
+    Cell(1, 0.25),
+    Cell(16, 0.5),
+    Cell(64, 2.0),
+    Cell(256, 4.0),
+    Cell(1000, 8.0),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--before", action="store_true", help="also the protocol without intents")
+    parser.add_argument("--no-runs", action="store_true", help="also the protocol without runs")
+    parser.add_argument("--alternatives", action="store_true", help="also the rejected alternatives")
+    arguments = parser.parse_args()
+    protocols = [("folding", Protocol())] + ([("one log", Protocol(folding=False))] if arguments.before else [])
+    protocols += [("no runs", Protocol(runs=False))] if arguments.no_runs else []
+    protocols += [("authors catch up", Protocol(authors_catch_up=True))] if arguments.alternatives else []
+    print("| protocol | writers | load | served | p50 | p99 | p99.9 | PUTs | GETs | LISTs | commits |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, protocol in protocols:
+        for cell in CELLS:
+            cell = Cell(cell.writers, cell.load, seconds=arguments.seconds)
+            row = simulate(cell, protocol)
+            print(
+                f"| {name} | {row['writers']} | {row['load']:.2f} | {row['served_share']:.0%} | {row['p50']:.1f} | "
+                f"{row['p99']:.1f} | {row['p999']:.1f} | {row['puts']:.2f} | {row['gets']:.2f} | "
+                f"{row['lists']:.2f} | {row['commits']} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
