@@ -129,9 +129,7 @@ class Bucket:
 
     async def list_after(self, seq: int) -> tuple[list[int], list[tuple[float, int, int]]]:
         """One LIST from `log/<seq>` on: the commits after it, then the pending intents (which sort after `log/`)."""
-        return await self._request(
-            "list", lambda: ([s for s in sorted(self.log) if s > seq], sorted(self.pending))
-        )
+        return await self._request("list", lambda: ([s for s in sorted(self.log) if s > seq], sorted(self.pending)))
 
     async def put_intent(self, intent: Intent) -> None:
         await self._request("put", lambda: self.pending.__setitem__(intent.key, intent))
@@ -253,8 +251,8 @@ class Writer:
             self.recent_from = self.head + 1
         run = newest - newest % self.protocol.run_every
         if self.protocol.runs and run - self.head >= 2 and run - self.protocol.run_span <= self.head:
-            found, *tail = await asyncio.gather(
-                self.bucket.get_run(run), *(self.bucket.get(seq) for seq in range(run + 1, newest + 1))
+            found, tail = await asyncio.gather(
+                self.bucket.get_run(run), asyncio.gather(*(self.bucket.get(seq) for seq in range(run + 1, newest + 1)))
             )
             if found is not None and found[0] <= self.head + 1:
                 self.head = run
@@ -464,7 +462,9 @@ def simulate(cell: Cell, protocol: Protocol, seed: int = 1) -> dict[str, Any]:
 
     async def run() -> dict[str, Any]:
         bucket = Bucket(latency)
-        writers = [Writer(bucket, protocol, cell.round_trip, random.Random(chance.random())) for _ in range(cell.writers)]
+        writers = [
+            Writer(bucket, protocol, cell.round_trip, random.Random(chance.random())) for _ in range(cell.writers)
+        ]
         rate = cell.load / (2 * cell.round_trip)
         outcomes: list[Outcome] = []
         unfinished = 0

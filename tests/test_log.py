@@ -53,9 +53,10 @@ async def test_bounded_staleness_skips_the_probe() -> None:
 
 
 async def test_a_lost_race_catches_up_and_commits_next() -> None:
+    """The log alone (without fleet commit, whose losers go on as intents: tests/test_fleet.py)."""
     objects = MemoryObjectStore()
     counted = FaultyObjectStore(objects)
-    one, two = LogFileStore(objects), await warm(counted)
+    one, two = LogFileStore(objects), await warm(counted, fleet_commit=False)
     await one.write("a.md", "a", expected=None, origin=ORIGIN)
     await one.write("b.md", "b", expected=None, origin=ORIGIN)
     assert await two.write("c.md", "c", expected=None, origin=ORIGIN) == "3"
@@ -349,7 +350,7 @@ async def test_a_write_on_an_old_head_can_prove_it_first_instead_of_losing_a_put
     other = LogFileStore(objects)
     for probe, failed_creates in ((None, 1), (0.0, 0)):
         counted = FaultyObjectStore(objects)
-        mine = LogFileStore(counted, options=LogOptions(probe_before_write_after=probe))
+        mine = LogFileStore(counted, options=LogOptions(probe_before_write_after=probe, fleet_commit=False))
         await mine.list()
         await other.write(f"theirs-{probe}.md", "x", expected=None, origin=Origin(run_id="other"))
         before = counted.calls["create"]
@@ -360,10 +361,11 @@ async def test_a_write_on_an_old_head_can_prove_it_first_instead_of_losing_a_put
 @pytest.mark.parametrize("behind", [1, 3, 6])
 async def test_a_writer_that_lost_reads_the_winner_and_the_keys_after_it_in_one_round(behind: int) -> None:
     """A loser a few commits behind learns the new head from the GETs of the winner's key and the
-    three after it (one 404 among them proves it); further behind, a listing finds the rest."""
+    three after it (one 404 among them proves it); further behind, a listing finds the rest (the
+    log alone: with fleet commit the loser goes on as an intent)."""
     objects = MemoryObjectStore()
     counted = FaultyObjectStore(objects)
-    mine, other = LogFileStore(counted), LogFileStore(objects)
+    mine, other = LogFileStore(counted, options=LogOptions(fleet_commit=False)), LogFileStore(objects)
     await mine.list()
     for n in range(behind):
         await other.write(f"theirs/{n}.md", "x", expected=None, origin=Origin(run_id="other"))

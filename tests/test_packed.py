@@ -48,6 +48,7 @@ CONTENT = CheckpointContent(
     descriptions=[None, None, None, "b"],
     described_with=(65536, 4096, 200),
     erased=[("gone.md", 6)],
+    folds=[("0f" * 16, 6), ("a1" * 16, 7)],
 )
 
 

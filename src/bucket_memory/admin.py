@@ -18,10 +18,11 @@ from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_
 from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
+from .operations import checked_size, file_text
 from .recovery import Recovery, Restoration
 from .retry import FETCH_CONCURRENCY
 from .state import State, texts_of
-from .store import LogFileStore, checked_size, file_text
+from .store import LogFileStore
 from .wire_values import checked_origin, checked_path, stored_size
 
 type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]

@@ -9,6 +9,7 @@ from a13n_harness.providers.memory import FileFormat
 
 from .codec import Checkpoint, CorruptObjectError, off_loop
 from .directories import directory_counts
+from .folds import FoldWindow
 from .live_file import LiveFile
 from .packed import PackedCheckpoint, decode_checkpoint
 from .packed_files import PackedFiles
@@ -38,6 +39,10 @@ def from_checkpoint(checkpoint: Checkpoint | PackedCheckpoint, fmt: FileFormat, 
         genesis=content.genesis,
         since_checkpoint=CheckpointCounts(seq=content.seq),
     )
+    try:
+        state.folds = FoldWindow.of(content.seq, content.folds or ())
+    except ValueError as error:
+        raise CorruptObjectError(location, key, str(error)) from None
     paths: Sequence[str]
     versions: Sequence[int]
     deleted: Sequence[tuple[str, int]]

@@ -56,6 +56,9 @@ EDIT_FORMAT = 2
 # Commits whose hash covers a salted digest of each text, not the text (see `Sealed`): a text can be
 # erased and the chain still checks. Readers of formats 1 and 2 only refuse them with a message to upgrade.
 SEALED_FORMAT = 3
+# Commits that settle intents (`Fold`): sealed as format 3, and readers of formats 1 to 3 refuse them
+# with a message to upgrade.
+FOLDING_FORMAT = 4
 GENESIS_HASH = "0" * 64
 # The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
 # JSON escapes. Anything larger is refused before it is parsed.
@@ -209,6 +212,35 @@ class Erase(_Change):
 type Change = Annotated[Write | Edit | Delete | Move | Purge | Erase, Field(discriminator="op")]
 
 
+type FoldOutcome = Literal["applied", "unchanged", "refused"]
+type IntentId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+# The intents the last commits before a checkpoint settled, each with the seq that did (`folds`).
+type SettledIntents = tuple[tuple[IntentId, Seq], ...]
+
+
+class Fold(_Wire):
+    """An intent (`intents.Intent`, another process's write) that a commit settles, and how: its
+    changes are in the commit (`applied`, each with the intent's origin), it changed nothing
+    (`unchanged`: the file stays at `version`), or its checks refused it (`refused`, with the
+    harness's error `code`). `base` is the head its author saw: a commit may settle an intent only
+    within `folds.FOLD_WINDOW` commits after it, and only once."""
+
+    _written_when_set = frozenset({"code", "version"})
+    id: IntentId
+    base: Seq
+    outcome: FoldOutcome
+    code: Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")] | None = None
+    version: Seq | None = None
+
+    @model_validator(mode="after")
+    def _says_what_it_needs(self) -> Self:
+        if (self.outcome == "refused") != (self.code is not None):
+            raise ValueError("a refused intent names its error's code, and only a refused one")
+        if (self.outcome == "unchanged") != (self.version is not None):
+            raise ValueError("an unchanged intent names the file's version, and only an unchanged one")
+        return self
+
+
 class _Signed(_Wire):
     """An object whose `hash` covers the canonical encoding of every other field, stored at the key
     its `seq` names."""
@@ -282,9 +314,13 @@ class _Signed(_Wire):
             raise CorruptObjectError(location, key, "its content does not match its hash")
         elif decoded.encode() != data:
             raise CorruptObjectError(location, key, "not in the canonical form the store writes")
-        if key_seq(key) != decoded.seq:
+        if not decoded.stored_at(key):
             raise CorruptObjectError(location, key, "it holds another seq than its key names")
         return decoded
+
+    def stored_at(self, key: str) -> bool:
+        """Whether `key` is the one a writer stores this object at."""
+        return key_seq(key) == self.seq
 
     def hashed_as_read(self, data: bytes) -> bool:
         """Whether the bytes read, less their `hash` member, hash to `hash`: for content that is only
@@ -326,25 +362,35 @@ class _Signed(_Wire):
 class Commit(_Signed):
     """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain.
     Format 1 carries whole texts; 2, edits too; 3 seals each text (`_Sealed`), so that it can be
-    erased with the chain intact, and may carry erasures."""
+    erased with the chain intact, and may carry erasures; 4 is 3 settling intents (`folded`)."""
 
+    _written_when_set = frozenset({"folded"})
     kind: Literal["commit"] = "commit"
-    format: Literal[1, 2, 3] = 1
+    format: Literal[1, 2, 3, 4] = 1
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
     time: Time
     origin: WireOrigin
     prev: Hash
     changes: tuple[Change, ...]
+    folded: tuple[Fold, ...] | None = None
 
     @classmethod
     def create(
-        cls, seq: int, prev: str, changes: tuple[Change, ...], origin: Origin, *, at: float, sealed: bool = True
+        cls,
+        seq: int,
+        prev: str,
+        changes: tuple[Change, ...],
+        origin: Origin,
+        *,
+        at: float,
+        sealed: bool = True,
+        folded: tuple[Fold, ...] = (),
     ) -> Commit:
         """A new commit made at `at` (seconds since the epoch, by the server's clock); with `sealed`
-        (always when it erases), of format 3, each text under a salt of its own."""
+        (always when it erases or settles intents), of format 3 or 4, each text under a salt of its own."""
         time = time_text(at)
-        if sealed or any(isinstance(change, Erase) for change in changes):
-            fmt = SEALED_FORMAT
+        if sealed or folded or any(isinstance(change, Erase) for change in changes):
+            fmt = FOLDING_FORMAT if folded else SEALED_FORMAT
             changes = tuple(
                 change.model_copy(update={"salt": secrets.token_hex(16)}) if isinstance(change, _Sealed) else change
                 for change in changes
@@ -352,13 +398,29 @@ class Commit(_Signed):
         else:
             fmt = EDIT_FORMAT if any(isinstance(change, Edit) for change in changes) else FORMAT
         return cls.signed(
-            seq=seq, format=fmt, id=secrets.token_hex(16), time=time, origin=origin, prev=prev, changes=changes
+            seq=seq,
+            format=fmt,
+            id=secrets.token_hex(16),
+            time=time,
+            origin=origin,
+            prev=prev,
+            changes=changes,
+            folded=folded or None,
         )
+
+    @property
+    def sealed(self) -> bool:
+        """Whether each text is sealed under a salt (formats 3 and 4)."""
+        return self.format >= SEALED_FORMAT
 
     @model_validator(mode="after")
     def _format_names_its_changes(self) -> Self:
         texts = [change for change in self.changes if isinstance(change, _Sealed)]
-        if self.format == SEALED_FORMAT:
+        if (self.format == FOLDING_FORMAT) != bool(self.folded):
+            raise ValueError("a commit is of format 4 exactly when it settles intents")
+        if len({fold.id for fold in self.folded or ()}) != len(self.folded or ()):
+            raise ValueError("a commit settles each intent once")
+        if self.sealed:
             if any(change.salt is None and change.sealed is None for change in texts):
                 raise ValueError("every text of a commit of format 3 is sealed")
             return self
@@ -372,12 +434,10 @@ class Commit(_Signed):
 
     @property
     def checkable(self) -> bool:
-        return self.format == SEALED_FORMAT or not any(
-            isinstance(change, _Sealed) and change.is_erased for change in self.changes
-        )
+        return self.sealed or not any(isinstance(change, _Sealed) and change.is_erased for change in self.changes)
 
     def body_digest(self) -> str:
-        if self.format != SEALED_FORMAT:
+        if not self.sealed:
             return super().body_digest()
         members = {name: member for name, member in self._members.items() if name != "hash"}
         sealed = [_sealed_form(change) for change in self.changes]
@@ -464,11 +524,12 @@ class Checkpoint(_Signed):
     time: Time
     files: WirePathRows[tuple[str, str | None, Seq]]
     deleted: WirePathRows[tuple[str, Seq]]
-    _written_when_set = frozenset({"genesis", "descriptions", "described_with", "erased"})
+    _written_when_set = frozenset({"genesis", "descriptions", "described_with", "erased", "folds"})
     genesis: Hash | None = None
     descriptions: tuple[str | None, ...] | None = None
     described_with: tuple[int, int, int] | None = None
     erased: WirePathRows[tuple[str, Seq]] | None = None
+    folds: SettledIntents | None = None
 
     @model_validator(mode="after")
     def _erased_files_named(self) -> Self:
@@ -495,7 +556,8 @@ class Checkpoint(_Signed):
 class CheckpointContent(NamedTuple):
     """What a checkpoint holds in either layout (`Checkpoint`, `packed.PackedCheckpoint`): the
     live files as (path, text or None once erased, version), in path order, and the rest as the
-    fields of `Checkpoint` name them."""
+    fields of `Checkpoint` name them (`folds`: the intents settled in the last `folds.FOLD_WINDOW`
+    commits, None when there are none)."""
 
     seq: int
     head_hash: str
@@ -507,6 +569,7 @@ class CheckpointContent(NamedTuple):
     descriptions: Sequence[str | None] | None
     described_with: tuple[int, int, int] | None
     erased: Sequence[tuple[str, int]] | None
+    folds: Sequence[tuple[str, int]] | None
 
 
 def redacted_content(content: CheckpointContent, paths: Collection[str], erasure: int) -> CheckpointContent | None:

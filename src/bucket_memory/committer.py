@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from a13n_harness.providers.memory import MemoryStoreError
 
 from . import deadline, telemetry
-from .batch import Request, plan_batch, resolve
+from .batch import HandedOver, Request, folds_of, plan_batch, resolve
 from .codec import Commit, off_loop, text_bytes
 from .head import Head
 from .options import LogOptions
 from .settle import Fenced, Landed, Lost, Passed, Settler, Unknown
+from .state import State
 
 
 def unconfirmed(location: str, seq: int) -> MemoryStoreError:
@@ -26,6 +27,11 @@ def unconfirmed(location: str, seq: int) -> MemoryStoreError:
         f"{location} did not confirm a commit near seq {seq}; the write may or may not have happened. "
         "Read the file before trying again.",
     )
+
+
+class Outraced(Exception):
+    """A fold's one attempt lost to another writer's commit, which the head now holds: its author
+    looks there for what became of its intent (`fleet.py`)."""
 
 
 class Committer:
@@ -46,9 +52,14 @@ class Committer:
     def location(self) -> str:
         return self.head.reader.location
 
-    async def commit(self, batch: Sequence[Request]) -> Commit | None:
+    async def commit(self, batch: Sequence[Request], *, once: bool = False) -> Commit | None:
         """Plan every request of the batch and commit their changes as one commit (invariants 1, 5);
-        the commit, or None when no plan changed anything."""
+        the commit, or None when no plan changed anything and no intent needed settling.
+
+        A request that carries an intent no longer foldable at the head (settled meanwhile, or
+        past its window) leaves the batch unplanned, answered `HandedOver`. After a lost race,
+        with `once` the winner's commits are taken and `Outraced` raised; else a mutation that can
+        go on as an intent does (answered `HandedOver`) and the rest are planned again."""
         head, clock = self.head, self.options.clock
         taken = clock()  # every request of the batch was waiting by now
         probe_after = self.options.probe_before_write_after
@@ -59,19 +70,21 @@ class Committer:
         while True:
             state = await head.loaded()  # invariant 2: plan on a head recent enough to trust
             seq = state.head + 1
+            batch = _foldable(batch, state, seq)
             scratch, planned = plan_batch(state, batch, seq, edits=self.options.store_edits)
             accepted = [
                 (request, changes)
                 for request, changes in zip(batch, planned, strict=True)
-                if changes and not isinstance(changes, MemoryStoreError)
+                if changes and isinstance(changes, Sequence)
             ]
-            if not accepted:
+            folds = folds_of(batch, planned)
+            if not accepted and not folds:
                 if head.confirmed_at < taken:  # invariant 5: refuse only on a head proven during the calls
                     await head.probe()
                     continue
                 resolve(batch, planned, None)
                 return None
-            first = accepted[0][0].origin
+            first = accepted[0][0].origin if accepted else batch[0].origin
             changes = tuple(
                 change if request.origin == first else change.model_copy(update={"origin": request.origin})
                 for request, request_changes in accepted
@@ -81,7 +94,7 @@ class Committer:
             # and recovery look commits up by time, so times must rise with seqs).
             at = max(await head.reader.objects.now(), state.head_time)
             make = functools.partial(
-                Commit.create, seq, state.head_hash, changes, first, at=at, sealed=self.options.erasable
+                Commit.create, seq, state.head_hash, changes, first, at=at, sealed=self.options.erasable, folded=folds
             )
             commit = await off_loop(text_bytes(changes), make)
             match await self.settler.settle(commit):
@@ -94,7 +107,13 @@ class Committer:
                     return commit
                 case Lost(run, proven_at):
                     telemetry.count("conflicts")
+                    head.traffic.lost_at = clock()
                     await self._take(run, proven_at)
+                    if once:
+                        raise Outraced
+                    batch = self._hand_over(batch)
+                    if not batch:
+                        return None
                     losses += 1
                     if losses >= self.options.commit_attempts:
                         raise MemoryStoreError(
@@ -114,6 +133,19 @@ class Committer:
                         head.forget()
                     raise unconfirmed(self.location, seq)
 
+    def _hand_over(self, batch: Sequence[Request]) -> list[Request]:
+        """After a lost race, the requests that go on as intents (answered `HandedOver`), when the
+        log folds intents; the rest, to be planned again."""
+        if not self.options.fleet_commit:
+            return list(batch)
+        staying = []
+        for request in batch:
+            if request.may_hand_over and not request.outcome.done():
+                request.outcome.set_exception(HandedOver())
+            else:
+                staying.append(request)
+        return staying
+
     async def _take(self, run: Sequence[Commit], proven_at: float | None) -> None:
         """Apply commits read past the head; prove the head as of `proven_at`, or catch up to it."""
         for commit in run:
@@ -132,3 +164,16 @@ class Committer:
         rose from 5.4 to 8.8."""
         if losses == 1:
             await asyncio.sleep(deadline.clip(random.uniform(0, max(self.settler.round_seconds, 0.001))))
+
+
+def _foldable(batch: Sequence[Request], state: State, seq: int) -> list[Request]:
+    """The batch without the requests whose intents commit `seq` may not settle (answered `HandedOver`)."""
+    staying = []
+    for request in batch:
+        intent = request.intent
+        if intent is not None and not state.folds.foldable(intent.id, intent.base, seq):
+            if not request.outcome.done():
+                request.outcome.set_exception(HandedOver())
+            continue
+        staying.append(request)
+    return staying

@@ -16,6 +16,7 @@ from .options import LogOptions
 from .reader import LogReader
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .state import State
+from .traffic import Traffic
 from .wire_values import log_key
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Head:
         self._proven = float("-inf")
         self._state: State | None = None
         self._clock = options.clock
+        self.traffic = Traffic()  # how fast others commit, from the commits of theirs applied here
 
     @property
     def confirmed_at(self) -> float:
@@ -85,7 +87,7 @@ class Head:
         self.current().absorb(planned)
 
     def apply(self, commit: Commit, state: State | None = None) -> None:
-        """Apply a commit to `state` (the cached one by default)."""
+        """Apply another process's commit to `state` (the cached one by default)."""
         target = state if state is not None else self.current()
         try:
             target.apply(commit, self.reader.location)
@@ -93,6 +95,7 @@ class Head:
             if target is self._state:
                 self._state = None
             raise
+        self.traffic.note(commit.moment.timestamp())
 
     def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
         """Invariant 2: whether the head was confirmed (or `since` was) more than half the grace period ago."""

@@ -34,15 +34,17 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import overload
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .batch import Plan, Request, consume, fail
+from .batch import Plan, Request, Result, consume, fail
 from .codec import Erase, Purge
 from .committer import Committer, unconfirmed
 from .head import Head
 from .objects import ObjectStore
+from .operations import Operation
 from .options import LogOptions
 from .reader import LogReader
 from .state import State
@@ -122,7 +124,8 @@ class CommitLog:
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
-        """Hold off this process's catch-ups and commits (while recovery re-creates objects)."""
+        """Hold off this process's catch-ups and commits (while recovery re-creates objects, or a
+        fold commits others' intents)."""
         self._on_this_loop()
         async with self._lock:
             yield
@@ -156,18 +159,28 @@ class CommitLog:
                 await self.head.probe()
                 return self.head.current()
 
-    async def commit(self, plan: Plan, origin: Origin) -> int | None:
-        """Commit what `plan` returns at the head; the new seq, or None when it returned no change.
+    @overload
+    async def commit(self, plan: Plan, origin: Origin) -> int | None: ...
+
+    @overload
+    async def commit(self, plan: Plan, origin: Origin, *, operation: Operation) -> int | str: ...
+
+    async def commit(self, plan: Plan, origin: Origin, *, operation: Operation | None = None) -> Result:
+        """Commit what `plan` returns at the head; the new seq, or None when it returned no change
+        (for an `operation`, whose plan `plan` is: the version a write left its file at).
 
         Calls that arrive while another commit is under way are made together in the next commit:
         their plans run in arrival order, each against the state the ones before it leave. The
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
-        A batch's requests must all be sent by the earliest deadline among its callers.
+        A batch's requests must all be sent by the earliest deadline among its callers. An
+        `operation` whose commit loses a race may be answered `batch.HandedOver`, to go on as an
+        intent (`fleet.py`).
         """
         self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
-        request = Request(plan, origin, asyncio.get_running_loop().create_future(), end, telemetry.current())
+        outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        request = Request(plan, origin, outcome, end, telemetry.current(), operation=operation)
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
             self._committer = asyncio.create_task(self._drain())

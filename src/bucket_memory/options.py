@@ -37,8 +37,10 @@ class LogOptions:
     erasure commit is of format 3 regardless: upgrade them before erasing). With
     `packed_checkpoints`, checkpoints are packed (format 3: an index, then the texts, so that a cold
     open decodes only the texts it reads); readers from before them cannot read such checkpoints,
-    so turn it off until every reader is upgraded. `clock` is the local monotonic clock heads are
-    aged by (tests replace it).
+    so turn it off until every reader is upgraded. With `fleet_commit`, a write that meets other
+    processes' writes is published as an intent for whoever commits next to fold into its commit
+    (`fleet.py`), and such commits are of format 4, which readers before it cannot read. `clock`
+    is the local monotonic clock heads are aged by (tests replace it).
     """
 
     max_staleness: float = 0.0
@@ -56,6 +58,7 @@ class LogOptions:
     store_edits: bool = True
     erasable: bool = True
     packed_checkpoints: bool = True
+    fleet_commit: bool = True
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -66,7 +69,7 @@ class LogOptions:
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):
             raise ValueError(f"LogOptions.probe_before_write_after must be None or seconds >= 0, not {probe!r}")
-        for flag in ("store_edits", "erasable", "packed_checkpoints", "auto_compact"):
+        for flag in ("store_edits", "erasable", "packed_checkpoints", "fleet_commit", "auto_compact"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"LogOptions.{flag} must be True or False, not {getattr(self, flag)!r}")
         for name in ("commit_attempts", "request_attempts"):

@@ -26,7 +26,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 from pydantic import PrivateAttr, model_validator
 
 from .canonical_json import canonical
-from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, _Signed
+from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, SettledIntents, _Signed
 from .directories import counted, directory_counts, located, names_a_file, row_of
 from .wire_values import Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
@@ -61,10 +61,11 @@ class CheckpointIndex(_Signed):
     directory_lengths: tuple[int, ...]
     deleted: WirePathRows[tuple[str, Seq]]
     blocks: tuple[Hash, ...]
-    _written_when_set = frozenset({"genesis", "erased"})
+    _written_when_set = frozenset({"genesis", "erased", "folds"})
     _files_below: dict[str, int] = PrivateAttr(default_factory=dict)  # counted as the index is checked
     genesis: Hash | None = None
     erased: WirePathRows[tuple[str, Seq]] | None = None
+    folds: SettledIntents | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -9,11 +9,12 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from . import telemetry
 from .checkpoint_state import read_checkpoint
-from .codec import Commit
+from .codec import Commit, CorruptObjectError
+from .intents import Intent, read_intent
 from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, PENDING_PREFIX, intent_key_parts, key_seq, log_key
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,21 @@ class LogReader:
     async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
         """The checkpoints, oldest first, with their seqs."""
         return _owned(await self.list_keys(CHECKPOINT_PREFIX))
+
+    async def list_pending(self) -> list[str]:
+        """The keys of the pending intents, oldest first (other keys under `pending/` are ignored)."""
+        return [info.key for info in await self.list_keys(PENDING_PREFIX) if intent_key_parts(info.key) is not None]
+
+    async def intent(self, key: str) -> Intent | None:
+        """The intent at `key`, or None when it is gone or is not one a writer made (logged)."""
+        data = await self.get(key)
+        if data is None:
+            return None
+        try:
+            return read_intent(self.location, key, data)
+        except CorruptObjectError as error:
+            logger.warning("%s: skipping %s", self.location, error)
+            return None
 
     async def commit(self, seq: int) -> Commit | None:
         """Commit `seq`, or None when its key is absent."""

@@ -29,12 +29,13 @@ from .embedding import DEFAULT_BATCH, check_batch
 from .erasure import Erasure, ErasurePlan
 from .extras import records_extra
 from .live_file import LiveFile
+from .operations import checked_size
 from .options import RANKINGS, Ranking
 from .recall import Recall
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Record, Snapshot
 from .state import State
-from .store import LogFileStore, checked_size
+from .store import LogFileStore
 from .telemetry import traced
 from .wire_values import checked_origin, moment_of, stored_size, time_text
 

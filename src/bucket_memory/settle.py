@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from . import deadline, telemetry
-from .codec import SEALED_FORMAT, Commit, CorruptObjectError, off_loop
+from .codec import Commit, CorruptObjectError, off_loop
 from .head import Head, Overtaken
 from .retry import backoff, within_deadline
 from .wire_values import log_key
@@ -137,7 +137,7 @@ class Settler:
             (),
             Origin(run_id=FENCE_RUN),
             at=commit.moment.timestamp(),
-            sealed=commit.format == SEALED_FORMAT,
+            sealed=commit.sealed,
         )
 
     async def _attempt(self, commit: Commit) -> _Held | None:

@@ -26,6 +26,7 @@ from .codec import (
 )
 from .delta import spliced
 from .directories import parent_directories
+from .folds import FoldWindow
 from .live_file import LiveFile
 from .overlay import Overlay
 from .packed_files import PackedFiles
@@ -88,6 +89,7 @@ class State:
     stored_bytes: int = 0
     since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
+    folds: FoldWindow = field(default_factory=FoldWindow)  # the intents the last commits settled
 
     def apply(self, commit: Commit, location: str) -> None:
         """Apply the next commit, or `CorruptObjectError` if it does not follow or breaks a rule."""
@@ -96,6 +98,9 @@ class State:
             raise CorruptObjectError(location, key, f"commit {self.head + 1} is missing before it")
         if commit.prev != self.head_hash:
             raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
+        for fold in commit.folded or ():
+            if (refusal := self.folds.refusal(fold, commit.seq)) is not None:
+                raise CorruptObjectError(location, key, refusal)
         try:
             for change in commit.changes:
                 self.apply_change(change, commit.seq)
@@ -113,6 +118,7 @@ class State:
             self.genesis = commit.hash
         self.since_checkpoint.written += commit.size
         self.since_checkpoint.carried += text_bytes(commit.changes)
+        self.folds = self.folds.after(commit.seq, commit.folded or ())
 
     def apply_change(self, change: Change, seq: int) -> None:
         """One change as commit `seq` makes it, refused (`invalid_path`, `not_found`) where it breaks a rule."""
@@ -203,7 +209,7 @@ class State:
             self.changed.pop(path, None)  # to the end: `changed` is kept in seq order
             self.changed[path] = seq
         self.head, self.head_hash, self.head_time = layered.head, layered.head_hash, layered.head_time
-        self.floor, self.genesis = layered.floor, layered.genesis
+        self.floor, self.genesis, self.folds = layered.floor, layered.genesis, layered.folds
         self.live_bytes, self.stored_bytes = layered.live_bytes, layered.stored_bytes
 
     def changes_in_order(self) -> dict[str, int]:
@@ -241,6 +247,7 @@ class State:
             descriptions=[file.description for _, file in live],
             described_with=describing(self.format),
             erased=erased or None,
+            folds=self.folds.rows() or None,
         )
 
     def _add(self, path: str, text: str, seq: int, *, erased: int | None = None) -> None:

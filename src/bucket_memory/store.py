@@ -6,7 +6,7 @@ import bisect
 import builtins
 import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from a13n_harness.providers.memory import (
@@ -18,21 +18,31 @@ from a13n_harness.providers.memory import (
     GrepMatch,
     MemoryStoreError,
     Origin,
-    describe,
     validate_directory,
 )
 
 from .change_feed import changes_after, changes_since, cursor_of
-from .codec import Change, Delete, Move, Purge, Write
+from .codec import Purge
+from .fleet import Fleet
 from .housekeeping import Housekeeper
 from .live_file import LiveFile
 from .log import CommitLog
 from .objects import LocalObjectStore, ObjectStore
+from .operations import (
+    DeleteOp,
+    MoveOp,
+    WriteOp,
+    check_quota,
+    checked_size,
+    dependencies_of,
+    file_text,
+    version_of,
+)
 from .options import LogOptions
 from .search import search_files
 from .state import State, texts_of
 from .telemetry import traced
-from .wire_values import checked_origin, checked_path, stored_size
+from .wire_values import checked_origin, checked_path
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
@@ -60,6 +70,7 @@ class LogFileStore:
         self.max_bytes = max_bytes
         self.log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
         self.housekeeper = Housekeeper(self.log)
+        self.fleet = Fleet(self.log)
         self._listing = _Listing()
 
     @classmethod
@@ -93,8 +104,9 @@ class LogFileStore:
         return self.log.location
 
     async def settle(self) -> None:
-        """Wait for the checkpoint and compaction work that earlier writes started."""
+        """Wait for the checkpoint, compaction and intent deletions that earlier writes started."""
         await self.log.settle()
+        await self.fleet.settle()
 
     @traced("list")
     async def list(self) -> list[FileEntry]:
@@ -119,22 +131,16 @@ class LogFileStore:
         dependencies: Mapping[str, str | None] | None = None,
     ) -> str:
         path = checked_path(path, self.format)
-        size = checked_size(text, self.format)
-        checked = self._dependencies(dependencies)
-        unchanged: list[str] = []
-
-        def plan(state: State) -> Sequence[Change]:
-            _check_dependencies(state, checked)
-            current = _check_expected(state, path, expected)
-            if current is not None and current.text == text:
-                unchanged.append(current.version)
-                return ()
-            state.check_room(path)
-            self.check_quota(state, size - (state.files[path].stored if current is not None else 0))
-            return (Write(path=path, text=text),)
-
-        seq = await self.log.commit(plan, checked_origin(origin))
-        return str(seq) if seq is not None else unchanged[-1]
+        checked_size(text, self.format)
+        operation = WriteOp(
+            path=path,
+            text=text,
+            expected=version_of(expected),
+            dependencies=self._dependencies(dependencies),
+            max_bytes=self.max_bytes,
+        )
+        done = await self.fleet.submit(operation, checked_origin(origin))
+        return str(done)
 
     @traced("move")
     async def move(
@@ -146,21 +152,14 @@ class LogFileStore:
         origin: Origin,
         dependencies: Mapping[str, str | None] | None = None,
     ) -> str:
-        source, destination = checked_path(source, self.format), checked_path(destination, self.format)
-        checked = self._dependencies(dependencies)
-
-        def plan(state: State) -> Sequence[Change]:
-            _check_dependencies(state, checked)
-            if _check_expected(state, source, expected) is None:
-                raise MemoryStoreError("not_found", f"{source} does not exist.")
-            if (taken := file_text(state, destination)) is not None:
-                raise MemoryStoreError("already_exists", f"{destination} already exists.", current=taken)
-            state.check_room(destination, leaving=source)
-            return (Move(source=source, destination=destination),)
-
-        seq = await self.log.commit(plan, checked_origin(origin))
-        assert seq is not None, "a move always commits"
-        return str(seq)
+        operation = MoveOp(
+            source=checked_path(source, self.format),
+            destination=checked_path(destination, self.format),
+            expected=version_of(expected),
+            dependencies=self._dependencies(dependencies),
+            max_bytes=self.max_bytes,
+        )
+        return str(await self.fleet.submit(operation, checked_origin(origin)))
 
     @traced("delete")
     async def delete(
@@ -171,15 +170,13 @@ class LogFileStore:
         origin: Origin,
         dependencies: Mapping[str, str | None] | None = None,
     ) -> None:
-        path = checked_path(path, self.format)
-        checked = self._dependencies(dependencies)
-
-        def plan(state: State) -> Sequence[Change]:
-            _check_dependencies(state, checked)
-            _check_expected(state, path, expected)
-            return (Delete(path=path),)
-
-        await self.log.commit(plan, checked_origin(origin))
+        operation = DeleteOp(
+            path=checked_path(path, self.format),
+            expected=version_of(expected),
+            dependencies=self._dependencies(dependencies),
+            max_bytes=self.max_bytes,
+        )
+        await self.fleet.submit(operation, checked_origin(origin))
 
     @traced("changes")
     async def changes(self, since: str | None) -> Changes | FullResync:
@@ -204,15 +201,13 @@ class LogFileStore:
         return await search_files(pattern, is_regex=regex, case_sensitive=case_sensitive, files=files, limit=limit)
 
     def check_quota(self, state: State, growth: int) -> None:
-        if growth > 0 and state.stored_bytes + growth > self.max_bytes:
-            raise MemoryStoreError(
-                "memory_full",
-                f"The memory holds {state.stored_bytes} of its {self.max_bytes} bytes; this write needs {growth} more. "
-                "Delete or shorten files first.",
-            )
+        """`memory_full` when `growth` more bytes would take the memory past this store's quota."""
+        check_quota(state, growth, self.max_bytes)
 
-    def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> dict[str, str | None]:
-        return {checked_path(path, self.format): version for path, version in (dependencies or {}).items()}
+    def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
+        return dependencies_of(
+            {checked_path(path, self.format): version for path, version in (dependencies or {}).items()}
+        )
 
 
 class _Listing:
@@ -253,72 +248,3 @@ class _Listing:
 
 def _entry(path: str, live: LiveFile) -> FileEntry:
     return FileEntry(path=path, version=str(live.version), size=live.size, description=live.description)
-
-
-def file_text(state: State, path: str) -> FileText | None:
-    """The file at `path` in `state`, None if there is none; `not_found` naming the erasure for one
-    whose text was erased (only past states hold such files)."""
-    live = state.files.get(path)
-    if live is None:
-        return None
-    if live.erased is not None:
-        raise ErasedVersionError(path, str(live.version), live.erased)
-    return FileText(path=path, text=live.text, version=str(live.version))
-
-
-class ErasedVersionError(MemoryStoreError):
-    """A version of a file whose text was erased (`not_found`): `erasure` is the erasure commit."""
-
-    def __init__(self, path: str, version: str, erasure: int) -> None:
-        super().__init__(
-            "not_found",
-            f"Version {version} of {path} was erased by commit {erasure}; `bucket-memory log` shows who erased it "
-            "and when.",
-        )
-        self.path, self.version, self.erasure = path, version, erasure
-
-
-def checked_size(text: str, fmt: FileFormat) -> int:
-    """The stored size of a file's text (`wire_values.stored_size`) after the format's checks, or
-    the harness's error."""
-    if not isinstance(text, str):
-        raise MemoryStoreError("invalid_file", f"A memory file is text, not {type(text).__name__}.")
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        raise MemoryStoreError(
-            "invalid_file", "A memory file is UTF-8 text; this one has unpaired surrogates."
-        ) from None
-    describe(text, fmt)
-    return stored_size(text)
-
-
-def _check_dependencies(state: State, dependencies: Mapping[str, str | None]) -> None:
-    for path, version in dependencies.items():
-        current = file_text(state, path)
-        if (current.version if current is not None else None) != version:
-            now = f"it is at version {current.version}" if current is not None else "it does not exist now"
-            raise MemoryStoreError(
-                "read_conflict",
-                f"{path} changed since it was observed ({now}; the memory's newest commit is {state.head}); "
-                "reread it and reconsider the write.",
-                current=current,
-            )
-
-
-def _check_expected(state: State, path: str, expected: str | None) -> FileText | None:
-    current = file_text(state, path)
-    if (current.version if current is not None else None) != expected:
-        raise MemoryStoreError("version_mismatch", _mismatch(path, expected, current, state.head), current=current)
-    return current
-
-
-def _mismatch(path: str, expected: str | None, current: FileText | None, head: int) -> str:
-    """Why a compare-and-swap failed, with what the caller needs to decide again: the file's version
-    now and the memory's newest commit."""
-    newest = f"the memory's newest commit is {head}"
-    if current is None:
-        return f"{path} does not exist now; it was expected at version {expected} ({newest})."
-    if expected is None:
-        return f"{path} already exists, at version {current.version} ({newest})."
-    return f"{path} is at version {current.version}, not {expected}: it changed since it was read ({newest})."

@@ -1,8 +1,8 @@
 """OpenTelemetry spans and metrics for store operations, through the API the harness depends on.
 
 Each store operation runs in a span `bucket_memory.<operation>` whose attributes count the
-requests it sent, the retries, the commits lost to other writers (conflicts) and the bytes read
-and committed; a commit that other callers' writes joined counts for each of them. The same
+requests it sent, the retries, the commits lost to other writers (conflicts), the bytes read
+and committed, the writes it published as intents and the others' intents its commits settled; a commit that other callers' writes joined counts for each of them. The same
 events feed counters, and each operation's duration a histogram, by operation and outcome.
 Nothing is recorded unless the host installs an OpenTelemetry SDK: the API's default providers
 do nothing, so unused telemetry costs a context variable and a few additions per operation.
@@ -47,6 +47,8 @@ class Tally:
     commits: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
+    intents: int = 0
+    folded: int = 0
 
     def add(self, other: Tally) -> None:
         for name in _EVENTS:
@@ -69,6 +71,12 @@ _COUNTERS = {
     "bytes_read": _meter.create_counter("bucket_memory.bytes_read", unit="By", description="Object bytes read."),
     "bytes_written": _meter.create_counter(
         "bucket_memory.bytes_written", unit="By", description="Commit bytes sent, every attempt."
+    ),
+    "intents": _meter.create_counter(
+        "bucket_memory.intents", unit="{intent}", description="Writes published as intents for another to commit."
+    ),
+    "folded": _meter.create_counter(
+        "bucket_memory.folded", unit="{intent}", description="Other processes' intents settled by our commits."
     ),
 }
 _cold_starts = _meter.create_counter(

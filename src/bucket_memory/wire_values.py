@@ -19,6 +19,7 @@ from pydantic import AfterValidator, Field
 
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
+PENDING_PREFIX = "pending/"
 RESERVED_FOLDERS = ("log", "checkpoints")
 
 MAX_SEQ = 10**20 - 1
@@ -51,6 +52,21 @@ def log_key(seq: int) -> str:
 
 def checkpoint_key(seq: int) -> str:
     return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
+
+
+_INTENT_KEY = re.compile(r"pending/(\d{13})-(\d{20})-([0-9a-f]{32})\.json")
+
+
+def intent_key(made: int, base: int, intent_id: str) -> str:
+    """Where an intent is published: by when it was made (milliseconds since the epoch, its
+    author's clock), so that a listing gives the oldest first, then its base and its id."""
+    return f"{PENDING_PREFIX}{made:013d}-{base:020d}-{intent_id}.json"
+
+
+def intent_key_parts(key: str) -> tuple[int, int, str] | None:
+    """The (made, base, id) an intent's key names, or None for a key that is not an intent's."""
+    match = _INTENT_KEY.fullmatch(key)
+    return (int(match[1]), int(match[2]), match[3]) if match else None
 
 
 def key_seq(key: str) -> int | None:

@@ -35,9 +35,10 @@ from starlette.staticfiles import StaticFiles
 from ..admin import MemoryAdmin, Revision, version_seq
 from ..connect import open_store
 from ..diffs import LineDiff, line_diff
+from ..operations import ErasedVersionError
 from ..record_format import RecordBody
 from ..records import LogRecordStore, is_record_path
-from ..store import ErasedVersionError, LogFileStore
+from ..store import LogFileStore
 from .access import FORM_FIELD, TokenAccess, same_token
 from .headers import SecurityHeaders
 from .times import time_element

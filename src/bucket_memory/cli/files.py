@@ -229,7 +229,7 @@ def diff(
     Example: bucket-memory diff s3://my-memories/team notes/tea.md --from 3
     """
     from ..diffs import unified_diff
-    from ..store import ErasedVersionError
+    from ..operations import ErasedVersionError
     from .output import Diff
 
     erased: list[str] = []

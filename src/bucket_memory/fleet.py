@@ -1,0 +1,390 @@
+"""Fleet commit: writers in many processes share commits through the bucket alone.
+
+One log commits one key per round, whoever races for it; group commit within a process never
+helps a fleet of processes. A write that meets other writers (it lost a race, or others commit
+often enough that its head is surely stale) is therefore published as an intent
+(`intents.Intent`) under `pending/`, and whoever creates the next log key folds the pending
+intents into its commit, oldest first, each planned on the state at that point exactly as a
+caller's own plan is (`batch.plan_batch`), and settled by a `Fold` record in the commit.
+
+An author waits for the commit that settles its intent by polling the next log key, and races
+for the key itself, folding every intent it can read, when its own is the oldest pending, or
+after `IMPATIENCE` commits passed it by, or after `IDLE_POLLS` polls found the log standing
+still: someone always races, and no intent waits behind a crashed author. What an author is
+told is what the log proves: its intent applied at the commit that settled it, unchanged there,
+or refused (then planned again on a head proven current: a refusal there is the answer); a
+commit settles an intent at most once, within `FOLD_WINDOW` commits of its base (`folds.py`);
+`write_unconfirmed` only when the author gave up without that proof.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
+
+from . import deadline, telemetry
+from .batch import HandedOver, Plan, Request, Result, consume
+from .codec import Change, Commit, Fold
+from .committer import Outraced, unconfirmed
+from .folds import FOLD_WINDOW
+from .intents import Intent
+from .log import CommitLog
+from .operations import Operation
+from .retry import gather_bounded, retrying, within_deadline
+from .state import State
+from .wire_values import intent_key_parts
+
+logger = logging.getLogger(__name__)
+
+# Commits that pass an intent by, unsettled, before its author races for the next key itself.
+IMPATIENCE = 2
+# Polls that find no new commit before an author races for the next key itself.
+IDLE_POLLS = 8
+# Intents one commit folds at most, and the bytes of them it reads.
+FOLD_CAP = 256
+FOLD_BYTES = 8 * 1024 * 1024
+# After losing a race, a process publishes its writes as intents for this many create latencies.
+CONTENDED_ROUNDS = 40
+# A head that others have likely moved by this many commits or more is listed before its
+# intent is published, so that its base is the head, not a head the window has left behind.
+STALE_BASE = FOLD_WINDOW // 4
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A commit settled the intent: its write's version (a seq), or the version it left unchanged."""
+
+    version: int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """The intent will never be applied (refused by another's commit, or past its window): plan
+    the write again on a current head."""
+
+
+type Outcome = Settled | Replan
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """An author's view while its intent is pending: the newest commit seen (`known`, which the
+    cached head may be behind), the older intents it knows of, and what the commits it read settled."""
+
+    intent: Intent
+    known: int
+    older: set[str] = field(default_factory=set)
+    settled: dict[str, tuple[int, Fold]] = field(default_factory=dict)
+    passed: int = 0
+    idle: int = 0
+
+    def note(self, commit: Commit) -> None:
+        self.known = max(self.known, commit.seq)
+        for fold in commit.folded or ():
+            self.settled[fold.id] = (commit.seq, fold)
+
+    def rank(self, pending: Sequence[str]) -> None:
+        """Take the older intents from a fresh listing of the pending ones."""
+        self.older = {key for key in pending if key < self.intent.key and _live(key, self.known)}
+
+    @property
+    def first(self) -> bool:
+        """Whether no older intent is pending, as far as this author knows."""
+        return all(_id_of(key) in self.settled for key in self.older)
+
+    @property
+    def turn(self) -> bool:
+        """Whether to race for the next key now: ours is the oldest, or others had their chance."""
+        return self.first or self.passed >= IMPATIENCE or self.idle >= IDLE_POLLS
+
+
+class Fleet:
+    """The writes of one process to one log, each committed directly or through an intent.
+
+    `submit` commits a mutation as the log would (one conditional PUT when uncontended), unless
+    this process has lately lost a race or expects others' commits since its head was proven:
+    then, or when the direct commit loses, the mutation is published as an intent and its author
+    waits for the commit that settles it, racing for the key when its turn comes.
+    """
+
+    def __init__(self, log: CommitLog) -> None:
+        self.log = log
+        self._cleaning: set[asyncio.Task[None]] = set()
+
+    @property
+    def location(self) -> str:
+        return self.log.location
+
+    def contended(self) -> bool:
+        """Whether a write now would likely meet others': it lost a race lately, or others commit
+        often enough that the head, as last proven, is probably stale."""
+        head, clock = self.log.head, self.log.options.clock
+        rounds = CONTENDED_ROUNDS * max(self.log.committer.settler.round_seconds, 0.025)
+        if clock() - head.traffic.lost_at < rounds:
+            return True
+        return head.cached is not None and self._expected_since_proven() >= 0.5
+
+    async def submit(self, operation: Operation, origin: Origin) -> int | str:
+        """Commit `operation`; its new version (a seq), or the version a write left unchanged."""
+        self.log.check_writable()
+        called = self.log.options.clock()
+        with deadline.within(self.log.options.operation_timeout):
+            if not self.log.options.fleet_commit or not self.contended():
+                try:
+                    return await self.log.commit(operation.plan, origin, operation=operation)
+                except HandedOver:
+                    pass  # it lost its race: from here on, an intent
+            return await self._through_intents(operation, origin, called)
+
+    async def settle(self) -> None:
+        """Wait until the deletions of settled intents started here are done."""
+        while self._cleaning:
+            await asyncio.wait(list(self._cleaning))
+
+    def _expected_since_proven(self) -> float:
+        head = self.log.head
+        return head.traffic.expected(time.time(), self.log.options.clock() - head.confirmed_at)
+
+    async def _through_intents(self, operation: Operation, origin: Origin, called: float) -> int | str:
+        """Publish `operation` as an intent until one is settled. A head proven current since the
+        call (a lost race reads the winner and a 404 after it) is planned on first, and a refusal
+        there is the answer (invariant 5), with no intent; so is one on a head proven current
+        after another's commit refused an intent of ours."""
+        for _ in range(self.log.options.commit_attempts):
+            async with self.log.exclusive():
+                state = await self.log.head.loaded()
+                if self.log.head.confirmed_at >= called:
+                    operation.plan(state.layered())  # raises the refusal
+            match await self._one_intent(operation, origin):
+                case Settled(version):
+                    return version
+                case Replan():
+                    async with self.log.exclusive():
+                        await self.log.head.loaded()
+                        await self.log.head.probe()
+                    called = self.log.options.clock()  # nothing since: the next round plans on it
+        raise MemoryStoreError("unavailable", f"Writes to {self.location} kept being refused and retried; try again.")
+
+    async def _one_intent(self, operation: Operation, origin: Origin) -> Outcome:
+        """One intent of `operation`, from publishing it to the commit that settles it. Once its
+        publishing has begun, a failure that proves nothing is `write_unconfirmed`: whoever
+        commits next may still settle it, within its window."""
+        head, reader = self.log.head, self.log.reader
+        async with self.log.exclusive():
+            state = await head.loaded()
+        intent: Intent | None = None
+        publishing: asyncio.Task[None] | None = None
+        if self._expected_since_proven() < STALE_BASE:  # recent enough to be the base: publish as we list
+            intent = Intent.create(operation, origin, base=state.head, made=time.time())
+            publishing = asyncio.create_task(self._publish(intent))
+        try:
+            listed, pending = await asyncio.gather(reader.list_log(after=state.head), reader.list_pending())
+            known = max((seq for seq, _ in listed), default=state.head)
+            if intent is None or known >= intent.base + 2 * STALE_BASE:  # the head was staler than expected
+                intent = Intent.create(operation, origin, base=known, made=time.time())
+                publishing = asyncio.create_task(self._publish(intent))
+            assert publishing is not None
+            return await self._wait(_Waiting(intent, known), pending, publishing)
+        except MemoryStoreError as error:
+            if publishing is not None and error.code == "unavailable":
+                raise unconfirmed(self.location, state.head + 1) from None
+            raise
+        except Exception:
+            if publishing is None:
+                raise
+            logger.exception("%s: unexpected failure while an intent was pending", self.location)
+            raise unconfirmed(self.location, state.head + 1) from None
+        finally:
+            if publishing is not None:
+                publishing.add_done_callback(_consumed)
+
+    async def _wait(self, waiting: _Waiting, pending: Sequence[str], publishing: asyncio.Task[None]) -> Outcome:
+        """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
+        reader = self.log.reader
+        waiting.rank(pending)
+        # The newest commit, unread, may have settled the older intents we saw.
+        if not waiting.first and waiting.known > self.log.head.seq and (newest := await reader.commit(waiting.known)):
+            waiting.note(newest)
+        if waiting.first:
+            # Others who published as we listed each saw no one older: list again, now that ours
+            # is there, so that only the oldest of us races.
+            await asyncio.wait([publishing])
+            waiting.rank(await reader.list_pending())
+        round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
+        while True:
+            if (mine := waiting.settled.get(waiting.intent.id)) is not None:
+                return _outcome(*mine)
+            if waiting.known >= waiting.intent.base + FOLD_WINDOW:
+                return Replan()  # past its window, unsettled: it never will be
+            if waiting.turn:
+                if (outcome := await self._fold(waiting)) is not None:
+                    return outcome
+                waiting.passed = waiting.idle = 0
+                waiting.rank(await reader.list_pending())
+                continue
+            sent = time.monotonic()
+            commit = await reader.commit(waiting.known + 1)
+            if commit is None:
+                waiting.idle += 1
+                await asyncio.sleep(deadline.clip(max(0.0, sent + round_seconds - time.monotonic())))
+                continue
+            waiting.idle = 0
+            waiting.passed += 1
+            waiting.note(commit)
+            await self._apply(commit)
+            if waiting.first and waiting.intent.id not in waiting.settled:
+                # Every older intent we knew of is settled; others may have published since.
+                waiting.rank(await reader.list_pending())
+
+    async def _apply(self, commit: Commit) -> None:
+        """Apply a commit read while waiting, when it follows the cached head (keeping it current for free)."""
+        async with self.log.exclusive():
+            head = self.log.head
+            if head.cached is not None and head.seq == commit.seq - 1:
+                head.apply(commit)
+
+    async def _fold(self, waiting: _Waiting) -> Outcome | None:
+        """Race for the next key with our intent and the pending ones we can read, oldest first:
+        what became of ours, or None when another writer won the key without settling it. A
+        refusal of ours, planned on the exact state before our commit, is raised: it is the answer."""
+        log, intent = self.log, waiting.intent
+        async with log.exclusive():
+            head = log.head
+            # Read the intents while the head catches up; the head is only ever changed under the
+            # lock, so nothing that touches it may outlive this block (as gather's would on a failure).
+            reading = asyncio.create_task(self._readable(waiting))
+            try:
+                await head.loaded()
+                await head.probe()
+                others = await reading
+            finally:
+                reading.cancel()
+            ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
+            fmt = log.format
+            theirs = [_request(other, _checked_plan(other, fmt), log.options.operation_timeout) for other in others]
+            batch = sorted([ours, *theirs], key=_age)
+            try:
+                commit = await log.committer.commit(batch, once=True)
+            except Outraced:
+                commit = None
+            finally:
+                for request in batch:
+                    request.outcome.add_done_callback(consume)
+            window = head.current().folds
+        waiting.known = max(waiting.known, head.seq)
+        if commit is not None:
+            self._clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
+        if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
+            telemetry.count("folded", len(batch) - 1)
+            result = ours.outcome.result()  # raises our refusal
+            assert result is not None, "an operation's commit names a version"
+            return Settled(result)
+        if (seq := window.settled.get(intent.id)) is not None:
+            return _outcome(*await self._fold_at(seq, intent.id))
+        if not window.foldable(intent.id, intent.base, head.seq + 1):
+            return Replan()
+        return None
+
+    async def _readable(self, waiting: _Waiting) -> list[Intent]:
+        """The pending intents other than ours that we can read, oldest first, up to the caps."""
+        keys = [
+            key
+            for key in await self.log.reader.list_pending()
+            if _id_of(key) != waiting.intent.id and _id_of(key) not in waiting.settled and _live(key, waiting.known)
+        ][:FOLD_CAP]
+        found = await gather_bounded(keys, self.log.reader.intent)
+        readable, total = [], 0
+        for other in found:
+            if other is None:
+                continue
+            total += other.encoded_size
+            if total > FOLD_BYTES:
+                break
+            readable.append(other)
+        return readable
+
+    async def _fold_at(self, seq: int, intent_id: str) -> tuple[int, Fold]:
+        """The record by which commit `seq` settled `intent_id` (read again: a cold open knows only the seq)."""
+        commit = await self.log.reader.commit(seq)
+        fold = next((fold for fold in (commit.folded or ()) if fold.id == intent_id), None) if commit else None
+        if fold is None:
+            raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
+        return seq, fold
+
+    async def _publish(self, intent: Intent) -> None:
+        """Create the intent's key (no one else uses it; a transport's resend finds our own)."""
+        key, data = intent.key, intent.encode()
+        telemetry.count("intents")
+        await retrying(
+            lambda: self.log.objects.create(key, data),
+            what=f"Publishing {self.location}/{key}",
+            attempts=self.log.options.request_attempts,
+        )
+
+    def _clean(self, keys: list[str]) -> None:
+        """Delete the intents a commit of ours settled, apart from the callers (their results are in)."""
+
+        async def clean() -> None:
+            try:
+                with deadline.within(self.log.options.operation_timeout):
+                    await within_deadline(
+                        lambda: self.log.objects.delete(keys), what=f"Deleting settled intents of {self.location}"
+                    )
+            except Exception as error:  # housekeeping: compaction deletes what is left
+                logger.info("%s: settled intents left for compaction: %s", self.location, error)
+
+        task = asyncio.create_task(clean())
+        self._cleaning.add(task)
+        task.add_done_callback(self._cleaning.discard)
+
+
+def _outcome(seq: int, fold: Fold) -> Outcome:
+    """What commit `seq` settling our intent as `fold` tells its author."""
+    match fold.outcome:
+        case "applied":
+            return Settled(seq)
+        case "unchanged":
+            return Settled(str(fold.version))
+        case _:
+            return Replan()
+
+
+def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
+    outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+    end = deadline.end_after(timeout)
+    return Request(plan, intent.origin, outcome, end, intent=intent, operation=intent.operation)
+
+
+def _checked_plan(intent: Intent, fmt: FileFormat) -> Plan:
+    """Another's intent planned as its author's store would, after the checks a store of ours makes."""
+
+    def plan(state: State) -> Sequence[Change]:
+        return intent.checked(fmt).operation.plan(state)
+
+    return plan
+
+
+def _age(request: Request) -> str:
+    assert request.intent is not None
+    return request.intent.key
+
+
+def _id_of(key: str) -> str:
+    parts = intent_key_parts(key)
+    return parts[2] if parts is not None else ""
+
+
+def _live(key: str, known: int) -> bool:
+    """Whether the intent at `key` may still be settled after commit `known`."""
+    parts = intent_key_parts(key)
+    return parts is not None and known < parts[1] + FOLD_WINDOW
+
+
+def _consumed(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a publish that failed: the author folds its own intent in time

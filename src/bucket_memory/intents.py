@@ -1,0 +1,89 @@
+"""Intents: a write one process publishes for whoever commits next to fold into its commit.
+
+An intent lives at `pending/<made>-<base>-<id>.json`, a key only its author uses, created once and
+never changed. It holds one `operations` mutation, its caller's origin, and `base`, the head the
+author saw: a commit may settle it only within `folds.FOLD_WINDOW` commits after `base`, and only
+once (`folds.FoldWindow`). Intents are read from the bucket as hostile input, like every object:
+a canonical, hashed document of bounded size, whose key names what it holds, and whose mutation
+is checked again by the folder against its own limits before it is planned.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Literal, Self
+
+from a13n_harness.providers.memory import FileFormat, Origin
+from pydantic import Field
+
+from .codec import CorruptObjectError, IntentId, _Signed
+from .operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
+from .wire_values import WireOrigin, checked_path, intent_key
+
+# An intent holds one file's text (64 KiB by default) and its read set: anything past this is not
+# one a writer made, and is refused before it is parsed.
+MAX_INTENT_BYTES = 4 * 1024 * 1024
+_MAX_MADE = 10**13 - 1
+
+
+class Intent(_Signed):
+    """One process's write, published for another to commit: `operation` as its caller asked it,
+    `origin` naming the caller, `seq` the head its author saw (its base), `made` when (its
+    author's clock, in milliseconds: only the order intents are folded in depends on it)."""
+
+    kind: Literal["intent"] = "intent"
+    format: Literal[1] = 1
+    id: IntentId
+    made: Annotated[int, Field(ge=0, le=_MAX_MADE)]
+    origin: WireOrigin
+    operation: Operation
+
+    @classmethod
+    def create(cls, operation: Operation, origin: Origin, *, base: int, made: float) -> Intent:
+        """A new intent of `operation` on head `base`, made at `made` (seconds since the epoch)."""
+        return cls.signed(
+            seq=base,
+            id=secrets.token_hex(16),
+            made=min(max(int(made * 1000), 0), _MAX_MADE),
+            origin=origin,
+            operation=operation,
+        )
+
+    @property
+    def base(self) -> int:
+        return self.seq
+
+    @property
+    def key(self) -> str:
+        return intent_key(self.made, self.seq, self.id)
+
+    def stored_at(self, key: str) -> bool:
+        return key == self.key
+
+    def rebased(self, base: int, made: float) -> Intent:
+        """The same write as a new intent on head `base` (this one is past its window)."""
+        return Intent.create(self.operation, self.origin, base=base, made=made)
+
+    def checked(self, fmt: FileFormat) -> Self:
+        """This intent if its paths and text are ones a store of `fmt` writes, else the harness's
+        error (`invalid_path`, `invalid_file`, `too_large`), which settles it as refused."""
+        operation = self.operation
+        paths = [path for path, _ in operation.dependencies]
+        match operation:
+            case WriteOp():
+                paths.append(operation.path)
+                checked_size(operation.text, fmt)
+            case MoveOp():
+                paths += [operation.source, operation.destination]
+            case DeleteOp():
+                paths.append(operation.path)
+        for path in paths:
+            checked_path(path, fmt)
+        return self
+
+
+def read_intent(location: str, key: str, data: bytes) -> Intent:
+    """The intent stored at `key`, or `CorruptObjectError` naming what is wrong with it."""
+    if len(data) > MAX_INTENT_BYTES:
+        raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any intent a writer makes")
+    return Intent.decode(location, key, data)
