@@ -21,7 +21,7 @@ import random
 import selectors
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 # ---------------------------------------------------------------------------------------------

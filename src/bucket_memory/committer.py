@@ -100,7 +100,7 @@ class Committer:
             match await self.settler.settle(commit):
                 case Landed(after, proven_at):
                     scratch.advance(commit)
-                    head.advance(scratch)
+                    head.advance(scratch, commit)
                     telemetry.count("commits")
                     resolve(batch, planned, seq)  # before anything else can fail: the callers' writes landed
                     await self._take(after, proven_at)

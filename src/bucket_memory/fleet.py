@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 IMPATIENCE = 2
 # Polls that find no new commit before an author races for the next key itself.
 IDLE_POLLS = 8
+# Create latencies an author waits after a commit before it polls for the next (after a 404, one).
+POLL_AFTER_COMMIT = 3
 # Intents one commit folds at most, and the bytes of them it reads.
 FOLD_CAP = 256
 FOLD_BYTES = 8 * 1024 * 1024
@@ -74,19 +76,23 @@ type Outcome = Settled | Replan
 @dataclass(slots=True)
 class _Waiting:
     """An author's view while its intent is pending: the newest commit seen (`known`, which the
-    cached head may be behind), the older intents it knows of, and what the commits it read settled."""
+    cached head may be behind), the older intents it knows of, the intents it knows settled,
+    and the record that settled its own, once seen."""
 
     intent: Intent
     known: int
     older: set[str] = field(default_factory=set)
-    settled: dict[str, tuple[int, Fold]] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)
+    mine: tuple[int, Fold] | None = None
     passed: int = 0
     idle: int = 0
 
     def note(self, commit: Commit) -> None:
         self.known = max(self.known, commit.seq)
         for fold in commit.folded or ():
-            self.settled[fold.id] = (commit.seq, fold)
+            self.settled.add(fold.id)
+            if fold.id == self.intent.id:
+                self.mine = (commit.seq, fold)
 
     def rank(self, pending: Sequence[str]) -> None:
         """Take the older intents from a fresh listing of the pending ones."""
@@ -189,7 +195,7 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
-            return await self._wait(_Waiting(intent, known), pending, publishing)
+            return await self._wait(_Waiting(intent, known), pending)
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -203,43 +209,36 @@ class Fleet:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
 
-    async def _wait(self, waiting: _Waiting, pending: Sequence[str], publishing: asyncio.Task[None]) -> Outcome:
+    async def _wait(self, waiting: _Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
         reader = self.log.reader
         waiting.rank(pending)
         # The newest commit, unread, may have settled the older intents we saw.
         if not waiting.first and waiting.known > self.log.head.seq and (newest := await reader.commit(waiting.known)):
             waiting.note(newest)
-        if waiting.first:
-            # Others who published as we listed each saw no one older: list again, now that ours
-            # is there, so that only the oldest of us races.
-            await asyncio.wait([publishing])
-            waiting.rank(await reader.list_pending())
         round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
         while True:
-            if (mine := waiting.settled.get(waiting.intent.id)) is not None:
-                return _outcome(*mine)
+            if waiting.mine is not None:
+                return _outcome(*waiting.mine)
             if waiting.known >= waiting.intent.base + FOLD_WINDOW:
                 return Replan()  # past its window, unsettled: it never will be
             if waiting.turn:
                 if (outcome := await self._fold(waiting)) is not None:
                     return outcome
-                waiting.passed = waiting.idle = 0
-                waiting.rank(await reader.list_pending())
                 continue
             sent = time.monotonic()
             commit = await reader.commit(waiting.known + 1)
-            if commit is None:
+            if commit is not None:
+                waiting.idle = 0
+                waiting.passed += 1
+                waiting.note(commit)
+                await self._apply(commit)
+            else:
                 waiting.idle += 1
-                await asyncio.sleep(deadline.clip(max(0.0, sent + round_seconds - time.monotonic())))
-                continue
-            waiting.idle = 0
-            waiting.passed += 1
-            waiting.note(commit)
-            await self._apply(commit)
-            if waiting.first and waiting.intent.id not in waiting.settled:
-                # Every older intent we knew of is settled; others may have published since.
-                waiting.rank(await reader.list_pending())
+            if waiting.mine is None and not waiting.turn:
+                # A fold takes a listing, reads and a create: after a commit, the next is that far off.
+                pause = round_seconds * (POLL_AFTER_COMMIT if commit is not None else 1)
+                await asyncio.sleep(deadline.clip(max(0.0, sent + pause - time.monotonic())))
 
     async def _apply(self, commit: Commit) -> None:
         """Apply a commit read while waiting, when it follows the cached head (keeping it current for free)."""
@@ -250,20 +249,31 @@ class Fleet:
 
     async def _fold(self, waiting: _Waiting) -> Outcome | None:
         """Race for the next key with our intent and the pending ones we can read, oldest first:
-        what became of ours, or None when another writer won the key without settling it. A
-        refusal of ours, planned on the exact state before our commit, is raised: it is the answer."""
+        what became of ours, or None when another writer won the key without settling it, or an
+        older intent than ours turned up in the listing (its author races; we wait). A refusal of
+        ours, planned on the exact state before our commit, is raised: it is the answer."""
         log, intent = self.log, waiting.intent
+        impatient = not waiting.first
         async with log.exclusive():
             head = log.head
-            # Read the intents while the head catches up; the head is only ever changed under the
-            # lock, so nothing that touches it may outlive this block (as gather's would on a failure).
+            # List and read the intents while the head catches up; the head is only ever changed
+            # under the lock, so nothing that touches it may outlive this block (as gather's would).
             reading = asyncio.create_task(self._readable(waiting))
             try:
                 await head.loaded()
-                await head.probe()
-                others = await reading
+                await head.catch_up()  # a listing and the commits after the head, as the intents are read
+                pending, others = await reading
             finally:
                 reading.cancel()
+            window = head.current().folds
+            waiting.settled.update(window.settled)
+            waiting.known = max(waiting.known, head.seq)
+            waiting.rank(pending)
+            if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
+                return _outcome(*await self._fold_at(seq, intent.id))
+            if not impatient and not waiting.first:
+                # Others who published as we listed each saw no one older: only the oldest races.
+                return None
             ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
             fmt = log.format
             theirs = [_request(other, _checked_plan(other, fmt), log.options.operation_timeout) for other in others]
@@ -277,7 +287,9 @@ class Fleet:
                     request.outcome.add_done_callback(consume)
             window = head.current().folds
         waiting.known = max(waiting.known, head.seq)
+        waiting.passed = waiting.idle = 0
         if commit is not None:
+            log.folded(commit)
             self._clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
         if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
             telemetry.count("folded", len(batch) - 1)
@@ -290,11 +302,13 @@ class Fleet:
             return Replan()
         return None
 
-    async def _readable(self, waiting: _Waiting) -> list[Intent]:
-        """The pending intents other than ours that we can read, oldest first, up to the caps."""
+    async def _readable(self, waiting: _Waiting) -> tuple[list[str], list[Intent]]:
+        """A listing of the pending intents, and those other than ours that we can read, oldest
+        first, up to the caps."""
+        pending = await self.log.reader.list_pending()
         keys = [
             key
-            for key in await self.log.reader.list_pending()
+            for key in pending
             if _id_of(key) != waiting.intent.id and _id_of(key) not in waiting.settled and _live(key, waiting.known)
         ][:FOLD_CAP]
         found = await gather_bounded(keys, self.log.reader.intent)
@@ -306,7 +320,7 @@ class Fleet:
             if total > FOLD_BYTES:
                 break
             readable.append(other)
-        return readable
+        return pending, readable
 
     async def _fold_at(self, seq: int, intent_id: str) -> tuple[int, Fold]:
         """The record by which commit `seq` settled `intent_id` (read again: a cold open knows only the seq)."""

@@ -5,7 +5,9 @@ The invariants cited by number are those of `log`'s module docstring.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 
 from a13n_harness.providers.memory import MemoryStoreError
 
@@ -15,9 +17,10 @@ from .objects import ObjectInfo
 from .options import LogOptions
 from .reader import LogReader
 from .retry import FETCH_CONCURRENCY, gather_bounded
+from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
 from .state import State
 from .traffic import Traffic
-from .wire_values import log_key
+from .wire_values import log_key, run_key
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,10 @@ class Head:
         self._state: State | None = None
         self._clock = options.clock
         self.traffic = Traffic()  # how fast others commit, from the commits of theirs applied here
+        # The newest commits applied, consecutive up to the head: what a run written here holds.
+        self.recent: deque[Commit] = deque(maxlen=RUN_COMMITS)
+        self.run_due: int | None = None  # a commit of ours whose run housekeeping is to write
+        self.made: Commit | None = None  # the newest commit of ours that landed
 
     @property
     def confirmed_at(self) -> float:
@@ -81,10 +88,20 @@ class Head:
 
     def forget(self) -> None:
         self._state, self._proven = None, float("-inf")
+        self.recent.clear()
 
-    def advance(self, planned: State) -> None:
-        """Take in `planned`, layered on the cached state by a commit that has landed."""
+    def advance(self, planned: State, commit: Commit) -> None:
+        """Take in `planned`, layered on the cached state by `commit`, ours, which has landed."""
         self.current().absorb(planned)
+        self._remember(commit)
+        self.made = commit
+        if commit.seq % RUN_EVERY == 0 and self.traffic.shared:
+            self.run_due = commit.seq  # a fleet's readers catch up through it
+
+    def _remember(self, commit: Commit) -> None:
+        if self.recent and self.recent[-1].seq != commit.seq - 1:
+            self.recent.clear()
+        self.recent.append(commit)
 
     def apply(self, commit: Commit, state: State | None = None) -> None:
         """Apply another process's commit to `state` (the cached one by default)."""
@@ -96,6 +113,8 @@ class Head:
                 self._state = None
             raise
         self.traffic.note(commit.moment.timestamp())
+        if target is self._state:
+            self._remember(commit)
 
     def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
         """Invariant 2: whether the head was confirmed (or `since` was) more than half the grace period ago."""
@@ -142,9 +161,31 @@ class Head:
             )
             await self.cold_start()
             return
-        for commit in await self.reader.fetch_commits(listed):
+        for commit in await self._fetch(state, [seq for seq, _ in listed]):
             self.apply(commit)
         self.prove(sent)
+
+    async def _fetch(self, state: State, seqs: list[int]) -> list[Commit]:
+        """The commits at `seqs` (listed after `state`'s head, in order): through the runs that
+        reach back to the head and the commits from the newest run's seq on, in one round trip,
+        when that saves GETs; one by one when the runs do not all check."""
+        head = state.head
+        newest = seqs[-1] if seqs else head
+        top = newest - newest % RUN_EVERY
+        if top - head < 3:
+            return await self.reader.commits_at(seqs)
+        tops = list(range(top, head + 1, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
+        found, tail = await asyncio.gather(
+            gather_bounded(tops, lambda seq: self.reader.get(run_key(seq))),
+            self.reader.commits_at([seq for seq in seqs if seq >= top]),
+        )
+        runs = [
+            read_run(self.reader.location, seq, data) if data is not None else None for seq, data in zip(tops, found)
+        ]
+        commits = _chained(state.head_hash, head, runs[::-1], tail)
+        if commits is None:
+            return [*await self.reader.commits_at([seq for seq in seqs if seq < top]), *tail]
+        return commits
 
     async def confirm_before_create(self, seq: int) -> Commit | None:
         """Invariant 2, before each attempt to create commit `seq`: a head too old to trust is
@@ -224,8 +265,11 @@ class Head:
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
                 continue
-            for commit in await reader.fetch_commits(listed):
+            self.recent.clear()
+            for commit in await self._fetch(state, [seq for seq, _ in listed]):
                 state.apply(commit, reader.location)
+                self.traffic.note(commit.moment.timestamp())
+                self._remember(commit)
             self._state, self._proven = state, sent
             telemetry.count_cold_start()
             return
@@ -240,3 +284,24 @@ class Head:
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:
     """Whether a listing of a log with no checkpoint lacks commit 1: a new memory, or a deleted one."""
     return (listed[0][0] if listed else 0) != 1
+
+
+def _chained(head_hash: str, head: int, runs: list[Run | None], tail: list[Commit]) -> list[Commit] | None:
+    """The commits after `head` that `runs` (oldest first) and `tail` (the log's own, from the
+    newest run's seq on) hold, if they follow each other from the head's hash in one chain; None
+    when a run is missing, damaged or short, or the chain breaks. The log's own commit at the
+    newest run's seq vouches for every run: its hash covers all before it."""
+    commits: list[Commit] = []
+    for run in runs:
+        if run is None:
+            return None
+        commits += [commit for commit in run.commits if commit.seq > head + len(commits)]
+    if not commits or commits[-1].hash != tail[0].hash:
+        return None
+    chain = [*commits[:-1], *tail]
+    expected_prev = head_hash
+    for number, commit in enumerate(chain):
+        if commit.seq != head + 1 + number or commit.prev != expected_prev:
+            return None
+        expected_prev = commit.hash
+    return chain

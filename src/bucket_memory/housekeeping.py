@@ -11,12 +11,13 @@ import functools
 from dataclasses import dataclass
 
 from . import telemetry
-from .codec import Checkpoint, off_loop
+from .codec import Checkpoint, off_loop, text_bytes
 from .log import CommitLog
 from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
+from .runs import Run, packable
 from .state import State
-from .wire_values import checkpoint_key
+from .wire_values import checkpoint_key, run_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +41,10 @@ class Housekeeper:
     A checkpoint is due after `checkpoint_min_commits` commits once the bytes committed since the
     last one reach the live size (edited files counted whole), at once when the text the commits
     carried reaches it and `LARGE_COMMITS_BYTES` too (an import), after `checkpoint_max_commits`
-    always, and after a purge.
-    Duplicate checkpoints from racing writers are harmless: they are created create-only.
+    always, and after a purge. In a fleet (others commit too), only the maker of each commit at a
+    multiple of `checkpoint_max_commits`, or of one as large as the memory, writes one: every
+    process counting on its own wrote one each. Duplicate checkpoints from racing writers are
+    harmless: they are created create-only.
     """
 
     def __init__(self, log: CommitLog) -> None:
@@ -49,17 +52,34 @@ class Housekeeper:
         log.after_commit = self.after_commit
 
     async def after_commit(self, purged: bool) -> None:
+        if (due := self.log.head.run_due) is not None:
+            self.log.head.run_due = None
+            await self._run(due)
         state = self.log.cached_state
         if state is None:
             return
-        options = self.log.options
+        options, head = self.log.options, self.log.head
         counts = state.since_checkpoint
         commits = state.head - counts.seq
-        due = (
-            commits >= options.checkpoint_max_commits
-            or (commits >= options.checkpoint_min_commits and counts.written >= state.live_bytes)
-            or counts.carried >= max(state.live_bytes, LARGE_COMMITS_BYTES)
-        )
+        if head.traffic.shared:
+            # A fleet: each process counts from the checkpoints it wrote or loaded, not the others',
+            # so the count would have every one of them write its own. The maker of every commit
+            # at a multiple of the count writes one; a commit as large as the memory, at once.
+            made = head.made
+            due = (
+                made is not None
+                and made.seq == state.head
+                and (
+                    made.seq % options.checkpoint_max_commits == 0
+                    or text_bytes(made.changes) >= max(state.live_bytes, LARGE_COMMITS_BYTES)
+                )
+            )
+        else:
+            due = (
+                commits >= options.checkpoint_max_commits
+                or (commits >= options.checkpoint_min_commits and counts.written >= state.live_bytes)
+                or counts.carried >= max(state.live_bytes, LARGE_COMMITS_BYTES)
+            )
         if not (purged or due):
             return
         async with telemetry.operation("checkpoint", self.log.location):
@@ -88,6 +108,16 @@ class Housekeeper:
             counts.carried = max(counts.carried - carried, 0)
         if options.auto_compact:
             await self.compact_below(seq)
+
+    async def _run(self, seq: int) -> None:
+        """Store the run of the commits up to `seq`, ours, for a fleet's readers (`runs.py`)."""
+        commits = packable([commit for commit in self.log.head.recent if commit.seq <= seq])
+        if len(commits) < 2 or commits[-1].seq != seq:
+            return
+        encoded = await off_loop(sum(commit.encoded_size for commit in commits), lambda: Run.made(commits).encode())
+        key = run_key(seq)
+        telemetry.count("bytes_written", len(encoded))
+        await within_deadline(lambda: self.log.objects.create(key, encoded), what=f"Storing {key}")
 
     async def compact(self) -> Compaction:
         """Delete log and checkpoint objects below the newest checkpoint that is older than the grace

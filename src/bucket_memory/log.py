@@ -40,7 +40,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from . import deadline, telemetry
 from .batch import Plan, Request, Result, consume, fail
-from .codec import Erase, Purge
+from .codec import Commit, Erase, Purge
 from .committer import Committer, unconfirmed
 from .head import Head
 from .objects import ObjectStore
@@ -223,7 +223,17 @@ class CommitLog:
                     # A purge or an erasure is followed by a checkpoint at once.
                     ends = commit is not None and any(isinstance(change, Purge | Erase) for change in commit.changes)
                     purged = purged or ends
-        if committed and self.after_commit is not None:
+        if committed:
+            self._after(purged=purged)
+
+    def folded(self, commit: Commit) -> None:
+        """Note a commit made outside the queue (a fold of intents, `fleet.py`): housekeeping
+        follows it as it follows the queue's."""
+        self._after(purged=False)
+
+    def _after(self, *, purged: bool) -> None:
+        """Start housekeeping after commits, apart from the commit path (invariant 7)."""
+        if self.after_commit is not None:
             self._housekeeping_due, self._purge_pending = True, self._purge_pending or purged
             if self._housekeeper is None or self._housekeeper.done():
                 self._housekeeper = asyncio.create_task(self._housekeep(self.after_commit))

@@ -88,6 +88,10 @@ class LogReader:
 
     async def fetch_commits(self, listed: Sequence[tuple[int, ObjectInfo]]) -> list[Commit]:
         """The listed commits, read concurrently and decoded."""
+        return await self.commits_at([seq for seq, _ in listed])
+
+    async def commits_at(self, seqs: Sequence[int]) -> list[Commit]:
+        """The commits at `seqs` (each known to exist), read concurrently and decoded."""
 
         async def fetch(seq: int) -> Commit:
             commit = await self.commit(seq)
@@ -97,7 +101,7 @@ class LogReader:
                 )
             return commit
 
-        return await gather_bounded([seq for seq, _ in listed], fetch)
+        return await gather_bounded(seqs, fetch)
 
     async def log_existed(self) -> bool:
         """Whether the bucket keeps old versions or delete markers of the log: the memory existed once.

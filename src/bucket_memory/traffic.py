@@ -8,6 +8,7 @@ proven: `fleet.py` publishes an intent instead of racing when that is one or mor
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 # Others' commits remembered: enough for a rate, few enough to follow a change of pace.
@@ -29,6 +30,12 @@ class Traffic:
     def note(self, moment: float) -> None:
         """Another process's commit, made at `moment` (seconds since the epoch, server time)."""
         self._moments.append(moment)
+
+    @property
+    def shared(self) -> bool:
+        """Whether another process has committed lately, as far as this one has seen (by the
+        local clock's idea of now: a rough test for whether runs are worth writing)."""
+        return bool(self._moments) and time.time() - self._moments[-1] <= QUIET_AFTER
 
     def rate(self, now: float) -> float:
         """Others' commits per second, as of `now` (server time); 0 when quiet."""

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, Field
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 PENDING_PREFIX = "pending/"
+RUNS_PREFIX = "runs/"
 RESERVED_FOLDERS = ("log", "checkpoints")
 
 MAX_SEQ = 10**20 - 1
@@ -27,6 +28,7 @@ MAX_ORIGIN_CHARS = 1024
 # Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
 _WIRE_FORMAT = FileFormat(path_bytes=4096)
 _KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
+_RUN_KEY = re.compile(r"runs/(\d{20})\.json")
 _ESCAPED = bytes(range(32)) + b'"\\'
 _SHORT_ESCAPED = b'"\\\b\f\n\r\t'
 _ESCAPED_BUT_NEWLINE = _ESCAPED.replace(b"\n", b"")
@@ -52,6 +54,16 @@ def log_key(seq: int) -> str:
 
 def checkpoint_key(seq: int) -> str:
     return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
+
+
+def run_key(seq: int) -> str:
+    return f"{RUNS_PREFIX}{seq:020d}.json"
+
+
+def run_seq(key: str) -> int | None:
+    """The seq of a run's key (`runs/<20 digits>.json`), else None."""
+    match = _RUN_KEY.fullmatch(key)
+    return int(match[1]) if match else None
 
 
 _INTENT_KEY = re.compile(r"pending/(\d{13})-(\d{20})-([0-9a-f]{32})\.json")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -53,7 +54,9 @@ class Faults:
     fails; `resend` (creates) reaches it twice and answers what the second attempt got; `refuse`
     answers like a 409, 429 or 503 without reaching it; `unmapped` raises an exception type no
     boundary maps, before the request; `outage` starts a run of `outage_requests` requests (this one
-    first) that all fail before reaching the store. `script`, given the
+    first) that all fail before reaching the store. A request takes `latency` (with `latency_sigma`,
+    a lognormal time whose median it is) plus up to `max_delay`, half before it reaches the store
+    and half after. `script`, given the
     operation, key and how many of that operation came before, names a fault for exactly that
     request instead (the crashes are only scripted).
     """
@@ -66,8 +69,17 @@ class Faults:
     outage: float = 0.0
     outage_requests: int = 8
     latency: float = 0.0
+    latency_sigma: float = 0.0
     max_delay: float = 0.0
     script: Callable[[Operation, str, int], Fault | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A request under way: the fault drawn for it, and the half of its time still to wait."""
+
+    fault: Fault | None
+    half: float
 
 
 class FaultyObjectStore:
@@ -95,78 +107,78 @@ class FaultyObjectStore:
         return sum(self.calls.values())
 
     async def get(self, key: str) -> bytes | None:
-        fault = await self._before("get", key)
+        request = await self._before("get", key)
         found = await self.inner.get(key)
         self.bytes_received += len(found or b"")
-        await self._after("get", key, fault)
+        await self._after("get", key, request)
         return found
 
     async def create(self, key: str, data: bytes) -> bool:
-        fault = await self._before("create", key)
+        request = await self._before("create", key)
         self.bytes_sent += len(data)
         created = await self.inner.create(key, data)
-        if fault == "resend":
+        if request.fault == "resend":
             self.bytes_sent += len(data)
             created = await self.inner.create(key, data)
-        await self._after("create", key, fault)
+        await self._after("create", key, request)
         return created
 
     async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
-        fault = await self._before("list", prefix)
+        request = await self._before("list", prefix)
         found = await self.inner.list(prefix, start_after=start_after)
-        await self._after("list", prefix, fault)
+        await self._after("list", prefix, request)
         return found
 
     async def delete(self, keys: Sequence[str]) -> None:
-        fault = await self._before("delete", keys[0] if keys else "")
+        request = await self._before("delete", keys[0] if keys else "")
         await self.inner.delete(keys)
-        await self._after("delete", keys[0] if keys else "", fault)
+        await self._after("delete", keys[0] if keys else "", request)
 
     async def now(self, *, ageing: bool = False) -> float:
         return await self.inner.now(ageing=ageing)
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         inner = self._versioned()
-        fault = await self._before("list_versions", prefix)
+        request = await self._before("list_versions", prefix)
         found = await inner.list_versions(prefix)
-        await self._after("list_versions", prefix, fault)
+        await self._after("list_versions", prefix, request)
         return found
 
     async def get_version(self, key: str, version: str) -> bytes | None:
         inner = self._versioned()
-        fault = await self._before("get_version", key)
+        request = await self._before("get_version", key)
         found = await inner.get_version(key, version)
-        await self._after("get_version", key, fault)
+        await self._after("get_version", key, request)
         return found
 
     async def has_past(self, prefix: str) -> bool:
         if not isinstance(self.inner, VersionedObjectStore):
             return False  # a backend that keeps no versions keeps no past either
         inner = self.inner
-        fault = await self._before("has_past", prefix)
+        request = await self._before("has_past", prefix)
         found = await inner.has_past(prefix)
-        await self._after("has_past", prefix, fault)
+        await self._after("has_past", prefix, request)
         return found
 
     async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
         inner = self._versioned()
-        fault = await self._before("replace", key)
+        request = await self._before("replace", key)
         self.bytes_sent += len(data)
         replaced = await inner.replace(key, data, tag=tag)
-        await self._after("replace", key, fault)
+        await self._after("replace", key, request)
         return replaced
 
     async def delete_version(self, key: str, version: str) -> None:
         inner = self._versioned()
-        fault = await self._before("delete_version", key)
+        request = await self._before("delete_version", key)
         await inner.delete_version(key, version)
-        await self._after("delete_version", key, fault)
+        await self._after("delete_version", key, request)
 
     async def versioning(self) -> Versioning:
         inner = self._versioned()
-        fault = await self._before("versioning", "")
+        request = await self._before("versioning", "")
         found = await inner.versioning()
-        await self._after("versioning", "", fault)
+        await self._after("versioning", "", request)
         return found
 
     def _versioned(self) -> VersionedObjectStore:
@@ -174,7 +186,7 @@ class FaultyObjectStore:
             raise MemoryStoreError("unavailable", f"{self.location} keeps no object versions.")
         return self.inner
 
-    async def _before(self, operation: Operation, key: str) -> Fault | None:
+    async def _before(self, operation: Operation, key: str) -> _Request:
         """Count the request, decide its fault, and act out the part that comes before the store."""
         faults = self.faults
         fault = faults.script(operation, key, self.calls[operation]) if faults.script else None
@@ -187,7 +199,10 @@ class FaultyObjectStore:
         if fault == "crash_before":
             raise SimulatedCrash(f"crash before {operation} {key}")
         # Half the latency on the way there, half on the way back: the store acts in between.
-        delay = faults.latency / 2 + (self._random.uniform(0, faults.max_delay) if faults.max_delay else 0.0)
+        half = faults.latency / 2
+        if faults.latency_sigma:
+            half *= math.exp(self._random.gauss(0.0, faults.latency_sigma))
+        delay = half + (self._random.uniform(0, faults.max_delay) if faults.max_delay else 0.0)
         if delay:
             await asyncio.sleep(delay)
         if fault == "fail_before":
@@ -197,11 +212,12 @@ class FaultyObjectStore:
         if fault == "refuse":
             status = self._random.choice(["409 ConditionalRequestConflict", "429 TooManyRequests", "503 SlowDown"])
             raise TransientError(f"injected: {operation} {key} answered {status}")
-        return fault
+        return _Request(fault, half)
 
-    async def _after(self, operation: Operation, key: str, fault: Fault | None) -> None:
-        if self.faults.latency:
-            await asyncio.sleep(self.faults.latency / 2)
+    async def _after(self, operation: Operation, key: str, request: _Request) -> None:
+        fault = request.fault
+        if request.half:
+            await asyncio.sleep(request.half)
         if fault == "crash_after":
             raise SimulatedCrash(f"crash after {operation} {key}")
         if fault == "lose_reply":

@@ -1,0 +1,190 @@
+"""A fleet on one memory, measured: N writers, each its own store, in several OS processes.
+
+Each writer is a `LogFileStore` of its own (as every Lambda or Cloud Run instance is), and the
+writers are split over `processes` OS processes against one object store: a local directory,
+whose create-only `os.link` is the conditional PUT, every request delayed by an injected latency
+(fixed, or lognormal around it) as `FaultyObjectStore` does, and counted. Arrivals are open loop:
+each writer's writes are a Poisson process scheduled before the run, and a write's latency runs
+from its scheduled arrival to its acknowledgement, so a backlog shows as latency. Writes are to
+disjoint files. Where one machine's CPU would be the limit (many writers), the cell raises the
+injected latency instead, and says so; `benchmarks/fleet_sim.py` predicts the same table from the
+protocol alone, beyond what this machine can drive.
+
+`python -m benchmarks.fleet` runs the table of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import random
+import resource
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.objects import LocalObjectStore
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
+
+ROOT = Path(__file__).parent.parent
+TEXT = "- a remembered fact about the user's preferences\n" * 4
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One row: `writers` stores offered `load` times what one serial log carries (one commit per
+    two request latencies), each request taking `latency` seconds (lognormal with `sigma`)."""
+
+    writers: int
+    load: float
+    latency: float = 0.05
+    sigma: float = 0.0
+    seconds: float = 60.0
+    processes: int = 4
+    fleet_commit: bool = True
+
+    @property
+    def rate(self) -> float:
+        """Writes offered per second, by all the writers together."""
+        return self.load / (2 * self.latency)
+
+
+def _worker(root: str, cell: Cell, first: int, count: int, start: float, seed: int, results: Any) -> None:
+    results.put(asyncio.run(_writers(root, cell, first, count, start, seed)))
+
+
+async def _writers(root: str, cell: Cell, first: int, count: int, start: float, seed: int) -> dict[str, Any]:
+    chance = random.Random(seed)
+    faults = Faults(latency=cell.latency, latency_sigma=cell.sigma)
+    options = LogOptions(fleet_commit=cell.fleet_commit)
+    counted = [FaultyObjectStore(LocalObjectStore(root), faults, seed=seed * 10_000 + n) for n in range(count)]
+    stores = [LogFileStore(objects, options=options) for objects in counted]
+    for store in stores:
+        await store.list()  # warm, as a running instance is
+    for objects in counted:
+        objects.calls.clear()
+    per_writer = cell.rate / cell.writers
+    latencies: list[float] = []
+    failures: Counter[str] = Counter()
+    cpu_before = time.process_time()
+
+    async def write(store: LogFileStore, path: str, arrival: float) -> None:
+        await asyncio.sleep(max(0.0, arrival - time.time()))
+        try:
+            await store.write(path, TEXT, expected=None, origin=Origin(run_id="fleet-bench"))
+        except MemoryStoreError as error:
+            failures[error.code] += 1
+            return
+        latencies.append(time.time() - arrival)
+
+    tasks = []
+    for index, store in enumerate(stores):
+        moment = start
+        for number in range(1_000_000):
+            moment += chance.expovariate(per_writer)
+            if moment >= start + cell.seconds:
+                break
+            path = f"own/{first + index}/{number}.md"
+            tasks.append(asyncio.create_task(write(store, path, moment)))
+    await asyncio.gather(*tasks)
+    for store in stores:
+        await store.settle()
+    calls: Counter[str] = Counter()
+    for objects in counted:
+        calls.update(objects.calls)
+    return {
+        "offered": len(tasks),
+        "latencies": latencies,
+        "failures": dict(failures),
+        "calls": dict(calls),
+        "cpu": time.process_time() - cpu_before,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
+    """Run one cell in `cell.processes` processes on a fresh memory; the row of the table."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    with tempfile.TemporaryDirectory() as root:
+        processes = min(cell.processes, cell.writers)
+        start = time.time() + 3.0 + cell.writers / 200  # every process imported and warm by then
+        shares = [cell.writers // processes + (1 if n < cell.writers % processes else 0) for n in range(processes)]
+        workers = []
+        first = 0
+        for number, share in enumerate(shares):
+            worker = context.Process(
+                target=_worker, args=(root, cell, first, share, start, seed * 100 + number, results)
+            )
+            worker.start()
+            workers.append(worker)
+            first += share
+        parts = [results.get() for _ in workers]
+        for worker in workers:
+            worker.join()
+    latencies = sorted(latency for part in parts for latency in part["latencies"])
+    offered = sum(part["offered"] for part in parts)
+    calls: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    for part in parts:
+        calls.update(part["calls"])
+        failures.update(part["failures"])
+    served = len(latencies)
+    in_time = sum(1 for latency in latencies if latency <= cell.seconds / 10 + 60 * cell.latency)
+
+    def percentile(fraction: float) -> float:
+        if not latencies:
+            return float("inf")
+        return latencies[min(len(latencies) - 1, int(fraction * len(latencies)))] / cell.latency
+
+    return {
+        "cell": asdict(cell),
+        "offered": offered,
+        "offered_per_s": offered / cell.seconds,
+        "acknowledged": served,
+        "served_share": in_time / offered if offered else 1.0,
+        "failures": dict(failures),
+        "p50": percentile(0.5),
+        "p99": percentile(0.99),
+        "p999": percentile(0.999),
+        "puts": calls["create"] / max(served, 1),
+        "gets": calls["get"] / max(served, 1),
+        "lists": calls["list"] / max(served, 1),
+        "deletes": calls["delete"] / max(served, 1),
+        "cpu_per_write_ms": 1000 * sum(part["cpu"] for part in parts) / max(served, 1),
+        "cpu_share": sum(part["cpu"] for part in parts) / (cell.seconds * 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--load", type=float, default=0.5)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--sigma", type=float, default=0.0)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--one-log", action="store_true", help="without fleet commit")
+    arguments = parser.parse_args()
+    cell = Cell(
+        arguments.writers,
+        arguments.load,
+        arguments.latency,
+        arguments.sigma,
+        arguments.seconds,
+        arguments.processes,
+        fleet_commit=not arguments.one_log,
+    )
+    print(json.dumps(measure(cell), indent=1))
+
+
+if __name__ == "__main__":
+    main()
