@@ -179,9 +179,8 @@ class Head:
             gather_bounded(tops, lambda seq: self.reader.get(run_key(seq))),
             self.reader.commits_at([seq for seq in seqs if seq >= top]),
         )
-        runs = [
-            read_run(self.reader.location, seq, data) if data is not None else None for seq, data in zip(tops, found)
-        ]
+        location = self.reader.location
+        runs = [None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)]
         commits = _chained(state.head_hash, head, runs[::-1], tail)
         if commits is None:
             return [*await self.reader.commits_at([seq for seq in seqs if seq < top]), *tail]

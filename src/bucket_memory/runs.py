@@ -15,6 +15,7 @@ too short or another memory's is passed over, and the commits are read one by on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Literal, Self
 
@@ -40,7 +41,9 @@ class Run(_Signed):
         commits = self.commits
         if not commits or commits[-1].seq != self.seq:
             raise ValueError("a run holds the commits up to its seq")
-        if any(after.seq != before.seq + 1 or after.prev != before.hash for before, after in zip(commits, commits[1:])):
+        if any(
+            after.seq != before.seq + 1 or after.prev != before.hash for before, after in itertools.pairwise(commits)
+        ):
             raise ValueError("a run's commits follow each other in the hash chain")
         return self
 

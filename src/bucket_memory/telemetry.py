@@ -2,8 +2,9 @@
 
 Each store operation runs in a span `bucket_memory.<operation>` whose attributes count the
 requests it sent, the retries, the commits lost to other writers (conflicts), the bytes read
-and committed, the writes it published as intents and the others' intents its commits settled; a commit that other callers' writes joined counts for each of them. The same
-events feed counters, and each operation's duration a histogram, by operation and outcome.
+and committed, the writes it published as intents and the others' intents its commits settled;
+a commit that other callers' writes joined counts for each of them. The same events feed
+counters, and each operation's duration a histogram, by operation and outcome.
 Nothing is recorded unless the host installs an OpenTelemetry SDK: the API's default providers
 do nothing, so unused telemetry costs a context variable and a few additions per operation.
 Telemetry never changes an operation's outcome: the SDK does not guard the span processors a host
