@@ -185,7 +185,7 @@ async def test_commits_of_the_old_formats_are_erased_and_still_chain() -> None:
     formats = {
         Commit.decode("t", key, data).format for key, (data, _) in objects.objects.items() if key.startswith(LOG_PREFIX)
     }
-    assert formats == {2, 3}
+    assert {2, 3} <= formats <= {2, 3, 4}  # 4: a fold, when the two writers raced
     admin = MemoryAdmin(store)
     await admin.erase("people/alice.md", origin=DPO)
     assert leaks(every_stored_version(objects)) == []

@@ -44,11 +44,11 @@ from .history import History
 from .lineage import Lineages
 from .objects import ObjectVersion
 from .packed import decode_checkpoint
-from .retry import gather_bounded
+from .retry import gather_bounded, retrying
 from .rewriting import Redaction, Rewriting
 from .state import State
 from .store import LogFileStore
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, RUNS_PREFIX, checked_origin, checked_path, run_seq
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ class Erasure:
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
         rewrites = await self._rewrites(target, erasure or target.lineages.head + 1)
+        copies = await self._copies(target)
         versions = await self._old_versions(target)
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
@@ -143,7 +144,7 @@ class Erasure:
             tuple(sorted(target.names)),
             erasure,
             tuple(rewrites),
-            tuple(f"{version.key}@{version.version}" for version in versions),
+            (*copies, *(f"{version.key}@{version.version}" for version in versions)),
         )
 
     async def erase(self, path: str, *, origin: Origin) -> ErasurePlan:
@@ -160,11 +161,17 @@ class Erasure:
         await self.log.settle()  # the checkpoint that follows an erasure
         rewritten: list[str] = []
         looked_at: set[str] = set()
-        for _ in range(_SWEEPS):  # then again for checkpoints written meanwhile below the erasure
+        dropped: list[str] = []
+        for _ in range(_SWEEPS):  # then again for checkpoints and runs written meanwhile below the erasure
             found = await self._candidates(target, erasure, looked_at)
-            if not found:
+            copies = await self._copies(target)
+            if not found and not copies:
                 break
             rewritten.extend(await self.rewriting.rewrite_all(found))  # each read once, rewritten if it holds one
+            if copies:
+                what = f"Deleting copies of {target.path} in {self.log.location}"
+                await retrying(functools.partial(self.log.objects.delete, copies), what=what)
+                dropped.extend(copies)
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
@@ -174,7 +181,7 @@ class Erasure:
             tuple(sorted(target.names)),
             erasure,
             tuple(rewritten),
-            (*(f"{version.key}@{version.version}" for version in deleted), *staged),
+            (*dropped, *(f"{version.key}@{version.version}" for version in deleted), *staged),
         )
 
     async def _target(self, path: str) -> _Target:
@@ -289,6 +296,21 @@ class Erasure:
         # In the layout it was written in: a reader that could read it can read it still.
         return None if redacted is None else type(checkpoint).made(redacted).encode()
 
+    async def _copies(self, target: _Target) -> list[str]:
+        """The runs and pending intents that spell a name of the file: copies of its texts
+        (`runs.py`) and writes not yet committed, which are deleted rather than rewritten (a
+        deleted run is read again from the log; a deleted intent's author commits it itself)."""
+        reader = self.log.reader
+        keys = [info.key for info in await reader.list_keys(RUNS_PREFIX) if run_seq(info.key) is not None]
+        keys += await reader.list_pending()
+
+        async def holds(key: str) -> bool:
+            data = await reader.get(key)
+            return data is not None and _holds_any(data, target.names)
+
+        marks = await gather_bounded(keys, holds)
+        return [key for key, mark in zip(keys, marks, strict=True) if mark]
+
     async def _old_versions(self, target: _Target) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: whose commit or
         checkpoint writes a text at one of its names (the old versions of rewritten objects among them)."""
@@ -340,4 +362,4 @@ def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
             return any(path in names and text is not None for path, text, _ in content.files)
     except CorruptObjectError:
         return _holds_any(data, names)
-    return False
+    return _holds_any(data, names)  # a run or an intent: copies, deleted wherever a name is spelt

@@ -162,10 +162,7 @@ class Fleet:
         there is the answer (invariant 5), with no intent; so is one on a head proven current
         after another's commit refused an intent of ours."""
         for _ in range(self.log.options.commit_attempts):
-            async with self.log.exclusive():
-                state = await self.log.head.loaded()
-                if self.log.head.confirmed_at >= called:
-                    operation.plan(state.layered())  # raises the refusal
+            await self._refuse_early(operation, called)
             match await self._one_intent(operation, origin):
                 case Settled(version):
                     return version
@@ -175,6 +172,22 @@ class Fleet:
                         await self.log.head.probe()
                     called = self.log.options.clock()  # nothing since: the next round plans on it
         raise MemoryStoreError("unavailable", f"Writes to {self.location} kept being refused and retried; try again.")
+
+    async def _refuse_early(self, operation: Operation, called: float) -> None:
+        """Plan `operation` on the cached head before an intent of it is published: a refusal on a
+        head proven since the call is the answer (invariant 5); on an older head, it is proven by
+        a probe first (a write that would surely be refused is never published: an intent is
+        stored, and its text with it, for all that erasure can tell)."""
+        head = self.log.head
+        async with self.log.exclusive():
+            state = await head.loaded()
+            try:
+                operation.plan(state.layered())
+            except MemoryStoreError:
+                if head.confirmed_at >= called:
+                    raise
+                await head.probe()
+                operation.plan(head.current().layered())
 
     async def _one_intent(self, operation: Operation, origin: Origin) -> Outcome:
         """One intent of `operation`, from publishing it to the commit that settles it. Once its

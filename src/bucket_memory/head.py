@@ -12,7 +12,7 @@ from collections import deque
 from a13n_harness.providers.memory import MemoryStoreError
 
 from . import telemetry
-from .codec import Commit, CorruptObjectError
+from .codec import Commit, CorruptObjectError, Erase
 from .objects import ObjectInfo
 from .options import LogOptions
 from .reader import LogReader
@@ -99,8 +99,10 @@ class Head:
             self.run_due = commit.seq  # a fleet's readers catch up through it
 
     def _remember(self, commit: Commit) -> None:
-        if self.recent and self.recent[-1].seq != commit.seq - 1:
-            self.recent.clear()
+        if (self.recent and self.recent[-1].seq != commit.seq - 1) or any(
+            isinstance(change, Erase) for change in commit.changes
+        ):
+            self.recent.clear()  # an erasure: no run written here holds a text from before it
         self.recent.append(commit)
 
     def apply(self, commit: Commit, state: State | None = None) -> None:

@@ -14,7 +14,7 @@ from .codec import off_loop
 from .log import CommitLog
 from .objects import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from .retry import gather_bounded, retrying
-from .wire_values import LOG_PREFIX, key_seq
+from .wire_values import LOG_PREFIX, is_owned
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Rewriting:
         compaction is kept: it is what `recover` puts back."""
         if not isinstance(self.objects, VersionedObjectStore):
             return []
-        listed = [version for version in await self._versions("") if key_seq(version.key) is not None]
+        listed = [version for version in await self._versions("") if is_owned(version.key)]
         candidates = [version for version in listed if not version.current]
 
         async def held(version: ObjectVersion) -> bool:

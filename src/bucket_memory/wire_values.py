@@ -60,6 +60,11 @@ def run_key(seq: int) -> str:
     return f"{RUNS_PREFIX}{seq:020d}.json"
 
 
+def is_owned(key: str) -> bool:
+    """Whether the store writes `key`: a commit, checkpoint, run or intent."""
+    return key_seq(key) is not None or run_seq(key) is not None or intent_key_parts(key) is not None
+
+
 def run_seq(key: str) -> int | None:
     """The seq of a run's key (`runs/<20 digits>.json`), else None."""
     match = _RUN_KEY.fullmatch(key)
