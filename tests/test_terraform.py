@@ -79,10 +79,10 @@ HOSTILE_PREFIXES: list[tuple[str, str]] = [
     ("teams/../red", "a . or .. segment"),
     ("./teams", "a . or .. segment"),
     ("teams/log", "log or checkpoints segment"),
-    ("x" * 987, "at most 986 characters"),
+    ("x" * 944, "at most 943 characters"),
 ]
 # Prefixes both accept.
-GOOD_PREFIXES = ["", "teams/blue", "teams/blue/", "a.b=c-d_E/F9", "..x/x..", "x" * 986]
+GOOD_PREFIXES = ["", "teams/blue", "teams/blue/", "a.b=c-d_E/F9", "..x/x..", "x" * 943]
 
 BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"bucket_name": "Memory_Bucket"}, "valid S3 bucket name"),

@@ -165,6 +165,8 @@ class Fleet:
             await self._refuse_early(operation, called)
             match await self._one_intent(operation, origin):
                 case Settled(version):
+                    if isinstance(version, int):
+                        self.log.head.owed = max(self.log.head.owed, version)
                     return version
                 case Replan():
                     async with self.log.exclusive():

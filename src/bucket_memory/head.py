@@ -59,6 +59,7 @@ class Head:
         self.recent: deque[Commit] = deque(maxlen=RUN_COMMITS)
         self.run_due: int | None = None  # a commit of ours whose run housekeeping is to write
         self.made: Commit | None = None  # the newest commit of ours that landed
+        self.owed = 0  # the newest commit that acknowledged a write of ours, perhaps not applied yet
 
     @property
     def confirmed_at(self) -> float:

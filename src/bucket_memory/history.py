@@ -11,11 +11,23 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .checkpoint_state import read_checkpoint
 from .codec import Commit, CorruptObjectError
+from .intents import read_intent
 from .lineage import erasure_problems
 from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
+from .runs import read_run
 from .state import State, same_files
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key
+from .wire_values import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    PENDING_PREFIX,
+    RUNS_PREFIX,
+    checkpoint_key,
+    intent_key_parts,
+    key_seq,
+    log_key,
+    run_seq,
+)
 
 # Compaction deletes what verify listed; a check that met it starts again, this many times in all.
 _VANISHED = "vanished while it was read"
@@ -169,11 +181,39 @@ class History:
                 problems.append(Problem(checkpoint_key(seq), f"it names another commit {seq} than the log holds"))
             if seq > last:
                 problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
+        problems.extend(await self._copy_problems(commits))
         if not problems and ordered:
             # A replay of the whole retained log: CPU-bound, on states no one else holds.
             problems.extend(await asyncio.to_thread(self._replay_problems, commits, checkpoints))
         if not problems and ordered:
             problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
+        return problems
+
+    async def _copy_problems(self, commits: Mapping[int, Commit]) -> list[Problem]:
+        """Runs that are not copies of the log's commits (a reader passes them over, but they are
+        not the store's), and pending intents no writer made. Intents past their window are not
+        problems: compaction deletes them."""
+        reader = self.log.reader
+        problems = []
+        for info in await reader.list_keys(RUNS_PREFIX):
+            seq = run_seq(info.key)
+            if seq is None:
+                problems.append(Problem(info.key, "not an object the store writes; readers ignore it"))
+                continue
+            if (data := await reader.get(info.key)) is None:
+                continue  # compacted as it was read
+            if (run := read_run(self.log.location, seq, data)) is None:
+                problems.append(Problem(info.key, "not a run of this memory's commits; readers pass it over"))
+            elif any(commit.seq in commits and commit.hash != commits[commit.seq].hash for commit in run.commits):
+                problems.append(Problem(info.key, "a run whose commits differ from the log's; readers pass it over"))
+        for info in await reader.list_keys(PENDING_PREFIX):
+            if intent_key_parts(info.key) is None:
+                problems.append(Problem(info.key, "not an object the store writes; readers ignore it"))
+            elif (data := await reader.get(info.key)) is not None:
+                try:
+                    read_intent(self.log.location, info.key, data)
+                except CorruptObjectError as error:
+                    problems.append(Problem(info.key, f"{error.reason}; no writer folds it"))
         return problems
 
     def _erasure_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from . import telemetry
 from .codec import Checkpoint, off_loop, text_bytes
+from .folds import FOLD_WINDOW
 from .log import CommitLog
 from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
 from .runs import Run, packable
 from .state import State
-from .wire_values import checkpoint_key, run_key
+from .wire_values import RUNS_PREFIX, checkpoint_key, intent_key_parts, run_key, run_seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +146,9 @@ class Housekeeper:
         anchor = max(anchors)
         dead_log = [info.key for seq, info in commits if seq < anchor]  # the anchor's own commit stays (3)
         dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
+        dead_copies = await self._dead_copies(anchor, head)
         # Log first: a compaction that dies between the two leaves old checkpoints, which cost nothing.
-        for dead in (dead_log, dead_checkpoints):
+        for dead in (dead_log, dead_checkpoints, dead_copies):
             if dead:
                 await retrying(
                     functools.partial(log.objects.delete, dead),
@@ -154,6 +156,19 @@ class Housekeeper:
                     attempts=options.request_attempts,
                 )
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
+
+    async def _dead_copies(self, anchor: int, head: int) -> list[str]:
+        """The runs below the anchor, and the intents no commit after `head` may settle any more
+        (past their window: settled, or never to be); a listing each, nothing read."""
+        reader = self.log.reader
+        runs = [info.key for info in await reader.list_keys(RUNS_PREFIX) if (run_seq(info.key) or anchor) < anchor]
+        expired = [key for key in await reader.list_pending() if _expired(key, head)]
+        return runs + expired
+
+
+def _expired(key: str, head: int) -> bool:
+    parts = intent_key_parts(key)
+    return parts is not None and parts[1] + FOLD_WINDOW <= head
 
 
 def _encoded(state: State, max_tombstones: int, at: float, packed: bool) -> tuple[int, bytes]:

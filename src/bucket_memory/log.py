@@ -146,7 +146,9 @@ class CommitLog:
             await self.head.loaded()
             # A confirmation sent after this call began is as good as our own probe.
             confirmed_at = self.head.confirmed_at
-            if confirmed_at < called and self._clock() - confirmed_at > self.options.max_staleness:
+            stale = confirmed_at < called and self._clock() - confirmed_at > self.options.max_staleness
+            # A write of ours that another process committed is read back here, whatever the staleness allowed.
+            if stale or self.head.seq < self.head.owed:
                 await self.head.probe()
             return self.head.current()  # a probe may have reloaded the memory into a new state
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import MemoryUrl
-from .wire_values import RESERVED_FOLDERS, checkpoint_key
+from .wire_values import RESERVED_FOLDERS, intent_key
 
 type Policy = dict[str, Any]
 
@@ -32,8 +32,8 @@ type Policy = dict[str, Any]
 SEGMENT_CHARACTER = "[A-Za-z0-9_.=-]"
 PREFIX_PATTERN = f"^({SEGMENT_CHARACTER}+(/{SEGMENT_CHARACTER}+)*)?/?$"
 REFUSED_SEGMENTS = (".", "..", *RESERVED_FOLDERS)
-# An object key is at most 1024 bytes, and a memory's longest key adds /checkpoints/<seq>.json.
-MAX_PREFIX_CHARS = 1024 - len("/" + checkpoint_key(0))
+# An object key is at most 1024 bytes, and a memory's longest key adds /pending/<made>-<base>-<id>.json.
+MAX_PREFIX_CHARS = 1024 - len("/" + intent_key(0, 0, "0" * 32))
 BUCKET_PATTERNS = {
     "s3": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
     "gs": "^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$",

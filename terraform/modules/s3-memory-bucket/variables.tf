@@ -35,8 +35,8 @@ variable "prefixes" {
   }
 
   validation {
-    condition     = alltrue([for prefix in var.prefixes : length(trimsuffix(prefix, "/")) <= 986])
-    error_message = "A prefix is at most 986 characters, for a memory's keys (38 more) to fit in the 1024 bytes of an object key."
+    condition     = alltrue([for prefix in var.prefixes : length(trimsuffix(prefix, "/")) <= 943])
+    error_message = "A prefix is at most 943 characters, for a memory's keys (81 more) to fit in the 1024 bytes of an object key."
   }
 }
 
