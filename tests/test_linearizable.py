@@ -33,6 +33,7 @@ from .races import random_history, run_processes
 FAULTS = Faults(
     fail_before=0.05, lose_reply=0.08, resend=0.03, refuse=0.03, unmapped=0.02, outage=0.01, max_delay=0.001
 )
+FOLDED: list[int] = []  # per history checked: the intents its commits settled
 OPTIONS = LogOptions(
     checkpoint_min_commits=3,
     checkpoint_max_commits=9,
@@ -156,7 +157,7 @@ def test_an_exception_outside_the_contract_is_found() -> None:
 
 async def run_random(objects: ObjectStore, seed: int, *, clients: int, operations: int) -> int:
     """Race `clients` stores of one memory with random operations under faults; check the history.
-    Returns how many operations it checked."""
+    Returns how many operations it checked; `FOLDED` counts the intents the log's commits settled."""
     archive, warp = Archive(objects), TimeWarp()
     options = replace(OPTIONS, clock=warp.clock)
     stores = [
@@ -189,6 +190,7 @@ async def run_random(objects: ObjectStore, seed: int, *, clients: int, operation
     state, _ = await replay(audit)  # gap-free and hash-chained from seq 1
     problems = check(history, commits)
     assert not problems, "\n".join(problems[:20])
+    FOLDED.append(sum(len(commit.folded or ()) for commit in commits))
     fresh = LogFileStore(objects)
     assert {entry.path: entry.version for entry in await fresh.list()} == {
         path: str(live.version) for path, live in state.files.items()

@@ -201,13 +201,13 @@ class Fleet:
         intent: Intent | None = None
         publishing: asyncio.Task[None] | None = None
         if self._expected_since_proven() < STALE_BASE:  # recent enough to be the base: publish as we list
-            intent = Intent.create(operation, origin, base=state.head, made=time.time())
+            intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
             publishing = asyncio.create_task(self._publish(intent))
         try:
             listed, pending = await asyncio.gather(reader.list_log(after=state.head), reader.list_pending())
             known = max((seq for seq, _ in listed), default=state.head)
             if intent is None or known >= intent.base + 2 * STALE_BASE:  # the head was staler than expected
-                intent = Intent.create(operation, origin, base=known, made=time.time())
+                intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
             return await self._wait(_Waiting(intent, known), pending)
@@ -290,8 +290,12 @@ class Fleet:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
             ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
-            fmt = log.format
-            theirs = [_request(other, _checked_plan(other, fmt), log.options.operation_timeout) for other in others]
+            fmt, genesis = log.format, head.current().genesis
+            theirs = [
+                _request(other, _checked_plan(other, fmt), log.options.operation_timeout)
+                for other in others
+                if other.belongs_to(genesis)
+            ]
             batch = sorted([ours, *theirs], key=_age)
             try:
                 commit = await log.committer.commit(batch, once=True)

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from .codec import CorruptObjectError, IntentId, _Signed
 from .operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
-from .wire_values import WireOrigin, checked_path, intent_key
+from .wire_values import Hash, WireOrigin, checked_path, intent_key
 
 # An intent holds one file's text (64 KiB by default) and its read set: anything past this is not
 # one a writer made, and is refused before it is parsed.
@@ -28,25 +28,30 @@ _MAX_MADE = 10**13 - 1
 
 class Intent(_Signed):
     """One process's write, published for another to commit: `operation` as its caller asked it,
-    `origin` naming the caller, `seq` the head its author saw (its base), `made` when (its
+    `origin` naming the caller, `seq` the head its author saw (its base), `genesis` the memory (the
+    hash of its commit 1: an intent copied from another memory is never folded), `made` when (its
     author's clock, in milliseconds: only the order intents are folded in depends on it)."""
 
+    _written_when_set = frozenset({"genesis"})
     kind: Literal["intent"] = "intent"
     format: Literal[1] = 1
     id: IntentId
     made: Annotated[int, Field(ge=0, le=_MAX_MADE)]
     origin: WireOrigin
     operation: Operation
+    genesis: Hash | None = None
 
     @classmethod
-    def create(cls, operation: Operation, origin: Origin, *, base: int, made: float) -> Intent:
-        """A new intent of `operation` on head `base`, made at `made` (seconds since the epoch)."""
+    def create(cls, operation: Operation, origin: Origin, *, base: int, genesis: str | None, made: float) -> Intent:
+        """A new intent of `operation` on head `base` of the memory whose commit 1 hashes to
+        `genesis` (None before there is one), made at `made` (seconds since the epoch)."""
         return cls.signed(
             seq=base,
             id=secrets.token_hex(16),
             made=min(max(int(made * 1000), 0), _MAX_MADE),
             origin=origin,
             operation=operation,
+            genesis=genesis,
         )
 
     @property
@@ -60,9 +65,9 @@ class Intent(_Signed):
     def stored_at(self, key: str) -> bool:
         return key == self.key
 
-    def rebased(self, base: int, made: float) -> Intent:
-        """The same write as a new intent on head `base` (this one is past its window)."""
-        return Intent.create(self.operation, self.origin, base=base, made=made)
+    def belongs_to(self, genesis: str | None) -> bool:
+        """Whether it was made for the memory whose commit 1 hashes to `genesis`."""
+        return self.genesis is None or genesis is None or self.genesis == genesis
 
     def checked(self, fmt: FileFormat) -> Self:
         """This intent if its paths and text are ones a store of `fmt` writes, else the harness's

@@ -1,0 +1,359 @@
+"""Fleet commit: intents published under pending/, folded into whoever commits next, settled once.
+
+What a broken implementation would get wrong: an intent applied twice or never, an author told
+something its log does not prove, a forged or foreign intent or run taken in, an uncontended
+writer paying for intents, a catch-up that reads every commit, an erased text left in a copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import FileFormat, Origin
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.canonical_json import canonical
+from bucket_memory.codec import Commit, CorruptObjectError, Fold, Write
+from bucket_memory.folds import FOLD_WINDOW
+from bucket_memory.intents import MAX_INTENT_BYTES, Intent
+from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.operations import WriteOp
+from bucket_memory.runs import RUN_EVERY, Run
+from bucket_memory.state import State
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+from bucket_memory.wire_values import PENDING_PREFIX, RUNS_PREFIX, run_key
+
+from .helpers import replay
+from .linearizability import check
+from .races import random_history, run_processes
+from .test_linearizable import FOLDED, run_random
+
+ORIGIN = Origin(run_id="fleet")
+AUTHOR = Origin(run_id="author", tool_call_id="call-1")
+QUOTA = 32 * 1024 * 1024
+
+
+def contend(store: LogFileStore) -> None:
+    """Make the store's next writes go through intents, as after a lost race."""
+    store.log.head.traffic.lost_at = store.log.options.clock()
+
+
+async def publish(objects: ObjectStore, intent: Intent) -> None:
+    assert await objects.create(intent.key, intent.encode())
+
+
+def an_intent(path: str, text: str, *, base: int, genesis: str | None, expected: str | None = None) -> Intent:
+    operation = WriteOp(path=path, text=text, expected=expected, max_bytes=QUOTA)
+    return Intent.create(operation, AUTHOR, base=base, genesis=genesis, made=time.time() - 1)
+
+
+async def pending(objects: ObjectStore) -> list[str]:
+    return [info.key for info in await objects.list(PENDING_PREFIX)]
+
+
+async def test_an_uncontended_writer_publishes_no_intent() -> None:
+    counted = FaultyObjectStore(MemoryObjectStore())
+    store = LogFileStore(counted)
+    for number in range(5):
+        await store.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    assert counted.calls["create"] == 5 and counted.calls["list"] <= 2
+    assert await pending(counted) == []
+    _, commits = await replay(counted)
+    assert all(commit.folded is None and commit.format == 3 for commit in commits)
+
+
+async def test_a_lost_race_goes_on_as_an_intent_its_author_settles() -> None:
+    objects = MemoryObjectStore()
+    mine, other = LogFileStore(objects), LogFileStore(objects)
+    await mine.list()
+    await other.write("theirs.md", "t", expected=None, origin=ORIGIN)
+    version = await mine.write("mine.md", "m", expected=None, origin=AUTHOR)  # loses at 1, then an intent
+    state, commits = await replay(objects)
+    assert version == "2" and state.files["mine.md"].text == "m"
+    (fold,) = commits[1].folded or ()
+    assert commits[1].format == 4 and fold.outcome == "applied" and fold.base == 1
+    assert await mine.read("mine.md") == await other.read("mine.md")
+    await mine.settle()
+    assert await pending(objects) == [], "the folder deletes the intents it settled"
+
+
+async def test_another_process_folds_a_published_intent_exactly_once() -> None:
+    """An intent whose author went away (a Lambda frozen mid-write) is folded by the next writer to
+    race for the key, attributed to its author, and never again."""
+    objects = MemoryObjectStore()
+    folder = LogFileStore(objects)
+    await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await folder.log.proven_state()).genesis
+    orphan = an_intent("orphan.md", "from a frozen author", base=1, genesis=genesis)
+    await publish(objects, orphan)
+    contend(folder)
+    await folder.write("next.md", "n", expected=None, origin=ORIGIN)
+    await folder.settle()
+    state, commits = await replay(objects)
+    assert state.files["orphan.md"].text == "from a frozen author"
+    settled = [(commit.seq, fold) for commit in commits for fold in commit.folded or () if fold.id == orphan.id]
+    assert len(settled) == 1 and settled[0][1].outcome == "applied"
+    change = next(c for c in commits[settled[0][0] - 1].changes if isinstance(c, Write) and c.path == "orphan.md")
+    assert (change.origin or commits[settled[0][0] - 1].origin) == AUTHOR
+    # Published again (a transport's late resend): settled in the window, so never applied twice.
+    await publish(objects, orphan)
+    contend(folder)
+    await folder.write("later.md", "l", expected=None, origin=ORIGIN)
+    _, again = await replay(objects)
+    assert sum(1 for commit in again for fold in commit.folded or () if fold.id == orphan.id) == 1
+
+
+async def test_an_intent_its_checks_refuse_is_settled_as_refused_or_unchanged() -> None:
+    objects = MemoryObjectStore()
+    folder = LogFileStore(objects)
+    await folder.write("f.md", "same", expected=None, origin=ORIGIN)
+    genesis = (await folder.log.proven_state()).genesis
+    stale = an_intent("f.md", "over a version long gone", base=1, genesis=genesis, expected="99")
+    unchanged = an_intent("f.md", "same", base=1, genesis=genesis, expected="1")
+    for intent in (stale, unchanged):
+        await publish(objects, intent)
+    contend(folder)
+    await folder.write("g.md", "g", expected=None, origin=ORIGIN)
+    state, commits = await replay(objects)
+    folds = {fold.id: fold for commit in commits for fold in commit.folded or ()}
+    assert folds[stale.id].outcome == "refused" and folds[stale.id].code == "version_mismatch"
+    assert folds[unchanged.id].outcome == "unchanged" and folds[unchanged.id].version == 1
+    assert state.files["f.md"].text == "same" and state.files["f.md"].version == 1
+
+
+def test_a_commit_that_settles_an_intent_twice_or_outside_its_window_is_corrupt() -> None:
+    state = State(format=FileFormat())
+
+    def commit(seq: int, *folds: Fold) -> Commit:
+        return Commit.create(seq, state.head_hash, (Write(path=f"{seq}.md", text="x"),), ORIGIN, at=0, folded=folds)
+
+    once = Fold(id="ab" * 16, base=0, outcome="applied")
+    state.apply(commit(1, once), "t")
+    with pytest.raises(CorruptObjectError, match="again"):
+        state.apply(commit(2, once), "t")
+    late = Fold(id="cd" * 16, base=0, outcome="applied")
+    for seq in range(2, FOLD_WINDOW + 2):
+        state.apply(commit(seq), "t")
+    with pytest.raises(CorruptObjectError, match="outside its window"):
+        state.apply(commit(FOLD_WINDOW + 2, late), "t")
+    with pytest.raises(CorruptObjectError, match="outside its window"):
+        state.apply(commit(FOLD_WINDOW + 2, Fold(id="ef" * 16, base=FOLD_WINDOW + 2, outcome="applied")), "t")
+
+
+async def test_the_window_of_settled_intents_survives_a_checkpoint_and_a_cold_open() -> None:
+    """A cold open from a checkpoint must still refuse to settle an intent a commit before the
+    checkpoint settled: checkpoints keep the window."""
+    objects = MemoryObjectStore()
+    options = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=2)
+    folder = LogFileStore(objects, options=options)
+    await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
+    intent = an_intent("x.md", "x", base=1, genesis=(await folder.log.proven_state()).genesis)
+    await publish(objects, intent)
+    contend(folder)
+    await folder.write("y.md", "y", expected=None, origin=ORIGIN)
+    await folder.settle()
+    cold = LogFileStore(objects, options=options)
+    state = await cold.log.proven_state()
+    assert intent.id in state.folds.settled and not state.folds.foldable(intent.id, intent.base, state.head + 1)
+
+
+def test_an_intent_past_its_window_is_never_folded_and_compaction_deletes_it(tmp_path: Path) -> None:
+    async def run() -> None:
+        objects = LocalObjectStore(tmp_path / "memory")
+        options = LogOptions(checkpoint_max_commits=FOLD_WINDOW + 4, grace_period=0, retain_commits=1, retain_seconds=0)
+        store = LogFileStore(objects, options=options)
+        await store.write("seed.md", "s", expected=None, origin=ORIGIN)
+        dead = an_intent("dead.md", "never", base=0, genesis=None)  # base 0: its window ends at commit 32
+        for number in range(FOLD_WINDOW + 3):
+            await store.write(f"n{number}.md", "x", expected=None, origin=ORIGIN)
+        await publish(objects, dead)
+        contend(store)
+        await store.write("last.md", "x", expected=None, origin=ORIGIN)
+        assert "dead.md" not in {entry.path for entry in await LogFileStore(objects).list()}
+        await store.housekeeper.compact()
+        assert dead.key not in await pending(objects)
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "forge",
+    ["garbage", "another key", "too large", "another memory", "escaping path", "wrong kind"],
+)
+async def test_hostile_intents_are_never_folded(forge: str) -> None:
+    """What a writer with PutObject under the prefix can put in pending/: nothing of it is applied,
+    and no writer fails for it."""
+    objects = MemoryObjectStore()
+    folder = LogFileStore(objects)
+    await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await folder.log.proven_state()).genesis
+    honest = an_intent("evil.md", "evil", base=1, genesis=genesis)
+    key, data = honest.key, honest.encode()
+    match forge:
+        case "garbage":
+            data = b'{"kind":"intent"' + b"x" * 100
+        case "another key":
+            key = an_intent("evil.md", "evil", base=1, genesis=genesis).key
+        case "too large":
+            data = data[:-1] + b" " * MAX_INTENT_BYTES + b"}"
+        case "another memory":
+            data = an_intent("evil.md", "evil", base=1, genesis="ee" * 32).encode()
+            key = Intent.model_validate_json(data).key
+        case "escaping path":
+            body = {key: value for key, value in json.loads(data).items() if key != "hash"}
+            body["operation"] = {**body["operation"], "path": "../../etc/passwd"}
+            data = canonical({**body, "hash": hashlib.sha256(canonical(body)).hexdigest()})
+        case "wrong kind":
+            commit = Commit.create(2, "00" * 32, (Write(path="evil.md", text="evil"),), ORIGIN, at=0)
+            data = commit.encode()
+    await objects.create(key, data)
+    contend(folder)
+    await folder.write("next.md", "n", expected=None, origin=ORIGIN)
+    state, commits = await replay(objects)
+    assert "evil.md" not in state.files and "next.md" in state.files
+    assert all(fold.id != honest.id for commit in commits for fold in commit.folded or ())
+
+
+async def test_lost_replies_while_publishing_and_folding_settle_every_write_once() -> None:
+    """The reply of every create under pending/ and log/ lost once (the object landed): each write
+    is applied once, and its author is told so."""
+    objects = MemoryObjectStore()
+
+    def lose_first(operation: str, key: str, count: int) -> str | None:
+        return "lose_reply" if operation == "create" and count % 3 == 1 else None
+
+    stores = [LogFileStore(FaultyObjectStore(objects, Faults(script=lose_first), seed=n)) for n in range(4)]  # type: ignore[arg-type]
+    for store in stores:
+        await store.list()
+        contend(store)
+
+    async def write(number: int, store: LogFileStore) -> str:
+        return await store.write(f"w{number}.md", str(number), expected=None, origin=Origin(tool_call_id=str(number)))
+
+    versions = await asyncio.gather(*(write(n, stores[n % 4]) for n in range(12)))
+    state, commits = await replay(objects)
+    for number, version in enumerate(versions):
+        assert state.files[f"w{number}.md"].version == int(version)
+    written = [c.path for commit in commits for c in commit.changes if isinstance(c, Write)]
+    assert sorted(written) == sorted(f"w{n}.md" for n in range(12)), "each write applied exactly once"
+
+
+async def test_catching_up_reads_a_run_not_every_commit() -> None:
+    objects = MemoryObjectStore()
+    others = [LogFileStore(objects) for _ in range(2)]
+    counted = FaultyObjectStore(objects)
+    reader = LogFileStore(counted)
+    await reader.list()
+    for number in range(4 * RUN_EVERY + 1):  # two writers: each sees the other, so runs are written
+        await others[number % 2].write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    for other in others:
+        await other.settle()
+    assert any(key.startswith(RUNS_PREFIX) for key in objects.objects)
+    counted.calls.clear()
+    assert len(await reader.list()) == 4 * RUN_EVERY + 1
+    assert counted.calls["get"] <= 1 + RUN_EVERY + 1, dict(counted.calls)  # probe, run, the commits from its seq
+
+
+@pytest.mark.parametrize("forge", ["another text", "another memory", "truncated"])
+async def test_a_forged_run_is_passed_over_not_taken_for_the_log(forge: str) -> None:
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects)
+    reader = LogFileStore(objects)
+    await reader.list()
+    for number in range(2 * RUN_EVERY):
+        await writer.write(f"{number}.md", "true", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    top = 2 * RUN_EVERY
+    forged = list(commits[:top])
+    if forge == "another text":
+        # Re-chained from commit 1 with another text: hashes check, the log's own commit at `top` differs.
+        prev = forged[0].hash
+        for index in range(1, top):
+            original = forged[index]
+            changes = (Write(path=original.changes[0].path, text="forged"),)  # type: ignore[union-attr]
+            forged[index] = Commit.create(original.seq, prev, changes, ORIGIN, at=0)
+            prev = forged[index].hash
+        data = Run.made(forged).encode()
+    elif forge == "another memory":
+        other = MemoryObjectStore()
+        stranger = LogFileStore(other)
+        for number in range(top):
+            await stranger.write(f"{number}.md", "other", expected=None, origin=ORIGIN)
+        _, theirs = await replay(other)
+        data = Run.made(theirs).encode()
+    else:
+        data = Run.made(forged).encode()[:-10]
+    await objects.create(run_key(top), data)
+    state = await reader.log.proven_state()
+    assert {path: live.text for path, live in state.files.items()} == {f"{n}.md": "true" for n in range(top)}
+    assert any("run" in problem.message for problem in await MemoryAdmin(writer).verify())
+
+
+async def test_erase_deletes_the_intents_and_runs_that_spell_the_file() -> None:
+    objects = VersionedMemoryObjectStore()
+    writer, other = LogFileStore(objects), LogFileStore(objects)
+    await writer.write("people/alice.md", "alice 4242-SECRET", expected=None, origin=ORIGIN)
+    for number in range(2 * RUN_EVERY):
+        await (writer, other)[number % 2].write(f"n{number}.md", "x", expected=None, origin=ORIGIN)
+    for store in (writer, other):
+        await store.settle()
+    genesis = (await writer.log.proven_state()).genesis
+    pending_write = an_intent("people/alice.md", "alice 4242-SECRET again", base=1, genesis=genesis, expected="0")
+    await publish(objects, pending_write)
+    assert any(key.startswith(RUNS_PREFIX) for key in objects.objects)
+    await MemoryAdmin(writer).erase("people/alice.md", origin=ORIGIN)
+    for key, versions in objects.stored.items():
+        for _, data, _ in versions:
+            assert data is None or b"4242-SECRET" not in data, key
+
+
+async def test_verify_reports_an_intent_no_writer_made() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    await objects.create(f"{PENDING_PREFIX}0000000000000-{0:020d}-{'ab' * 16}.json", b"not an intent")
+    await objects.create(f"{PENDING_PREFIX}notes.txt", b"x")
+    problems = {problem.key: problem.message for problem in await MemoryAdmin(store).verify()}
+    assert len(problems) == 2 and all(key.startswith(PENDING_PREFIX) for key in problems)
+
+
+@pytest.mark.parametrize("seed", range(2))
+async def test_random_histories_through_intents_stay_linearizable(seed: int) -> None:
+    """The linearizability suite's random clients and faults, eight stores on one memory: enough
+    contention that commits fold intents, which the checker then holds to the history."""
+    FOLDED.clear()
+    await run_random(MemoryObjectStore(), 500 + seed, clients=8, operations=30)
+    assert FOLDED and FOLDED[-1] > 0, "the history exercised no intent"
+
+
+def test_processes_racing_through_intents_stay_linearizable(tmp_path: Path) -> None:
+    """Separate OS processes on a local memory: every read sees every write acknowledged before
+    it began (the checker), and some commits settled other processes' intents."""
+    url = str(tmp_path / "memory")
+    histories = run_processes(random_history, [(url, f"p{number}", 700 + number, 30) for number in range(6)])
+    history = [operation for ops in histories for operation in ops]  # type: ignore[attr-defined]
+
+    async def audit() -> list[Commit]:
+        _, commits = await replay(LocalObjectStore(url))
+        return commits
+
+    commits = asyncio.run(audit())
+    problems = check(history, commits)
+    assert not problems, "\n".join(problems[:20])
+    assert any(commit.folded for commit in commits), "no commit settled an intent"
+
+
+async def test_a_log_without_fleet_commit_never_publishes() -> None:
+    objects = MemoryObjectStore()
+    options = LogOptions(fleet_commit=False)
+    stores = [LogFileStore(objects, options=options) for _ in range(4)]
+    await asyncio.gather(*(store.write(f"{n}.md", "x", expected=None, origin=ORIGIN) for n, store in enumerate(stores)))
+    assert await pending(objects) == []
+    _, commits = await replay(objects)
+    assert all(commit.format == 3 for commit in commits)
