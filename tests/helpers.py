@@ -19,7 +19,7 @@ from bucket_memory.codec import Commit
 from bucket_memory.objects import ObjectStore
 from bucket_memory.retry import retrying
 from bucket_memory.state import State
-from bucket_memory.wire_values import LOG_PREFIX, key_seq
+from bucket_memory.wire_values import LOG_PREFIX, key_seq, run_seq
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:
@@ -30,6 +30,8 @@ async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[S
     state = State(format=fmt or FileFormat())
     commits: list[Commit] = []
     for info in await retrying(lambda: objects.list(LOG_PREFIX), what="Listing the log to check it"):
+        if run_seq(info.key) is not None:
+            continue  # a copy of commits, beside them (runs.py)
         assert key_seq(info.key) == state.head + 1, f"gap or foreign key at {info.key}"
         data = await retrying(functools.partial(objects.get, info.key), what=f"Reading {info.key} to check it")
         assert data is not None

@@ -23,7 +23,7 @@ from a13n_harness.providers.memory import Changes, FileText, FullResync, MemoryS
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.codec import Commit
 from bucket_memory.objects import ObjectInfo, ObjectStore
-from bucket_memory.wire_values import LOG_PREFIX
+from bucket_memory.wire_values import LOG_PREFIX, key_seq
 
 from .linearizability import Done, Failed, Operation, Recorder
 
@@ -75,7 +75,11 @@ class Archive:
         for info in await self.inner.list(LOG_PREFIX):
             if (data := await self.inner.get(info.key)) is not None:
                 found[info.key] = data
-        return [Commit.decode(self.location, key, data) for key, data in found.items() if key.startswith(LOG_PREFIX)]
+        return [
+            Commit.decode(self.location, key, data)
+            for key, data in found.items()
+            if key.startswith(LOG_PREFIX) and key_seq(key)
+        ]
 
 
 class TimeWarp:

@@ -48,7 +48,7 @@ from .retry import gather_bounded, retrying
 from .rewriting import Redaction, Rewriting
 from .state import State
 from .store import LogFileStore
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, RUNS_PREFIX, checked_origin, checked_path, run_seq
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
 
 logger = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class Erasure:
         (`runs.py`) and writes not yet committed, which are deleted rather than rewritten (a
         deleted run is read again from the log; a deleted intent's author commits it itself)."""
         reader = self.log.reader
-        keys = [info.key for info in await reader.list_keys(RUNS_PREFIX) if run_seq(info.key) is not None]
+        keys = [info.key for info in await reader.list_keys(LOG_PREFIX) if run_seq(info.key) is not None]
         keys += await reader.list_pending()
 
         async def holds(key: str) -> bool:

@@ -96,7 +96,7 @@ class Head:
         self.current().absorb(planned)
         self._remember(commit)
         self.made = commit
-        if commit.seq % RUN_EVERY == 0 and self.traffic.shared:
+        if commit.seq % RUN_EVERY == 0 and self.traffic.shared and self.options.fleet_commit:
             self.run_due = commit.seq  # a fleet's readers catch up through it
 
     def _remember(self, commit: Commit) -> None:
@@ -157,34 +157,38 @@ class Head:
             if await self._probe_forward(state, since=self.confirmed_at):
                 return
             sent = self._clock()
-        listed = await self.reader.list_log(after=state.head)
+        listed, runs = await self.reader.list_log_and_runs(after=state.head)
         if listed and listed[0][0] != state.head + 1:
             logger.info(
                 "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head
             )
             await self.cold_start()
             return
-        for commit in await self._fetch(state, [seq for seq, _ in listed]):
+        for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
             self.apply(commit)
         self.prove(sent)
 
-    async def _fetch(self, state: State, seqs: list[int]) -> list[Commit]:
-        """The commits at `seqs` (listed after `state`'s head, in order): through the runs that
-        reach back to the head and the commits from the newest run's seq on, in one round trip,
-        when that saves GETs; one by one when the runs do not all check."""
+    async def _fetch(self, state: State, seqs: list[int], runs: list[int]) -> list[Commit]:
+        """The commits at `seqs` (listed after `state`'s head, in order, with the `runs` beside
+        them): through the runs that reach back to the head and the commits from the newest run's
+        seq on, in one round trip, when that saves GETs; one by one when no runs were listed that
+        reach back, or they do not all check."""
         head = state.head
         newest = seqs[-1] if seqs else head
-        top = newest - newest % RUN_EVERY
-        if top - head < 3:
+        listed = set(runs)
+        top = max((seq for seq in listed if seq <= newest), default=head)
+        tops = list(range(top, head, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
+        if top - head < 3 or not listed.issuperset(tops):
             return await self.reader.commits_at(seqs)
-        tops = list(range(top, head + 1, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
         found, tail = await asyncio.gather(
             gather_bounded(tops, lambda seq: self.reader.get(run_key(seq))),
             self.reader.commits_at([seq for seq in seqs if seq >= top]),
         )
         location = self.reader.location
-        runs = [None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)]
-        commits = _chained(state.head_hash, head, runs[::-1], tail)
+        runs_read = [
+            None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)
+        ]
+        commits = _chained(state.head_hash, head, runs_read[::-1], tail)
         if commits is None:
             return [*await self.reader.commits_at([seq for seq in seqs if seq < top]), *tail]
         return commits
@@ -256,7 +260,7 @@ class Head:
                 self._state = state
                 telemetry.count_cold_start()
                 return
-            listed = await reader.list_log(after=state.head)
+            listed, runs = await reader.list_log_and_runs(after=state.head)
             if not checkpoints and _unbegun(listed) and await reader.log_existed():
                 # The versions seen may be a first commit another writer made since the listing. It
                 # would be listed now (nothing that young is compacted, invariant 4): load again.
@@ -268,9 +272,8 @@ class Head:
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
                 continue
             self.recent.clear()
-            for commit in await self._fetch(state, [seq for seq, _ in listed]):
+            for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
                 state.apply(commit, reader.location)
-                self.traffic.note(commit.moment.timestamp())
                 self._remember(commit)
             self._state, self._proven = state, sent
             telemetry.count_cold_start()

@@ -21,7 +21,6 @@ from .wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
     PENDING_PREFIX,
-    RUNS_PREFIX,
     checkpoint_key,
     intent_key_parts,
     key_seq,
@@ -149,7 +148,7 @@ class History:
         problems = [
             Problem(info.key, "not an object the store writes; readers ignore it")
             for info in listed
-            if key_seq(info.key) is None
+            if key_seq(info.key) is None and run_seq(info.key) is None
         ]
         keys = [info.key for info in listed if key_seq(info.key) is not None]
         done = 0
@@ -181,7 +180,7 @@ class History:
                 problems.append(Problem(checkpoint_key(seq), f"it names another commit {seq} than the log holds"))
             if seq > last:
                 problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
-        problems.extend(await self._copy_problems(commits))
+        problems.extend(await self._copy_problems([info.key for info in listed if run_seq(info.key)], commits))
         if not problems and ordered:
             # A replay of the whole retained log: CPU-bound, on states no one else holds.
             problems.extend(await asyncio.to_thread(self._replay_problems, commits, checkpoints))
@@ -189,23 +188,19 @@ class History:
             problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
         return problems
 
-    async def _copy_problems(self, commits: Mapping[int, Commit]) -> list[Problem]:
+    async def _copy_problems(self, runs: Sequence[str], commits: Mapping[int, Commit]) -> list[Problem]:
         """Runs that are not copies of the log's commits (a reader passes them over, but they are
         not the store's), and pending intents no writer made. Intents past their window are not
         problems: compaction deletes them."""
         reader = self.log.reader
         problems = []
-        for info in await reader.list_keys(RUNS_PREFIX):
-            seq = run_seq(info.key)
-            if seq is None:
-                problems.append(Problem(info.key, "not an object the store writes; readers ignore it"))
-                continue
-            if (data := await reader.get(info.key)) is None:
+        for key in runs:
+            if (data := await reader.get(key)) is None:
                 continue  # compacted as it was read
-            if (run := read_run(self.log.location, seq, data)) is None:
-                problems.append(Problem(info.key, "not a run of this memory's commits; readers pass it over"))
+            if (run := read_run(self.log.location, run_seq(key) or 0, data)) is None:
+                problems.append(Problem(key, "not a run of this memory's commits; readers pass it over"))
             elif any(commit.seq in commits and commit.hash != commits[commit.seq].hash for commit in run.commits):
-                problems.append(Problem(info.key, "a run whose commits differ from the log's; readers pass it over"))
+                problems.append(Problem(key, "a run whose commits differ from the log's; readers pass it over"))
         for info in await reader.list_keys(PENDING_PREFIX):
             if intent_key_parts(info.key) is None:
                 problems.append(Problem(info.key, "not an object the store writes; readers ignore it"))

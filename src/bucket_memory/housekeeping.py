@@ -18,7 +18,7 @@ from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
 from .runs import Run, packable
 from .state import State
-from .wire_values import RUNS_PREFIX, checkpoint_key, intent_key_parts, run_key, run_seq
+from .wire_values import LOG_PREFIX, checkpoint_key, intent_key_parts, run_key, run_seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +161,7 @@ class Housekeeper:
         """The runs below the anchor, and the intents no commit after `head` may settle any more
         (past their window: settled, or never to be); a listing each, nothing read."""
         reader = self.log.reader
-        runs = [info.key for info in await reader.list_keys(RUNS_PREFIX) if (run_seq(info.key) or anchor) < anchor]
+        runs = [info.key for info in await reader.list_keys(LOG_PREFIX) if (run_seq(info.key) or anchor) < anchor]
         expired = [key for key in await reader.list_pending() if _expired(key, head)]
         return runs + expired
 

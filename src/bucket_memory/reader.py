@@ -14,7 +14,7 @@ from .intents import Intent, read_intent
 from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
 from .retry import gather_bounded, retrying
 from .state import State
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, PENDING_PREFIX, intent_key_parts, key_seq, log_key
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, PENDING_PREFIX, intent_key_parts, key_seq, log_key, run_seq
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,12 @@ class LogReader:
     async def list_log(self, *, after: int = 0) -> list[tuple[int, ObjectInfo]]:
         """The commits in the log after seq `after`, with their seqs."""
         return _owned(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
+
+    async def list_log_and_runs(self, *, after: int = 0) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
+        """The commits in the log after seq `after`, with their seqs, and the seqs of the runs
+        beside them (`runs.py`), from one listing."""
+        listed = await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None)
+        return _owned(listed), [seq for info in listed if (seq := run_seq(info.key)) is not None]
 
     async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
         """The checkpoints, oldest first, with their seqs."""

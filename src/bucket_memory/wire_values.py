@@ -20,7 +20,6 @@ from pydantic import AfterValidator, Field
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 PENDING_PREFIX = "pending/"
-RUNS_PREFIX = "runs/"
 RESERVED_FOLDERS = ("log", "checkpoints")
 
 MAX_SEQ = 10**20 - 1
@@ -28,7 +27,8 @@ MAX_ORIGIN_CHARS = 1024
 # Wide enough for any path a store with a larger `FileFormat.path_bytes` may have written.
 _WIRE_FORMAT = FileFormat(path_bytes=4096)
 _KEY = re.compile(r"(log|checkpoints)/(\d{20})\.json")
-_RUN_KEY = re.compile(r"runs/(\d{20})\.json")
+# Runs sit beside the commits they copy, so that the listing a catch-up makes names them.
+_RUN_KEY = re.compile(r"log/(\d{20})\.run\.json")
 _ESCAPED = bytes(range(32)) + b'"\\'
 _SHORT_ESCAPED = b'"\\\b\f\n\r\t'
 _ESCAPED_BUT_NEWLINE = _ESCAPED.replace(b"\n", b"")
@@ -57,7 +57,7 @@ def checkpoint_key(seq: int) -> str:
 
 
 def run_key(seq: int) -> str:
-    return f"{RUNS_PREFIX}{seq:020d}.json"
+    return f"{LOG_PREFIX}{seq:020d}.run.json"
 
 
 def is_owned(key: str) -> bool:
@@ -66,7 +66,7 @@ def is_owned(key: str) -> bool:
 
 
 def run_seq(key: str) -> int | None:
-    """The seq of a run's key (`runs/<20 digits>.json`), else None."""
+    """The seq of a run's key (`log/<20 digits>.run.json`), else None."""
     match = _RUN_KEY.fullmatch(key)
     return int(match[1]) if match else None
 
