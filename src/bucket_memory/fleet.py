@@ -32,7 +32,6 @@ from .batch import HandedOver, Plan, Request, Result, consume
 from .codec import Change, Commit, Fold
 from .committer import Outraced, unconfirmed
 from .folds import FOLD_WINDOW
-from .head import LogListing
 from .intents import Intent
 from .log import CommitLog
 from .operations import Operation
@@ -46,9 +45,6 @@ logger = logging.getLogger(__name__)
 IMPATIENCE = 2
 # Polls that find no new commit before an author races for the next key itself.
 IDLE_POLLS = 8
-# Others' writes per create latency below which no one else has likely published as an author
-# listed: its first race then takes that listing instead of listing again.
-QUIET_WRITES = 0.5
 # Create latencies an author waits after a commit before it polls for the next (after a 404, one).
 POLL_AFTER_COMMIT = 3
 # Intents one commit folds at most, and the bytes of them it reads.
@@ -208,13 +204,13 @@ class Fleet:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
             publishing = asyncio.create_task(self._publish(intent))
         try:
-            listing, pending = await asyncio.gather(head.list_after(), reader.list_pending())
-            known = max((seq for seq, _ in listing.commits), default=listing.after)
+            listed, pending = await asyncio.gather(reader.list_log(after=state.head), reader.list_pending())
+            known = max((seq for seq, _ in listed), default=state.head)
             if intent is None or known >= intent.base + 2 * STALE_BASE:  # the head was staler than expected
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
-            return await self._wait(_Waiting(intent, known), listing, pending)
+            return await self._wait(_Waiting(intent, known), pending)
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -228,27 +224,22 @@ class Fleet:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
 
-    async def _wait(self, waiting: _Waiting, listing: LogListing, pending: Sequence[str]) -> Outcome:
-        """Poll for the commit that settles our intent, racing for the next key when our turn comes.
-        Where others write rarely enough that no one else is likely to have published as we listed,
-        the first race takes the listings made with our intent (one round trip saved)."""
+    async def _wait(self, waiting: _Waiting, pending: Sequence[str]) -> Outcome:
+        """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
         reader = self.log.reader
         waiting.rank(pending)
         # The newest commit, unread, may have settled the older intents we saw.
         if not waiting.first and waiting.known > self.log.head.seq and (newest := await reader.commit(waiting.known)):
             waiting.note(newest)
         round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
-        quiet = self.log.head.traffic.write_rate(time.time()) * round_seconds < QUIET_WRITES
-        listed: tuple[LogListing, Sequence[str]] | None = (listing, pending) if quiet else None
         while True:
             if waiting.mine is not None:
                 return _outcome(*waiting.mine)
             if waiting.known >= waiting.intent.base + FOLD_WINDOW:
                 return Replan()  # past its window, unsettled: it never will be
             if waiting.turn:
-                if (outcome := await self._fold(waiting, listed)) is not None:
+                if (outcome := await self._fold(waiting)) is not None:
                     return outcome
-                listed = None
                 continue
             sent = time.monotonic()
             commit = await reader.commit(waiting.known + 1)
@@ -271,25 +262,21 @@ class Fleet:
             if head.cached is not None and head.seq == commit.seq - 1:
                 head.apply(commit)
 
-    async def _fold(self, waiting: _Waiting, listed: tuple[LogListing, Sequence[str]] | None) -> Outcome | None:
+    async def _fold(self, waiting: _Waiting) -> Outcome | None:
         """Race for the next key with our intent and the pending ones we can read, oldest first:
         what became of ours, or None when another writer won the key without settling it, or an
         older intent than ours turned up in the listing (its author races; we wait). A refusal of
-        ours, planned on the exact state before our commit, is raised: it is the answer. `listed`,
-        listings of the log and the pending intents made with our intent, saves making them again."""
+        ours, planned on the exact state before our commit, is raised: it is the answer."""
         log, intent = self.log, waiting.intent
         impatient = not waiting.first
         async with log.exclusive():
             head = log.head
-            # A write of this process that held the lock meanwhile may have folded ours with it.
-            if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return _outcome(*await self._fold_at(seq, intent.id))
             # List and read the intents while the head catches up; the head is only ever changed
             # under the lock, so nothing that touches it may outlive this block (as gather's would).
-            reading = asyncio.create_task(self._readable(waiting, listed[1] if listed else None))
+            reading = asyncio.create_task(self._readable(waiting))
             try:
                 await head.loaded()
-                await head.catch_up(listed[0] if listed else None)  # as the intents are read
+                await head.catch_up()  # a listing and the commits after the head, as the intents are read
                 pending, others = await reading
             finally:
                 reading.cancel()
@@ -334,10 +321,10 @@ class Fleet:
             return Replan()
         return None
 
-    async def _readable(self, waiting: _Waiting, listed: Sequence[str] | None) -> tuple[Sequence[str], list[Intent]]:
-        """A listing of the pending intents (`listed`, or made now), and those other than ours that
-        we can read, oldest first, up to the caps."""
-        pending = listed if listed is not None else await self.log.reader.list_pending()
+    async def _readable(self, waiting: _Waiting) -> tuple[list[str], list[Intent]]:
+        """A listing of the pending intents, and those other than ours that we can read, oldest
+        first, up to the caps."""
+        pending = await self.log.reader.list_pending()
         keys = [
             key
             for key in pending

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
@@ -33,16 +32,6 @@ def deleted(location: str) -> MemoryStoreError:
         f"Nothing was read or written. Run `bucket-memory recover {location}` to bring it back with every "
         "acknowledged commit, or use another prefix for a new memory.",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class LogListing:
-    """The log's commits (with their seqs) and runs after seq `after`, listed at `sent` (local clock)."""
-
-    after: int
-    commits: list[tuple[int, ObjectInfo]]
-    runs: list[int]
-    sent: float
 
 
 class Overtaken(Exception):
@@ -126,7 +115,7 @@ class Head:
             if target is self._state:
                 self._state = None
             raise
-        self.traffic.note(commit.moment.timestamp(), len(commit.changes))
+        self.traffic.note(commit.moment.timestamp())
         if target is self._state:
             self._remember(commit)
 
@@ -160,26 +149,15 @@ class Head:
         self.apply(following)
         await self.catch_up()
 
-    async def list_after(self) -> LogListing:
-        """A listing of the log after the cached head, and when it was sent: for `catch_up`."""
-        head, sent = self.seq, self._clock()
-        listed, runs = await self.reader.list_log_and_runs(after=head)
-        return LogListing(head, listed, runs, sent)
-
-    async def catch_up(self, listing: LogListing | None = None) -> None:
-        """Apply every commit after the cached head, found by one listing (`listing`, one made
-        since the head was at its seq, if recent enough to prove anything: invariant 2); reload if
-        compaction left a gap."""
+    async def catch_up(self) -> None:
+        """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
         state = self.current()
-        if listing is None or listing.after > state.head or self.is_old(since=listing.sent):
+        sent = self._clock()
+        if not self.reader.objects.ordered_listing and not self.is_old(sent):
+            if await self._probe_forward(state, since=self.confirmed_at):
+                return
             sent = self._clock()
-            if not self.reader.objects.ordered_listing and not self.is_old(sent):
-                if await self._probe_forward(state, since=self.confirmed_at):
-                    return
-                sent = self._clock()
-            listing = LogListing(state.head, *await self.reader.list_log_and_runs(after=state.head), sent)
-        listed = [(seq, info) for seq, info in listing.commits if seq > state.head]
-        runs, sent = listing.runs, listing.sent
+        listed, runs = await self.reader.list_log_and_runs(after=state.head)
         if listed and listed[0][0] != state.head + 1:
             logger.info(
                 "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head

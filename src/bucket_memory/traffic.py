@@ -25,14 +25,11 @@ class Traffic:
 
     def __init__(self) -> None:
         self._moments: deque[float] = deque(maxlen=_REMEMBERED)
-        self._writes: deque[int] = deque(maxlen=_REMEMBERED)  # the changes each of those commits made
         self.lost_at = float("-inf")  # when (local clock) a create of ours last lost to another writer's
 
-    def note(self, moment: float, writes: int) -> None:
-        """Another process's commit of `writes` changes, made at `moment` (seconds since the
-        epoch, server time)."""
+    def note(self, moment: float) -> None:
+        """Another process's commit, made at `moment` (seconds since the epoch, server time)."""
         self._moments.append(moment)
-        self._writes.append(writes)
 
     @property
     def shared(self) -> bool:
@@ -48,11 +45,6 @@ class Traffic:
         span = moments[-1] - moments[0]
         # Commit times have milliseconds: a burst within one is as fast as a millisecond apart each.
         return (len(moments) - 1) / max(span, 0.001 * (len(moments) - 1))
-
-    def write_rate(self, now: float) -> float:
-        """Others' writes per second (changes their commits made), as of `now`; 0 when quiet."""
-        rate = self.rate(now)
-        return rate * sum(self._writes) / len(self._writes) if rate else 0.0
 
     def expected(self, now: float, elapsed: float) -> float:
         """Commits others likely made in the `elapsed` seconds up to `now` (server time)."""
