@@ -44,7 +44,10 @@ logger = logging.getLogger(__name__)
 # Commits that pass an intent by, unsettled, before its author races for the next key itself.
 IMPATIENCE = 2
 # Polls that find no new commit before an author races for the next key itself.
-IDLE_POLLS = 8
+IDLE_POLLS = 6
+# Create latencies after which an older intent still listed is taken for settled or abandoned: its
+# author would have raced for a key itself by then (only who races first depends on it).
+GHOST_ROUNDS = 8
 # Create latencies an author waits after a commit before it polls for the next (after a 404, one).
 POLL_AFTER_COMMIT = 3
 # Intents one commit folds at most, and the bytes of them it reads.
@@ -94,9 +97,13 @@ class _Waiting:
             if fold.id == self.intent.id:
                 self.mine = (commit.seq, fold)
 
-    def rank(self, pending: Sequence[str]) -> None:
-        """Take the older intents from a fresh listing of the pending ones."""
-        self.older = {key for key in pending if key < self.intent.key and _live(key, self.known)}
+    def rank(self, pending: Sequence[str], round_seconds: float) -> None:
+        """Take the older intents from a fresh listing of the pending ones: those made lately (one
+        listed long after it was made was settled, its deletion not yet seen, or abandoned)."""
+        since = int(1000 * (time.time() - GHOST_ROUNDS * round_seconds))
+        self.older = {
+            key for key in pending if key < self.intent.key and _live(key, self.known) and _made(key) >= since
+        }
 
     @property
     def first(self) -> bool:
@@ -227,11 +234,11 @@ class Fleet:
     async def _wait(self, waiting: _Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
         reader = self.log.reader
-        waiting.rank(pending)
+        round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
+        waiting.rank(pending, round_seconds)
         # The newest commit, unread, may have settled the older intents we saw.
         if not waiting.first and waiting.known > self.log.head.seq and (newest := await reader.commit(waiting.known)):
             waiting.note(newest)
-        round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
         while True:
             if waiting.mine is not None:
                 return _outcome(*waiting.mine)
@@ -271,6 +278,9 @@ class Fleet:
         impatient = not waiting.first
         async with log.exclusive():
             head = log.head
+            # A write of this process that held the lock meanwhile may have folded ours with it.
+            if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
+                return _outcome(*await self._fold_at(seq, intent.id))
             # List and read the intents while the head catches up; the head is only ever changed
             # under the lock, so nothing that touches it may outlive this block (as gather's would).
             reading = asyncio.create_task(self._readable(waiting))
@@ -283,7 +293,7 @@ class Fleet:
             window = head.current().folds
             waiting.settled.update(window.settled)
             waiting.known = max(waiting.known, head.seq)
-            waiting.rank(pending)
+            waiting.rank(pending, max(log.committer.settler.round_seconds, 0.005))
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
                 return _outcome(*await self._fold_at(seq, intent.id))
             if not impatient and not waiting.first:
@@ -410,6 +420,11 @@ def _age(request: Request) -> str:
 def _id_of(key: str) -> str:
     parts = intent_key_parts(key)
     return parts[2] if parts is not None else ""
+
+
+def _made(key: str) -> int:
+    parts = intent_key_parts(key)
+    return parts[0] if parts is not None else 0
 
 
 def _live(key: str, known: int) -> bool:
