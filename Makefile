@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.peers_s3
 	$(PY) -m benchmarks.layers
 	$(PY) -m benchmarks.erase
+	$(PY) -m benchmarks.fleet
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.
 dist: $(STAMP)

@@ -24,7 +24,7 @@ import resource
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.objects import LocalObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
+
+from . import fleet_sim
+from .page import publish
 
 ROOT = Path(__file__).parent.parent
 TEXT = "- a remembered fact about the user's preferences\n" * 4
@@ -67,8 +70,7 @@ async def _writers(root: str, cell: Cell, first: int, count: int, start: float, 
     options = LogOptions(fleet_commit=cell.fleet_commit)
     counted = [FaultyObjectStore(LocalObjectStore(root), faults, seed=seed * 10_000 + n) for n in range(count)]
     stores = [LogFileStore(objects, options=options) for objects in counted]
-    for store in stores:
-        await store.list()  # warm, as a running instance is
+    await asyncio.gather(*(store.list() for store in stores))  # warm, as a running instance is
     for objects in counted:
         objects.calls.clear()
     per_writer = cell.rate / cell.writers
@@ -143,7 +145,7 @@ def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
     def percentile(fraction: float) -> float:
         if not latencies:
             return float("inf")
-        return latencies[min(len(latencies) - 1, int(fraction * len(latencies)))] / cell.latency
+        return float(latencies[min(len(latencies) - 1, int(fraction * len(latencies)))]) / cell.latency
 
     return {
         "cell": asdict(cell),
@@ -164,26 +166,78 @@ def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
     }
 
 
+# The issue's cells, each measured where this machine can drive it: at 50 ms a request up to 64
+# writers; 256 and 1,000 writers with the latency raised (200 and 500 ms) so that the CPU of the two
+# cores is not the limit. The one serial log (`fleet_commit=False`) beside the first cells.
+CELLS = [
+    Cell(1, 0.25),
+    Cell(16, 0.5),
+    Cell(64, 2.0),
+    Cell(64, 2.0, sigma=0.5),
+    Cell(256, 4.0, latency=0.2),
+    Cell(1000, 8.0, latency=0.5),
+    Cell(16, 0.5, fleet_commit=False),
+    Cell(64, 2.0, fleet_commit=False),
+]
+
+
+def predicted(cell: Cell) -> dict[str, Any]:
+    """The simulation's row for the cell (the protocol alone: no CPU)."""
+    protocol = fleet_sim.Protocol(folding=cell.fleet_commit)
+    sim_cell = fleet_sim.Cell(cell.writers, cell.load, cell.seconds, cell.latency, cell.sigma)
+    return fleet_sim.simulate(sim_cell, protocol)
+
+
+def tables(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| protocol | writers | load | latency | served | p50 | p99 | p99.9 | PUTs | GETs | LISTs | "
+        "sim p50 | sim p99 | sim PUTs | sim GETs+LISTs | CPU ms a write |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
+    ]
+    for row in rows:
+        cell, sim = row["cell"], row["sim"]
+        latency = f"{cell['latency'] * 1000:.0f} ms" + (f" lognormal, sigma {cell['sigma']}" if cell["sigma"] else "")
+        failed = sum(row["failures"].values())
+        served = f"{row['served_share']:.0%}" + (f" ({failed} failed)" if failed else "")
+        lines.append(
+            f"| {'fleet commit' if cell['fleet_commit'] else 'one log'} | {cell['writers']} | {cell['load']:g}x | "
+            f"{latency} | {served} | {row['p50']:.1f} | {row['p99']:.1f} | {row['p999']:.1f} | {row['puts']:.2f} | "
+            f"{row['gets']:.2f} | {row['lists']:.2f} | {sim['p50']:.1f} | {sim['p99']:.1f} | {sim['puts']:.2f} | "
+            f"{sim['gets'] + sim['lists']:.2f} | {row['cpu_per_write_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--writers", type=int, help="one cell only (printed, not published)")
     parser.add_argument("--load", type=float, default=0.5)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--sigma", type=float, default=0.0)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--one-log", action="store_true", help="without fleet commit")
     arguments = parser.parse_args()
-    cell = Cell(
-        arguments.writers,
-        arguments.load,
-        arguments.latency,
-        arguments.sigma,
-        arguments.seconds,
-        arguments.processes,
-        fleet_commit=not arguments.one_log,
-    )
-    print(json.dumps(measure(cell), indent=1))
+    if arguments.writers is not None:
+        cell = Cell(
+            arguments.writers,
+            arguments.load,
+            arguments.latency,
+            arguments.sigma,
+            arguments.seconds,
+            arguments.processes,
+            fleet_commit=not arguments.one_log,
+        )
+        print(json.dumps({**measure(cell), "sim": predicted(cell)}, indent=1))
+        return
+    rows = []
+    for cell in CELLS:
+        cell = replace(cell, seconds=arguments.seconds)
+        row = {**measure(cell), "sim": predicted(cell)}
+        print(json.dumps({key: value for key, value in row.items() if key != "cell"}), flush=True)
+        rows.append(row)
+    publish({"rows": rows}, saved_as="fleet.json", section="fleet", tables=tables(rows))
 
 
 if __name__ == "__main__":

@@ -174,13 +174,14 @@ class Protocol:
     fold_cap: int = 256  # intents one commit folds at most
     contended_for: float = 40.0  # round trips a writer lists first after it saw another's commit
     impatience: int = 2  # commits an author sees pass its intent before it races regardless
-    idle_polls: int = 8  # polls that find no new commit before an author races regardless
-    poll: float = 1.0  # round trips between an author's polls of the next commit
+    idle_polls: int = 6  # polls that find no new commit before an author races regardless
+    poll: float = 1.0  # round trips between an author's polls of the next commit after a 404
+    poll_after_commit: float = 3.0  # ... and after a commit that did not settle its intent
+    ghost_rounds: float = 8.0  # an older intent listed this long after it was made is not waited for
     run_every: int = 4  # a run is written at every seq divisible by this
-    run_span: int = 64  # commits a run holds at most
+    run_span: int = 32  # commits a run holds at most
     checkpoint_every: int = 32
     authors_catch_up: bool = False  # an author applies every commit before it waits (else only its folds)
-    confirm_lead: bool = True  # an author that saw no older intent lists again before it races
 
 
 @dataclass
@@ -202,6 +203,8 @@ class Writer:
         self.settled: dict[int, int] = {}  # intent id -> the seq that folded it, from every commit read
         self.contended_until = -math.inf
         self.lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._publishing: asyncio.Future[None] | None = None  # the latest intent's PUT, under way
         self.waiting: list[asyncio.Future[int]] = []
         self.round_seconds = round_trip
         self.confirmed_at = 0.0
@@ -263,7 +266,7 @@ class Writer:
                 self.confirmed()
                 return
         missing = list(range(self.head + 1, newest + 1))
-        for chunk in itertools.batched(missing, FETCH_CONCURRENCY):
+        for chunk in itertools.batched(missing, FETCH_CONCURRENCY, strict=False):
             for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
                 if commit is not None:
                     self.apply(commit)
@@ -289,17 +292,23 @@ class Writer:
             self.apply(made)
             self.own += 1
             self.confirmed()
-            loop = asyncio.get_running_loop()
             if seq % self.protocol.checkpoint_every == 0:
-                loop.create_task(self._housekeeping(self.bucket.put_checkpoint(seq)))
+                self._background(self.bucket.put_checkpoint(seq))
             if self.protocol.runs and seq % self.protocol.run_every == 0 and seq - self.recent_from >= 1:
                 start = max(self.recent_from, seq - self.protocol.run_span + 1)
-                loop.create_task(self._housekeeping(self.bucket.put_run(seq, start)))
+                self._background(self.bucket.put_run(seq, start))
         return created
 
-    async def _housekeeping(self, work: Awaitable[None]) -> None:
-        _tally.set(None)
-        await work
+    def _background(self, work: Awaitable[None]) -> None:
+        """Housekeeping, counted as no write's: run apart, held until done."""
+
+        async def run() -> None:
+            _tally.set(None)
+            await work
+
+        task = asyncio.get_running_loop().create_task(run())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     # Writing ---------------------------------------------------------------------------------
 
@@ -337,88 +346,74 @@ class Writer:
                     if losses == 1:
                         await asyncio.sleep(self.chance.uniform(0, self.round_seconds))
 
+    def _older(self, intent: Intent, pending: list[tuple[float, int, int]], known: int) -> set[int]:
+        """The ids of the intents listed before ours, live and made lately (`fleet._Waiting.rank`)."""
+        since = self.now - self.protocol.ghost_rounds * self.round_seconds
+        return {
+            key[2] for key in pending if key < intent.key and key[1] + self.protocol.window > known and key[0] >= since
+        }
+
     async def folded_write(self) -> None:
-        """Publish an intent and list the log's new commits and the pending intents (in one round
-        trip when the head is recent enough to be the intent's base, else listing first); race for
-        the next key when ours is the oldest pending, else poll for the commit that settles it,
-        racing once every older intent is settled, or the log stands still, or `impatience`
-        commits passed it by."""
+        """`fleet.Fleet._one_intent`: publish an intent as the log and pending/ are listed (after
+        listing, when the head is too stale to be its base); read the newest commit if older intents
+        are pending; race when ours is the oldest, else poll for the commit that settles it."""
         protocol, bucket = self.protocol, self.bucket
-        publishing: asyncio.Future[None] | None = None
         if self.rate * (self.now - self.confirmed_at) < protocol.window / 4:
             intent = Intent(self.chance.getrandbits(64), self.head, self.now)
             (listed, pending), _ = await asyncio.gather(bucket.list_after(self.head), bucket.put_intent(intent))
         else:
             listed, pending = await bucket.list_after(self.head)
             intent = Intent(self.chance.getrandbits(64), max(listed, default=self.head), self.now)
-            publishing = asyncio.ensure_future(bucket.put_intent(intent))
+            self._publishing = asyncio.ensure_future(bucket.put_intent(intent))  # counted as the write's
         known = max(listed, default=self.head)  # the newest commit seen; the head may be behind it
-        if listed:
-            self.saw_others()
-        if known >= intent.base + protocol.window // 2:  # the head was staler than the rate said
-            intent = Intent(self.chance.getrandbits(64), known, self.now)
-            await bucket.put_intent(intent)
-        older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
-        passed = idle = 0
+        older = self._older(intent, pending, known)
         if protocol.authors_catch_up:
             async with self.lock:
                 await self.catch_up(listed)
-        elif older and known > self.head:  # the newest commit, which may have settled them, unread
-            newest = await bucket.get(known)
-            if newest is not None:
-                self.apply(newest)
-        if protocol.confirm_lead and not {key[2] for key in older} - self.settled.keys():
-            # Others may have published as we listed, each seeing no one older: list once more,
-            # after our intent is there, so that only the oldest of them races.
-            if publishing is not None:
-                await publishing
-                publishing = None
-            listed, pending = await bucket.list_after(self.head)
-            known = max(listed, default=known)
-            older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
+        elif older - self.settled.keys() and known > self.head and (newest := await bucket.get(known)):
+            self.apply(newest)  # the newest commit, which may have settled them
+        passed = idle = 0
         while True:
-            assert known < intent.base + protocol.window, "an intent expired unfolded"
-            unsettled = {key[2] for key in older} - self.settled.keys()
-            if not unsettled or passed >= protocol.impatience or idle >= protocol.idle_polls:
-                if await self.fold(intent, listed, pending):
+            if intent.id in self.settled:
+                return
+            if known >= intent.base + protocol.window:  # past its window: plan it again (`fleet.Replan`)
+                intent = Intent(self.chance.getrandbits(64), known, self.now)
+                self._publishing = asyncio.ensure_future(bucket.put_intent(intent))
+                older, passed, idle = set(), 0, 0
+            first = not older - self.settled.keys()
+            if first or passed >= protocol.impatience or idle >= protocol.idle_polls:
+                settled, older = await self.fold(intent, impatient=not first)
+                if settled:
                     return
-                known, older, passed, idle = max(known, self.head), set(), 0, 0
-                listed, pending = [], []
-            if publishing is not None:
-                await publishing
-                publishing = None
+                known, passed, idle = max(known, self.head), 0, 0
+                continue
             sent = self.now
             commit = await bucket.get(known + 1)
-            if commit is None:
+            if commit is not None:
+                known, idle, passed = commit.seq, 0, passed + 1
+                self.apply(commit)
+            else:
                 idle += 1
-                await asyncio.sleep(max(0.0, sent + protocol.poll * self.round_trip - self.now))
-                continue
-            known, idle = commit.seq, 0
-            self.apply(commit)
-            if intent.id in commit.folded:
-                return
-            passed += 1
-            listed, pending = [], []  # the next fold lists afresh
-            if not {key[2] for key in older} - self.settled.keys():
-                # Every intent older than ours that we knew of is settled, but others published
-                # while we listed may be older still: list, and race only if none is.
-                listed, pending = await bucket.list_after(self.head)
-                known = max(listed, default=known)
-                older = {key for key in pending if key < intent.key and key[1] + protocol.window > known}
+            if intent.id not in self.settled and older - self.settled.keys() and passed < protocol.impatience:
+                pause = protocol.poll_after_commit if commit is not None else protocol.poll
+                await asyncio.sleep(max(0.0, sent + pause * self.round_seconds - self.now))
 
-    async def fold(self, intent: Intent, listed: list[int], pending: list[tuple[float, int, int]]) -> bool:
-        """Race for the next key with our write and the pending intents (oldest first, up to the
-        cap), catching up and reading them in one round trip; whether our write is settled."""
+    async def fold(self, intent: Intent, *, impatient: bool) -> tuple[bool, set[int]]:
+        """`fleet.Fleet._fold`: list the log and pending/, catch up and read the intents in one round
+        trip, step back if an older intent turned up (unless impatient), else race for the next key
+        with ours and theirs. Whether ours is settled, and the older intents seen."""
         async with self.lock:
-            if not pending and not listed:
-                listed, pending = await self.bucket.list_after(self.head)
+            listed, pending = await self.bucket.list_after(self.head)
             live = [key for key in pending if key[2] != intent.id and key[2] not in self.settled]
             live = live[: self.protocol.fold_cap - 1]
             read, _ = await asyncio.gather(
                 asyncio.gather(*(self.bucket.get_intent(key) for key in live)), self.catch_up(listed)
             )
+            older = self._older(intent, pending, self.head)
             if intent.id in self.settled:
-                return True
+                return True, older
+            if older - self.settled.keys() and not impatient:
+                return False, older
             folded = frozenset(
                 {intent.id}
                 | {
@@ -431,11 +426,11 @@ class Writer:
             )
             if await self.commit(len(folded), folded):
                 done = [*live, intent.key]
-                asyncio.get_running_loop().create_task(self._housekeeping(self.bucket.delete_intents(done)))
-                return True
+                self._background(self.bucket.delete_intents(done))
+                return True, older
             self.saw_others()
             await self.read_run(self.head + 1)
-            return intent.id in self.settled
+            return intent.id in self.settled, older
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +480,7 @@ def simulate(cell: Cell, protocol: Protocol, seed: int = 1) -> dict[str, Any]:
             writer = chance.choice(writers)
             tasks.append(asyncio.create_task(one(writer, now)))
         # Writes still waiting well after the load ended are a backlog, not latency.
-        done, waiting = await asyncio.wait(tasks, timeout=60 * cell.round_trip * 20)
+        _, waiting = await asyncio.wait(tasks, timeout=60 * cell.round_trip * 20)
         unfinished = len(waiting)
         for task in waiting:
             task.cancel()

@@ -287,3 +287,30 @@ def erase_killed_at(url: str, kill_at: int, before: bool) -> None:
             await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="erase", principal_id="dpo"))
 
     asyncio.run(erase())
+
+
+def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
+    """Write `<name>.md` through an intent (as a process that just lost a race would), and SIGKILL
+    this process just after its first create under `kill_under` lands ("pending/": its intent
+    published; "log/": a commit of its fold landed, before anything after it ran): kill -9 there."""
+    import signal
+
+    from bucket_memory.objects import LocalObjectStore
+
+    create = LocalObjectStore.create
+
+    async def killing(self: LocalObjectStore, key: str, data: bytes) -> bool:
+        created = await create(self, key, data)
+        if key.startswith(kill_under) and not key.endswith(".run.json"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return created
+
+    LocalObjectStore.create = killing  # type: ignore[method-assign]
+
+    async def write() -> None:
+        async with open_store(url) as store:
+            await store.list()
+            store.log.head.traffic.lost_at = store.log.options.clock()  # contended: through an intent
+            await store.write(f"{name}.md", name, expected=None, origin=Origin(run_id=name, tool_call_id=name))
+
+    asyncio.run(write())

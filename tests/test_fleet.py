@@ -357,3 +357,60 @@ async def test_a_log_without_fleet_commit_never_publishes() -> None:
     assert await pending(objects) == []
     _, commits = await replay(objects)
     assert all(commit.format == 3 for commit in commits)
+
+
+@pytest.mark.parametrize("kill_under", ["pending/", "log/"])
+def test_a_writer_killed_mid_intent_or_mid_fold_leaves_every_write_once(kill_under: str, tmp_path: Path) -> None:
+    """kill -9 of an author just after its intent landed, or of a folder just after its commit
+    landed (before it deleted the intents or told anyone): the others go on, the killed write is
+    applied once or never, and nothing acknowledged is lost or doubled."""
+    import multiprocessing
+
+    from .races import fleet_writer_killed
+
+    url = str(tmp_path / "memory")
+
+    async def seed() -> None:
+        store = LogFileStore(LocalObjectStore(url))
+        await store.write("seed.md", "s", expected=None, origin=ORIGIN)
+
+    asyncio.run(seed())
+    context = multiprocessing.get_context("spawn")
+    victim = context.Process(target=fleet_writer_killed, args=(url, "victim", kill_under))
+    victim.start()
+    victim.join(timeout=120)
+    assert victim.exitcode == -9, "killed at the point chosen"
+
+    async def survivors() -> list[str]:
+        stores = [LogFileStore(LocalObjectStore(url)) for _ in range(3)]
+        for store in stores:
+            await store.list()
+            contend(store)
+        return await asyncio.gather(
+            *(store.write(f"s{n}.md", str(n), expected=None, origin=ORIGIN) for n, store in enumerate(stores))
+        )
+
+    versions = asyncio.run(survivors())
+    state, commits = asyncio.run(replay(LocalObjectStore(url)))
+    for number, version in enumerate(versions):
+        assert state.files[f"s{number}.md"].version == int(version)
+    written = [c.path for commit in commits for c in commit.changes if isinstance(c, Write)]
+    assert len(written) == len(set(written)), "no write applied twice"
+    # Its intent was folded by the survivors, or its own commit landed before it died: once either way.
+    assert "victim.md" in state.files and written.count("victim.md") == 1
+
+
+async def test_a_write_whose_head_was_staler_than_expected_is_published_once() -> None:
+    """An author that publishes as it lists (its head seemed recent) and finds the head far behind
+    keeps its one intent: a second one for the same write could be settled too, applying the write
+    twice or answering a refusal for a write that landed (found by the benchmark's lognormal cell)."""
+    objects = MemoryObjectStore()
+    mine, other = LogFileStore(objects), LogFileStore(objects)
+    await mine.list()
+    for number in range(20):
+        await other.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    contend(mine)
+    assert await mine.write("mine.md", "m", expected=None, origin=AUTHOR) == "21"
+    _, commits = await replay(objects)
+    folds = [fold for commit in commits for fold in commit.folded or ()]
+    assert len(folds) == 1 and folds[0].base == 0 and folds[0].outcome == "applied"

@@ -14,7 +14,7 @@ still: someone always races, and no intent waits behind a crashed author. What a
 told is what the log proves: its intent applied at the commit that settled it, unchanged there,
 or refused (then planned again on a head proven current: a refusal there is the answer); a
 commit settles an intent at most once, within `FOLD_WINDOW` commits of its base (`folds.py`);
-`write_unconfirmed` only when the author gave up without that proof.
+`write_unconfirmed` only when the author gave up without that proof (invariant 9 of `log`).
 """
 
 from __future__ import annotations
@@ -213,7 +213,10 @@ class Fleet:
         try:
             listed, pending = await asyncio.gather(reader.list_log(after=state.head), reader.list_pending())
             known = max((seq for seq, _ in listed), default=state.head)
-            if intent is None or known >= intent.base + 2 * STALE_BASE:  # the head was staler than expected
+            # Never a second intent for one write while the first may be settled: one whose head was
+            # staler than expected has a shorter window, and once past it, provably never applied,
+            # is planned again.
+            if intent is None:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None

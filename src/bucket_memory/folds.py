@@ -4,7 +4,8 @@ An intent (`intents.Intent`) names `base`, the head its author saw. A commit at 
 only when `base < S <= base + FOLD_WINDOW` and no commit in between settled it: every writer
 plans on the exact state at S - 1 (invariant 1 of `log`), which holds every intent settled in the
 window, so no intent is ever applied twice, and one that no commit up to `base + FOLD_WINDOW`
-settled never will be, which its author can prove by reading those commits. No clock decides.
+settled never will be, which its author can prove by reading those commits (invariant 9 of `log`).
+No clock decides.
 """
 
 from __future__ import annotations

@@ -25,6 +25,13 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
    names the moment it proves; a read that began before it is served without a request.
 7. Housekeeping (checkpoints, compaction) runs after callers have their outcomes, and its failures
    never reach them.
+9. An intent (a write published for another process to commit, `fleet.py`) is settled at most
+   once, by a commit within `folds.FOLD_WINDOW` commits after its base, planned on the exact state
+   before it; its author is told only what a commit proves (applied, unchanged, refused, past its
+   window) or, having given up after publishing, `write_unconfirmed`.
+10. A run (`runs.py`) is a copy of commits, trusted only as the log's own commit at its seq vouches
+   for it and as its commits chain from the head; anything else is passed over, never taken for
+   corruption of the log.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ on, in one round trip: at most `RUN_EVERY + 1` GETs whatever the distance.
 A run is a copy, never the record: a reader applies its commits through the same hash chain, and
 trusts them only because the log's own object at the run's seq, read in the same round trip,
 holds the same commit (its hash covers every commit before it). A run that is missing, damaged,
-too short or another memory's is passed over, and the commits are read one by one.
+too short or another memory's is passed over, and the commits are read one by one (invariant 10
+of `log`).
 """
 
 from __future__ import annotations
