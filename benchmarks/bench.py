@@ -191,19 +191,21 @@ async def contention(
     writers: int, hot: bool, latency: float, seconds: float, *, one_process: bool = False
 ) -> dict[str, float]:
     """`writers` agents writing for `seconds`: each with its own store, as separate processes are, or
-    (`one_process`) sharing one store, whose concurrent writes then go out as group commits."""
+    (`one_process`) sharing one store, whose concurrent writes then go out as group commits. The one
+    serial log (`fleet_commit=False`): `benchmarks/fleet.py` measures fleet commit."""
     objects = MemoryObjectStore()
     if hot:
         await LogFileStore(objects).write("hot.md", "0", expected=None, origin=ORIGIN)
     shared = FaultyObjectStore(objects, Faults(latency=latency))
     stores = [shared if one_process else FaultyObjectStore(objects, Faults(latency=latency)) for _ in range(writers)]
-    shared_store = LogFileStore(shared)
+    one_log = LogOptions(fleet_commit=False)
+    shared_store = LogFileStore(shared, options=one_log)
     committed, attempts, latencies = 0, 0, []
     deadline = time.perf_counter() + seconds
 
     async def agent(index: int, counted: FaultyObjectStore) -> None:
         nonlocal committed, attempts
-        store = shared_store if one_process else LogFileStore(counted)
+        store = shared_store if one_process else LogFileStore(counted, options=one_log)
         await store.list()
         path = "hot.md" if hot else f"own/{index}.md"
         version: str | None = None if not hot else (await store.read(path)).version
@@ -245,7 +247,8 @@ async def open_loop(
     times the one-log bound in all (one commit per two request latencies), on disjoint files.
 
     Arrivals do not wait for earlier writes (open loop), as agents in a fleet write when they
-    must; latency runs from arrival to acknowledgement.
+    must; latency runs from arrival to acknowledgement. The one serial log (`fleet_commit=False`):
+    `benchmarks/fleet.py` measures fleet commit.
     """
     objects = MemoryObjectStore()
     rate = load / (2 * latency) / writers  # arrivals per second per writer
@@ -255,7 +258,8 @@ async def open_loop(
     end = time.perf_counter() + seconds
 
     async def agent(index: int) -> None:
-        store = LogFileStore(counted[index], options=LogOptions(probe_before_write_after=probe_after))
+        options = LogOptions(probe_before_write_after=probe_after, fleet_commit=False)
+        store = LogFileStore(counted[index], options=options)
         await store.list()
         pending: list[asyncio.Task[None]] = []
         versions: dict[str, str | None] = {}

@@ -414,3 +414,11 @@ async def test_a_write_whose_head_was_staler_than_expected_is_published_once() -
     _, commits = await replay(objects)
     folds = [fold for commit in commits for fold in commit.folded or ()]
     assert len(folds) == 1 and folds[0].base == 0 and folds[0].outcome == "applied"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(502, 712))
+async def test_random_histories_through_intents_stay_linearizable_at_scale(seed: int, tmp_path: Path) -> None:
+    """`make test-slow`: 210 seeds, in memory and on a local directory by turns."""
+    objects: ObjectStore = MemoryObjectStore() if seed % 2 else LocalObjectStore(tmp_path / "memory")
+    await run_random(objects, seed, clients=8, operations=30)
