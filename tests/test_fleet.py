@@ -133,17 +133,19 @@ def test_a_commit_that_settles_an_intent_twice_or_outside_its_window_is_corrupt(
     def commit(seq: int, *folds: Fold) -> Commit:
         return Commit.create(seq, state.head_hash, (Write(path=f"{seq}.md", text="x"),), ORIGIN, at=0, folded=folds)
 
-    once = Fold(id="ab" * 16, base=0, outcome="applied")
+    once = Fold(id="ab" * 16, intent="0" * 64, base=0, outcome="applied")
     state.apply(commit(1, once), "t")
     with pytest.raises(CorruptObjectError, match="again"):
         state.apply(commit(2, once), "t")
-    late = Fold(id="cd" * 16, base=0, outcome="applied")
+    late = Fold(id="cd" * 16, intent="0" * 64, base=0, outcome="applied")
     for seq in range(2, FOLD_WINDOW + 2):
         state.apply(commit(seq), "t")
     with pytest.raises(CorruptObjectError, match="outside its window"):
         state.apply(commit(FOLD_WINDOW + 2, late), "t")
     with pytest.raises(CorruptObjectError, match="outside its window"):
-        state.apply(commit(FOLD_WINDOW + 2, Fold(id="ef" * 16, base=FOLD_WINDOW + 2, outcome="applied")), "t")
+        state.apply(
+            commit(FOLD_WINDOW + 2, Fold(id="ef" * 16, intent="0" * 64, base=FOLD_WINDOW + 2, outcome="applied")), "t"
+        )
 
 
 async def test_the_window_of_settled_intents_survives_a_checkpoint_and_a_cold_open() -> None:
@@ -422,3 +424,66 @@ async def test_random_histories_through_intents_stay_linearizable_at_scale(seed:
     """`make test-slow`: 210 seeds, in memory and on a local directory by turns."""
     objects: ObjectStore = MemoryObjectStore() if seed % 2 else LocalObjectStore(tmp_path / "memory")
     await run_random(objects, seed, clients=8, operations=30)
+
+
+async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
+    """A forged pair sharing an id (each alone valid) would make a commit settle one id twice,
+    which no commit may: the folder keeps the oldest and writes go on (an attacker's review)."""
+    objects = MemoryObjectStore()
+    folder = LogFileStore(objects)
+    await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await folder.log.proven_state()).genesis
+    first = an_intent("a.md", "a", base=1, genesis=genesis)
+    twin = Intent.signed(
+        seq=1, id=first.id, made=first.made + 1, origin=AUTHOR, operation=first.operation, genesis=genesis
+    )
+    for intent in (first, twin):
+        await publish(objects, intent)
+    contend(folder)
+    assert await folder.write("b.md", "b", expected=None, origin=ORIGIN) == "2"
+    _, commits = await replay(objects)
+    assert [fold.intent for fold in commits[1].folded or () if fold.id == first.id] == [first.hash]
+
+
+def test_a_record_of_another_intent_with_our_id_is_not_our_outcome() -> None:
+    """An attacker who swaps in a copy of a pending intent (same id, its own write) gets the copy
+    folded; the author must not take that record for its write: its id is spent, so it plans again."""
+    from bucket_memory.fleet import Replan, Settled, _outcome
+
+    ours = an_intent("mine.md", "mine", base=1, genesis=None)
+    swapped = an_intent("mine.md", "theirs", base=1, genesis=None)
+    record = Fold(id=ours.id, intent=swapped.hash, base=1, outcome="applied")
+    assert _outcome(5, record, ours) == Replan()
+    assert _outcome(5, record.model_copy(update={"intent": ours.hash}), ours) == Settled(5)
+
+
+async def test_a_run_that_marks_a_text_erased_is_passed_over() -> None:
+    """A sealed commit's hash does not cover `erased`: a run holding an erased change is one no
+    writer makes (a writer forgets what it would pack at an erasure), so readers pass it over."""
+    objects = MemoryObjectStore()
+    writer, reader = LogFileStore(objects), LogFileStore(objects)
+    await reader.list()
+    for number in range(2 * RUN_EVERY):
+        await writer.write(f"{number}.md", f"text {number}", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    top = 2 * RUN_EVERY
+    forged = [commit.redacted(lambda index, change: True, 7) if commit.seq == 3 else commit for commit in commits[:top]]
+    await objects.create(run_key(top), Run.made(forged).encode())
+    assert (await reader.read("2.md")).text == "text 2"
+
+
+async def test_intents_naming_a_base_no_writer_has_seen_are_ignored_and_compacted() -> None:
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects, options=LogOptions(checkpoint_max_commits=4, grace_period=0))
+    await store.write("seed.md", "s", expected=None, origin=ORIGIN)
+    garbage = an_intent("g.md", "g", base=10**19, genesis=None)
+    await publish(objects, garbage)
+    counted = FaultyObjectStore(objects)
+    writer = LogFileStore(counted)
+    await writer.list()
+    contend(writer)
+    counted.calls.clear()
+    await writer.write("w.md", "w", expected=None, origin=ORIGIN)
+    assert counted.calls["get"] <= 2, "no garbage intent read"
+    await store.housekeeper.compact()
+    assert await pending(objects) == []

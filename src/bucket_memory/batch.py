@@ -97,11 +97,13 @@ def folds_of(batch: Sequence[Request], planned: Sequence[Planned]) -> tuple[Fold
             continue
         match outcome:
             case MemoryStoreError(code=code):
-                folds.append(Fold(id=intent.id, base=intent.base, outcome="refused", code=code))
+                folds.append(Fold(id=intent.id, intent=intent.hash, base=intent.base, outcome="refused", code=code))
             case Unchanged(version):
-                folds.append(Fold(id=intent.id, base=intent.base, outcome="unchanged", version=int(version)))
+                folds.append(
+                    Fold(id=intent.id, intent=intent.hash, base=intent.base, outcome="unchanged", version=int(version))
+                )
             case _:
-                folds.append(Fold(id=intent.id, base=intent.base, outcome="applied"))
+                folds.append(Fold(id=intent.id, intent=intent.hash, base=intent.base, outcome="applied"))
     return tuple(folds)
 
 

@@ -223,10 +223,13 @@ class Fold(_Wire):
     changes are in the commit (`applied`, each with the intent's origin), it changed nothing
     (`unchanged`: the file stays at `version`), or its checks refused it (`refused`, with the
     harness's error `code`). `base` is the head its author saw: a commit may settle an intent only
-    within `folds.FOLD_WINDOW` commits after it, and only once."""
+    within `folds.FOLD_WINDOW` commits after it, and only once. `intent` is the intent's hash: an
+    author takes a record as its own only if it names the intent it published (another intent
+    with its id, a copy an attacker swapped in, settles nothing of its author's)."""
 
     _written_when_set = frozenset({"code", "version"})
     id: IntentId
+    intent: Hash
     base: Seq
     outcome: FoldOutcome
     code: Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")] | None = None

@@ -168,12 +168,14 @@ class Committer:
 
 def _foldable(batch: Sequence[Request], state: State, seq: int) -> list[Request]:
     """The batch without the requests whose intents commit `seq` may not settle (answered `HandedOver`)."""
-    staying = []
+    staying, ids = [], set()
     for request in batch:
         intent = request.intent
-        if intent is not None and not state.folds.foldable(intent.id, intent.base, seq):
+        if intent is not None and (intent.id in ids or not state.folds.foldable(intent.id, intent.base, seq)):
             if not request.outcome.done():
                 request.outcome.set_exception(HandedOver())
             continue
+        if intent is not None:
+            ids.add(intent.id)
         staying.append(request)
     return staying

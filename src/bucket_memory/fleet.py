@@ -95,7 +95,7 @@ class _Waiting:
         for fold in commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
-                self.mine = (commit.seq, fold)
+                self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
 
     def rank(self, pending: Sequence[str], round_seconds: float) -> None:
         """Take the older intents from a fresh listing of the pending ones: those made lately (one
@@ -180,7 +180,8 @@ class Fleet:
                         await self.log.head.loaded()
                         await self.log.head.probe()
                     called = self.log.options.clock()  # nothing since: the next round plans on it
-        raise MemoryStoreError("unavailable", f"Writes to {self.location} kept being refused and retried; try again.")
+        # An intent of it may still be settled within its window: that is not "not written".
+        raise unconfirmed(self.location, self.log.head.seq + 1)
 
     async def _refuse_early(self, operation: Operation, called: float) -> None:
         """Plan `operation` on the cached head before an intent of it is published: a refusal on a
@@ -190,6 +191,11 @@ class Fleet:
         head = self.log.head
         async with self.log.exclusive():
             state = await head.loaded()
+            if head.confirmed_at < called and operation.expected is not None:
+                # A change to a file that exists is planned on a head proven now (one GET): a write
+                # built on a text since erased is refused here, never stored in an intent.
+                await head.probe()
+                state = head.current()
             try:
                 operation.plan(state.layered())
             except MemoryStoreError:
@@ -244,9 +250,10 @@ class Fleet:
             waiting.note(newest)
         while True:
             if waiting.mine is not None:
-                return _outcome(*waiting.mine)
-            if waiting.known >= waiting.intent.base + FOLD_WINDOW:
-                return Replan()  # past its window, unsettled: it never will be
+                return _outcome(*waiting.mine, waiting.intent)
+            if self.log.head.seq >= waiting.intent.base + FOLD_WINDOW:
+                # The head has applied every commit of the window, chained: none settled it, none will.
+                return Replan()
             if waiting.turn:
                 if (outcome := await self._fold(waiting)) is not None:
                     return outcome
@@ -283,7 +290,7 @@ class Fleet:
             head = log.head
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return _outcome(*await self._fold_at(seq, intent.id))
+                return _outcome(*await self._fold_at(seq, intent.id), intent)
             # List and read the intents while the head catches up; the head is only ever changed
             # under the lock, so nothing that touches it may outlive this block (as gather's would).
             reading = asyncio.create_task(self._readable(waiting))
@@ -298,7 +305,7 @@ class Fleet:
             waiting.known = max(waiting.known, head.seq)
             waiting.rank(pending, max(log.committer.settler.round_seconds, 0.005))
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
-                return _outcome(*await self._fold_at(seq, intent.id))
+                return _outcome(*await self._fold_at(seq, intent.id), intent)
             if not impatient and not waiting.first:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
@@ -329,7 +336,7 @@ class Fleet:
             assert result is not None, "an operation's commit names a version"
             return Settled(result)
         if (seq := window.settled.get(intent.id)) is not None:
-            return _outcome(*await self._fold_at(seq, intent.id))
+            return _outcome(*await self._fold_at(seq, intent.id), intent)
         if not window.foldable(intent.id, intent.base, head.seq + 1):
             return Replan()
         return None
@@ -344,10 +351,11 @@ class Fleet:
             if _id_of(key) != waiting.intent.id and _id_of(key) not in waiting.settled and _live(key, waiting.known)
         ][:FOLD_CAP]
         found = await gather_bounded(keys, self.log.reader.intent)
-        readable, total = [], 0
+        readable, total, ids = [], 0, {waiting.intent.id}
         for other in found:
-            if other is None:
-                continue
+            if other is None or other.id in ids:
+                continue  # a second intent of one id (forged) would make the commit settle it twice
+            ids.add(other.id)
             total += other.encoded_size
             if total > FOLD_BYTES:
                 break
@@ -389,8 +397,12 @@ class Fleet:
         task.add_done_callback(self._cleaning.discard)
 
 
-def _outcome(seq: int, fold: Fold) -> Outcome:
-    """What commit `seq` settling our intent as `fold` tells its author."""
+def _outcome(seq: int, fold: Fold, intent: Intent) -> Outcome:
+    """What commit `seq` settling an intent of our intent's id as `fold` tells its author: nothing
+    of ours when the record names another intent (a copy swapped in for ours), which consumed our
+    id, so ours can never be settled: plan it again."""
+    if fold.intent != intent.hash:
+        return Replan()
     match fold.outcome:
         case "applied":
             return Settled(seq)
@@ -431,9 +443,10 @@ def _made(key: str) -> int:
 
 
 def _live(key: str, known: int) -> bool:
-    """Whether the intent at `key` may still be settled after commit `known`."""
+    """Whether the intent at `key` may still be settled after commit `known`: not past its window,
+    and of a base a writer can have seen (a key naming a base far beyond the log is garbage)."""
     parts = intent_key_parts(key)
-    return parts is not None and known < parts[1] + FOLD_WINDOW
+    return parts is not None and parts[1] - FOLD_WINDOW <= known < parts[1] + FOLD_WINDOW
 
 
 def _consumed(task: asyncio.Task[None]) -> None:

@@ -141,14 +141,21 @@ class Housekeeper:
         if young:
             retained = min(retained, min(young))
         anchors = [seq for seq, info in checkpoints if seq <= retained and now - info.modified >= options.grace_period]
+        # Intents past their window are dead whatever the anchor: none may be settled any more.
+        if expired := [key for key in await log.reader.list_pending() if _expired(key, head)]:
+            await retrying(
+                functools.partial(log.objects.delete, expired),
+                what=f"Compacting {log.location}",
+                attempts=options.request_attempts,
+            )
         if not anchors:
             return Compaction(floor=0, log_deleted=0, checkpoints_deleted=0)
         anchor = max(anchors)
         dead_log = [info.key for seq, info in commits if seq < anchor]  # the anchor's own commit stays (3)
         dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
-        dead_copies = await self._dead_copies(anchor, head)
+        dead_runs = await self._dead_runs(anchor)
         # Log first: a compaction that dies between the two leaves old checkpoints, which cost nothing.
-        for dead in (dead_log, dead_checkpoints, dead_copies):
+        for dead in (dead_log, dead_checkpoints, dead_runs):
             if dead:
                 await retrying(
                     functools.partial(log.objects.delete, dead),
@@ -157,18 +164,16 @@ class Housekeeper:
                 )
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
 
-    async def _dead_copies(self, anchor: int, head: int) -> list[str]:
-        """The runs below the anchor, and the intents no commit after `head` may settle any more
-        (past their window: settled, or never to be); a listing each, nothing read."""
-        reader = self.log.reader
-        runs = [info.key for info in await reader.list_keys(LOG_PREFIX) if (run_seq(info.key) or anchor) < anchor]
-        expired = [key for key in await reader.list_pending() if _expired(key, head)]
-        return runs + expired
+    async def _dead_runs(self, anchor: int) -> list[str]:
+        """The runs below the anchor (a listing, nothing read)."""
+        listed = await self.log.reader.list_keys(LOG_PREFIX)
+        return [info.key for info in listed if (run_seq(info.key) or anchor) < anchor]
 
 
 def _expired(key: str, head: int) -> bool:
+    """An intent past its window, or naming a base no writer can have seen yet (garbage)."""
     parts = intent_key_parts(key)
-    return parts is not None and parts[1] + FOLD_WINDOW <= head
+    return parts is not None and not parts[1] - FOLD_WINDOW <= head < parts[1] + FOLD_WINDOW
 
 
 def _encoded(state: State, max_tombstones: int, at: float, packed: bool) -> tuple[int, bytes]:

@@ -73,11 +73,18 @@ def packable(recent: Sequence[Commit]) -> list[Commit]:
 
 
 def read_run(location: str, seq: int, data: bytes) -> Run | None:
-    """The run stored for `seq`, or None when it is not one a writer made (passed over, not an error)."""
+    """The run stored for `seq`, or None when it is not one a writer made (passed over, not an
+    error): larger than a writer makes one, or holding an erased change (a writer forgets what it
+    would pack at an erasure; a sealed commit's hash does not cover `erased`, so a forged run
+    could otherwise mark a text erased)."""
+    if len(data) > 2 * RUN_BYTES:  # JSON's escapes on top of the commits' own bytes
+        return None
     try:
         run = Run.decode(location, run_key(seq), data)
     except CorruptObjectError:
         return None
     if any(not commit.checkable or commit.hash != commit.body_digest() for commit in run.commits):
+        return None
+    if any(getattr(change, "erased", None) is not None for commit in run.commits for change in commit.changes):
         return None
     return run
