@@ -25,6 +25,7 @@ from a13n_harness.providers.memory import DirectoryFileStore, FileStore, MemoryS
 
 from benchmarks.naive import demonstrate_write_skew, naive_request_counts
 from benchmarks.page import publish
+from benchmarks.stats import percentile
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
@@ -32,11 +33,6 @@ from bucket_memory.testing.faults import Faults, FaultyObjectStore
 ROOT = Path(__file__).parent.parent
 ORIGIN = Origin(run_id="bench")
 TEXT = "- a remembered fact about the user's preferences\n" * 20  # about 1 KiB
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def timed(operation: Callable[[], Awaitable[Any]], runs: int) -> list[float]:

@@ -36,6 +36,7 @@ from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 from . import fleet_sim
 from .page import publish
+from .stats import percentile
 
 ROOT = Path(__file__).parent.parent
 TEXT = "- a remembered fact about the user's preferences\n" * 4
@@ -141,10 +142,8 @@ def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
         failures.update(part["failures"])
     served = len(latencies)
 
-    def percentile(fraction: float) -> float:
-        if not latencies:
-            return float("inf")
-        return float(latencies[min(len(latencies) - 1, int(fraction * len(latencies)))]) / cell.latency
+    def latencies_at(fraction: float) -> float:
+        return percentile(latencies, fraction) / cell.latency if latencies else float("inf")
 
     return {
         "cell": asdict(cell),
@@ -153,9 +152,9 @@ def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
         "acknowledged": served,
         "served_share": served / offered if offered else 1.0,
         "failures": dict(failures),
-        "p50": percentile(0.5),
-        "p99": percentile(0.99),
-        "p999": percentile(0.999),
+        "p50": latencies_at(0.5),
+        "p99": latencies_at(0.99),
+        "p999": latencies_at(0.999),
         "puts": calls["create"] / max(served, 1),
         "gets": calls["get"] / max(served, 1),
         "lists": calls["list"] / max(served, 1),

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .stats import percentile
+
 # ---------------------------------------------------------------------------------------------
 # Virtual time
 
@@ -492,7 +494,7 @@ def simulate(cell: Cell, protocol: Protocol, seed: int = 1) -> dict[str, Any]:
         served = len(outcomes)
 
         def pct(q: float) -> float:
-            return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else math.inf
+            return percentile(latencies, q) if latencies else math.inf
 
         in_time = sum(1 for outcome in outcomes if outcome.latency <= 60.0)
         return {

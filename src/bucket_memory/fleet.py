@@ -31,7 +31,7 @@ from . import deadline, telemetry
 from .batch import HandedOver, Plan, Request, Result, consume
 from .codec import Change, Commit, Fold
 from .committer import Outraced, unconfirmed
-from .folds import FOLD_WINDOW
+from .folds import FOLD_WINDOW, live
 from .intents import Intent
 from .log import CommitLog
 from .operations import Operation
@@ -159,6 +159,11 @@ class Fleet:
         while self._cleaning:
             await asyncio.wait(list(self._cleaning))
 
+    @property
+    def _round_seconds(self) -> float:
+        """How long a create took here last: the length of a round, for pacing polls."""
+        return max(self.log.committer.settler.round_seconds, 0.005)
+
     def _expected_since_proven(self) -> float:
         head = self.log.head
         return head.traffic.expected(time.time(), self.log.options.clock() - head.confirmed_at)
@@ -243,7 +248,7 @@ class Fleet:
     async def _wait(self, waiting: _Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
         reader = self.log.reader
-        round_seconds = max(self.log.committer.settler.round_seconds, 0.005)
+        round_seconds = self._round_seconds
         waiting.rank(pending, round_seconds)
         # The newest commit, unread, may have settled the older intents we saw.
         if not waiting.first and waiting.known > self.log.head.seq and (newest := await reader.commit(waiting.known)):
@@ -290,7 +295,7 @@ class Fleet:
             head = log.head
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return _outcome(*await self._fold_at(seq, intent.id), intent)
+                return await self._settled_at(seq, intent)
             # List and read the intents while the head catches up; the head is only ever changed
             # under the lock, so nothing that touches it may outlive this block (as gather's would).
             reading = asyncio.create_task(self._readable(waiting))
@@ -303,9 +308,9 @@ class Fleet:
             window = head.current().folds
             waiting.settled.update(window.settled)
             waiting.known = max(waiting.known, head.seq)
-            waiting.rank(pending, max(log.committer.settler.round_seconds, 0.005))
+            waiting.rank(pending, self._round_seconds)
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
-                return _outcome(*await self._fold_at(seq, intent.id), intent)
+                return await self._settled_at(seq, intent)
             if not impatient and not waiting.first:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
@@ -328,7 +333,7 @@ class Fleet:
         waiting.known = max(waiting.known, head.seq)
         waiting.passed = waiting.idle = 0
         if commit is not None:
-            log.folded(commit)
+            log.folded()
             self._clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
         if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
             telemetry.count("folded", len(batch) - 1)
@@ -336,7 +341,7 @@ class Fleet:
             assert result is not None, "an operation's commit names a version"
             return Settled(result)
         if (seq := window.settled.get(intent.id)) is not None:
-            return _outcome(*await self._fold_at(seq, intent.id), intent)
+            return await self._settled_at(seq, intent)
         if not window.foldable(intent.id, intent.base, head.seq + 1):
             return Replan()
         return None
@@ -362,13 +367,14 @@ class Fleet:
             readable.append(other)
         return pending, readable
 
-    async def _fold_at(self, seq: int, intent_id: str) -> tuple[int, Fold]:
-        """The record by which commit `seq` settled `intent_id` (read again: a cold open knows only the seq)."""
+    async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
+        """What commit `seq`, which the head's window says settled an intent of our intent's id,
+        tells us: its record read again (a window, as a cold open loads it, knows only the seq)."""
         commit = await self.log.reader.commit(seq)
-        fold = next((fold for fold in (commit.folded or ()) if fold.id == intent_id), None) if commit else None
+        fold = next((fold for fold in (commit.folded or ()) if fold.id == intent.id), None) if commit else None
         if fold is None:
             raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
-        return seq, fold
+        return _outcome(seq, fold, intent)
 
     async def _publish(self, intent: Intent) -> None:
         """Create the intent's key (no one else uses it; a transport's resend finds our own)."""
@@ -443,10 +449,9 @@ def _made(key: str) -> int:
 
 
 def _live(key: str, known: int) -> bool:
-    """Whether the intent at `key` may still be settled after commit `known`: not past its window,
-    and of a base a writer can have seen (a key naming a base far beyond the log is garbage)."""
+    """Whether the intent at `key` may still be settled after commit `known` (`folds.live`)."""
     parts = intent_key_parts(key)
-    return parts is not None and parts[1] - FOLD_WINDOW <= known < parts[1] + FOLD_WINDOW
+    return parts is not None and live(parts[1], known)
 
 
 def _consumed(task: asyncio.Task[None]) -> None:

@@ -22,6 +22,12 @@ from .codec import Fold
 FOLD_WINDOW = 32
 
 
+def live(base: int, head: int) -> bool:
+    """Whether an intent of `base` may still be settled after commit `head`: not past its window,
+    and of a base a writer can have seen (one far beyond the log is garbage, never folded)."""
+    return base - FOLD_WINDOW <= head < base + FOLD_WINDOW
+
+
 @dataclass(frozen=True, slots=True)
 class FoldWindow:
     """The intents settled by the commits up to `head` that a fold at `head + 1` must know of:

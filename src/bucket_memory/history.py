@@ -192,24 +192,35 @@ class History:
         """Runs that are not copies of the log's commits (a reader passes them over, but they are
         not the store's), and pending intents no writer made. Intents past their window are not
         problems: compaction deletes them."""
-        reader = self.log.reader
-        problems = []
-        for key in runs:
+        reader, location = self.log.reader, self.log.location
+        listed = [info.key for info in await reader.list_keys(PENDING_PREFIX)]
+        pending = [key for key in listed if intent_key_parts(key) is not None]
+        problems = [
+            Problem(key, "not an object the store writes; readers ignore it")
+            for key in listed
+            if intent_key_parts(key) is None
+        ]
+
+        async def run_problem(key: str) -> Problem | None:
             if (data := await reader.get(key)) is None:
-                continue  # compacted as it was read
-            if (run := read_run(self.log.location, run_seq(key) or 0, data)) is None:
-                problems.append(Problem(key, "not a run of this memory's commits; readers pass it over"))
-            elif any(commit.seq in commits and commit.hash != commits[commit.seq].hash for commit in run.commits):
-                problems.append(Problem(key, "a run whose commits differ from the log's; readers pass it over"))
-        for info in await reader.list_keys(PENDING_PREFIX):
-            if intent_key_parts(info.key) is None:
-                problems.append(Problem(info.key, "not an object the store writes; readers ignore it"))
-            elif (data := await reader.get(info.key)) is not None:
-                try:
-                    read_intent(self.log.location, info.key, data)
-                except CorruptObjectError as error:
-                    problems.append(Problem(info.key, f"{error.reason}; no writer folds it"))
-        return problems
+                return None  # compacted as it was read
+            if (run := read_run(location, run_seq(key) or 0, data)) is None:
+                return Problem(key, "not a run of this memory's commits; readers pass it over")
+            if any(commit.seq in commits and commit.hash != commits[commit.seq].hash for commit in run.commits):
+                return Problem(key, "a run whose commits differ from the log's; readers pass it over")
+            return None
+
+        async def intent_problem(key: str) -> Problem | None:
+            if (data := await reader.get(key)) is None:
+                return None  # settled and deleted as it was read
+            try:
+                read_intent(location, key, data)
+            except CorruptObjectError as error:
+                return Problem(key, f"{error.reason}; no writer folds it")
+            return None
+
+        found = [*await gather_bounded(runs, run_problem), *await gather_bounded(pending, intent_problem)]
+        return [*problems, *(problem for problem in found if problem is not None)]
 
     def _erasure_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
         first = min(commits)

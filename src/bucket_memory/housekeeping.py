@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from . import telemetry
 from .codec import Checkpoint, off_loop, text_bytes
-from .folds import FOLD_WINDOW
+from .folds import live
 from .log import CommitLog
 from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
 from .runs import Run, packable
 from .state import State
-from .wire_values import LOG_PREFIX, checkpoint_key, intent_key_parts, run_key, run_seq
+from .wire_values import checkpoint_key, intent_key_parts, run_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,7 @@ class Housekeeper:
         now = await retrying(
             lambda: log.objects.now(ageing=True), what=f"Compacting {log.location}", attempts=options.request_attempts
         )
-        commits = await log.reader.list_log()
+        commits, runs = await log.reader.list_log_and_runs()
         checkpoints = await log.reader.list_checkpoints()
         retained = head - options.retain_commits + 1
         young = [seq for seq, info in commits if now - info.modified < options.retain_seconds]
@@ -153,7 +153,7 @@ class Housekeeper:
         anchor = max(anchors)
         dead_log = [info.key for seq, info in commits if seq < anchor]  # the anchor's own commit stays (3)
         dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
-        dead_runs = await self._dead_runs(anchor)
+        dead_runs = [run_key(seq) for seq in runs if seq < anchor]
         # Log first: a compaction that dies between the two leaves old checkpoints, which cost nothing.
         for dead in (dead_log, dead_checkpoints, dead_runs):
             if dead:
@@ -164,16 +164,11 @@ class Housekeeper:
                 )
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
 
-    async def _dead_runs(self, anchor: int) -> list[str]:
-        """The runs below the anchor (a listing, nothing read)."""
-        listed = await self.log.reader.list_keys(LOG_PREFIX)
-        return [info.key for info in listed if (run_seq(info.key) or anchor) < anchor]
-
 
 def _expired(key: str, head: int) -> bool:
     """An intent past its window, or naming a base no writer can have seen yet (garbage)."""
     parts = intent_key_parts(key)
-    return parts is not None and not parts[1] - FOLD_WINDOW <= head < parts[1] + FOLD_WINDOW
+    return parts is not None and not live(parts[1], head)
 
 
 def _encoded(state: State, max_tombstones: int, at: float, packed: bool) -> tuple[int, bytes]:

@@ -47,7 +47,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from . import deadline, telemetry
 from .batch import Plan, Request, Result, consume, fail
-from .codec import Commit, Erase, Purge
+from .codec import Erase, Purge
 from .committer import Committer, unconfirmed
 from .head import Head
 from .objects import ObjectStore
@@ -235,7 +235,7 @@ class CommitLog:
         if committed:
             self._after(purged=purged)
 
-    def folded(self, commit: Commit) -> None:
+    def folded(self) -> None:
         """Note a commit made outside the queue (a fold of intents, `fleet.py`): housekeeping
         follows it as it follows the queue's."""
         self._after(purged=False)

@@ -59,7 +59,8 @@ class LogReader:
 
     async def list_log(self, *, after: int = 0) -> list[tuple[int, ObjectInfo]]:
         """The commits in the log after seq `after`, with their seqs."""
-        return _owned(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
+        commits, _ = await self.list_log_and_runs(after=after)
+        return commits
 
     async def list_log_and_runs(self, *, after: int = 0) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
         """The commits in the log after seq `after`, with their seqs, and the seqs of the runs
