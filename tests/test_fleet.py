@@ -487,3 +487,10 @@ async def test_intents_naming_a_base_no_writer_has_seen_are_ignored_and_compacte
     assert counted.calls["get"] <= 2, "no garbage intent read"
     await store.housekeeper.compact()
     assert await pending(objects) == []
+
+
+@pytest.mark.parametrize("value", ["no", 0, None, 1, "False"])
+def test_fleet_commit_is_a_bool(value: object) -> None:
+    """A truthy "no" would turn on the commits of format 4 that older readers refuse."""
+    with pytest.raises(ValueError, match="fleet_commit must be True or False"):
+        LogOptions(fleet_commit=value)  # type: ignore[arg-type]
