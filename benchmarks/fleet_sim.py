@@ -19,7 +19,7 @@ import itertools
 import math
 import random
 import selectors
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -76,6 +76,8 @@ class Commit:
     seq: int
     writes: int  # writes it applies
     folded: frozenset[int]  # intents it settles
+    at: float = 0.0  # when it was made (the time a commit carries)
+    maker: int = 0  # which writer made it
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +186,8 @@ class Protocol:
     run_span: int = 32  # commits a run holds at most
     checkpoint_every: int = 32
     authors_catch_up: bool = False  # an author applies every commit before it waits (else only its folds)
+    defer_reads: bool = True  # a folder that lists an older intent than its own catches up before it reads any
+    probe_idle: bool = True  # a head idle for `contended_for` round trips is probed before a direct commit
 
 
 @dataclass
@@ -210,8 +214,7 @@ class Writer:
         self.waiting: list[asyncio.Future[int]] = []
         self.round_seconds = round_trip
         self.confirmed_at = 0.0
-        self.rate = 0.0  # commits per second others grew the log by, when last measured
-        self.confirmed_head = self.own = 0
+        self.moments: deque[float] = deque(maxlen=16)  # when others made the last commits seen (`Traffic`)
 
     @property
     def now(self) -> float:
@@ -221,20 +224,27 @@ class Writer:
         self.contended_until = self.now + self.protocol.contended_for * self.round_trip
 
     def confirmed(self) -> None:
-        """Note that the head is current now, and so the rate at which others grew the log since
-        the last time: how stale the head will likely be at the next write."""
-        elapsed = self.now - self.confirmed_at
-        if elapsed > 0:
-            self.rate = (self.head - self.confirmed_head - self.own) / elapsed
-        self.confirmed_at, self.confirmed_head, self.own = self.now, self.head, 0
+        """Note that the head is current now."""
+        self.confirmed_at = self.now
+
+    def expected_since_confirmed(self) -> float:
+        """Others' commits likely made since the head was confirmed, at the rate of the last ones
+        seen (`traffic.Traffic.expected`)."""
+        moments = sorted(self.moments)
+        if len(moments) < 2 or self.now - moments[-1] > 30.0:
+            return 0.0
+        rate = (len(moments) - 1) / max(moments[-1] - moments[0], 0.001 * (len(moments) - 1))
+        return rate * (self.now - self.confirmed_at)
 
     @property
     def likely_stale(self) -> bool:
-        return self.rate * (self.now - self.confirmed_at) >= 0.5
+        return self.expected_since_confirmed() >= 0.5
 
     # Keeping the head ------------------------------------------------------------------------
 
     def note(self, commit: Commit) -> None:
+        if commit.maker != id(self):
+            self.moments.append(commit.at)
         for intent in commit.folded:
             self.settled[intent] = commit.seq
 
@@ -260,7 +270,8 @@ class Writer:
                 self.bucket.get_run(run), asyncio.gather(*(self.bucket.get(seq) for seq in range(run + 1, newest + 1)))
             )
             if found is not None and found[0] <= self.head + 1:
-                self.head = run
+                for held in range(self.head + 1, run + 1):
+                    self.apply(self.bucket.log[held])  # the run holds the commits themselves
                 self.recent_from = min(self.recent_from, found[0])
                 for commit in tail:
                     if commit is not None:
@@ -287,12 +298,11 @@ class Writer:
     async def commit(self, writes: int, folded: frozenset[int]) -> bool:
         seq = self.head + 1
         started = self.now
-        made = Commit(seq, writes, folded)
+        made = Commit(seq, writes, folded, at=self.now, maker=id(self))
         created = await self.bucket.create(made)
         self.round_seconds = self.now - started
         if created:
             self.apply(made)
-            self.own += 1
             self.confirmed()
             if seq % self.protocol.checkpoint_every == 0:
                 self._background(self.bucket.put_checkpoint(seq))
@@ -319,6 +329,22 @@ class Writer:
         if self.protocol.folding and (self.now < self.contended_until or self.likely_stale):
             await self.folded_write()
             return
+        if (
+            self.protocol.folding
+            and self.protocol.probe_idle
+            and self.now - self.confirmed_at > self.protocol.contended_for * self.round_trip
+        ):
+            # `fleet.Fleet.submit`: a head idle this long says nothing of others: one GET tells
+            async with self.lock:
+                following = await self.bucket.get(self.head + 1)
+                if following is not None:
+                    self.apply(following)
+                    await self.catch_up()
+                else:
+                    self.confirmed()
+            if following is not None:
+                await self.folded_write()
+                return
         outcome: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.waiting.append(outcome)
         if not self.lock.locked():
@@ -360,7 +386,7 @@ class Writer:
         listing, when the head is too stale to be its base); read the newest commit if older intents
         are pending; race when ours is the oldest, else poll for the commit that settles it."""
         protocol, bucket = self.protocol, self.bucket
-        if self.rate * (self.now - self.confirmed_at) < protocol.window / 4:
+        if self.expected_since_confirmed() < protocol.window / 4:
             intent = Intent(self.chance.getrandbits(64), self.head, self.now)
             (listed, pending), _ = await asyncio.gather(bucket.list_after(self.head), bucket.put_intent(intent))
         else:
@@ -406,11 +432,28 @@ class Writer:
         with ours and theirs. Whether ours is settled, and the older intents seen."""
         async with self.lock:
             listed, pending = await self.bucket.list_after(self.head)
-            live = [key for key in pending if key[2] != intent.id and key[2] not in self.settled]
-            live = live[: self.protocol.fold_cap - 1]
-            read, _ = await asyncio.gather(
-                asyncio.gather(*(self.bucket.get_intent(key) for key in live)), self.catch_up(listed)
-            )
+
+            def unsettled() -> list[tuple[float, int, int]]:
+                live = [key for key in pending if key[2] != intent.id and key[2] not in self.settled]
+                return live[: self.protocol.fold_cap - 1]
+
+            live = unsettled()
+            if (
+                self.protocol.defer_reads
+                and not impatient
+                and self._older(intent, pending, self.head) - self.settled.keys()
+            ):
+                await self.catch_up(listed)
+                live = unsettled()
+                read = (
+                    await asyncio.gather(*(self.bucket.get_intent(key) for key in live))
+                    if not (self._older(intent, pending, self.head) - self.settled.keys())
+                    else []
+                )
+            else:
+                read, _ = await asyncio.gather(
+                    asyncio.gather(*(self.bucket.get_intent(key) for key in live)), self.catch_up(listed)
+                )
             older = self._older(intent, pending, self.head)
             if intent.id in self.settled:
                 return True, older
@@ -534,7 +577,12 @@ def main() -> None:
     arguments = parser.parse_args()
     protocols = [("folding", Protocol())] + ([("one log", Protocol(folding=False))] if arguments.before else [])
     protocols += [("no runs", Protocol(runs=False))] if arguments.no_runs else []
-    protocols += [("authors catch up", Protocol(authors_catch_up=True))] if arguments.alternatives else []
+    if arguments.alternatives:
+        protocols += [
+            ("authors catch up", Protocol(authors_catch_up=True)),
+            ("intents read as the head catches up", Protocol(defer_reads=False)),
+            ("an idle head races unprobed", Protocol(probe_idle=False)),
+        ]
     print("| protocol | writers | load | served | p50 | p99 | p99.9 | PUTs | GETs | LISTs | commits |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, protocol in protocols:

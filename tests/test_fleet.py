@@ -23,11 +23,12 @@ from bucket_memory.folds import FOLD_WINDOW
 from bucket_memory.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.operations import WriteOp
+from bucket_memory.reader import LogReader
 from bucket_memory.runs import RUN_EVERY, Run
 from bucket_memory.state import State
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
-from bucket_memory.wire_values import PENDING_PREFIX, run_key, run_seq
+from bucket_memory.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
 
 from .helpers import replay
 from .linearizability import check
@@ -81,6 +82,31 @@ async def test_a_lost_race_goes_on_as_an_intent_its_author_settles() -> None:
     assert await mine.read("mine.md") == await other.read("mine.md")
     await mine.settle()
     assert await pending(objects) == [], "the folder deletes the intents it settled"
+
+
+async def test_a_writer_idle_while_others_wrote_goes_on_as_an_intent_without_a_lost_race() -> None:
+    """A head unproven for long says nothing of others (a Lambda thawed in a busy fleet): one GET
+    finds their commits and the write goes on as an intent, not as a PUT that loses; a writer idle
+    while no one else wrote pays that GET and then one PUT."""
+    objects, now = MemoryObjectStore(), [0.0]
+    counted = FaultyObjectStore(objects)
+    mine, other = LogFileStore(counted, options=LogOptions(clock=lambda: now[0])), LogFileStore(objects)
+    await mine.write("mine.md", "1", expected=None, origin=AUTHOR)
+    for number in range(3):
+        await other.write(f"{number}.md", "t", expected=None, origin=ORIGIN)
+    now[0] += 60  # longer than a lost race tells of others, shorter than a head is trusted
+    creates = counted.calls["create"]
+    assert await mine.write("mine.md", "2", expected="1", origin=AUTHOR) == "5"
+    assert counted.calls["create"] - creates == 2, "an intent and the commit that folds it, no lost create"
+    assert (await replay(objects))[1][-1].folded is not None
+    assert await other.read("mine.md") == await mine.read("mine.md")
+    alone = FaultyObjectStore(MemoryObjectStore())
+    lone = LogFileStore(alone, options=LogOptions(clock=lambda: now[0]))
+    await lone.write("mine.md", "1", expected=None, origin=AUTHOR)
+    now[0] += 60  # longer than a lost race tells of others, shorter than a head is trusted
+    creates, gets = alone.calls["create"], alone.calls["get"]
+    assert await lone.write("mine.md", "2", expected="1", origin=AUTHOR) == "2"
+    assert alone.calls["create"] - creates == 1 and alone.calls["get"] - gets <= 1
 
 
 async def test_another_process_folds_a_published_intent_exactly_once() -> None:
@@ -487,6 +513,21 @@ async def test_intents_naming_a_base_no_writer_has_seen_are_ignored_and_compacte
     assert counted.calls["get"] <= 2, "no garbage intent read"
     await store.housekeeper.compact()
     assert await pending(objects) == []
+
+
+async def test_one_listing_names_what_follows_a_commit_on_every_backend(objects: ObjectStore) -> None:
+    """A fold lists once (`pending/` sorts after `log/`): the commits after the head, the runs beside
+    them and the intents, and nothing before the head, no checkpoint, no stray key, on every backend."""
+    intent = intent_key(1, 2, "a" * 32)
+    stray = ["doctor/x.json", "pending/junk.json", "zzz/x.json", "log-x/y.json", checkpoint_key(2)]
+    for key in [log_key(1), log_key(2), log_key(3), run_key(3), intent, *stray]:
+        assert await objects.create(key, b"{}")
+    reader = LogReader(objects, format=FileFormat(), attempts=2)
+    tail = await reader.list_tail(after=1)
+    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([2, 3], [3], [intent])
+    tail = await reader.list_tail(after=0)
+    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([1, 2, 3], [3], [intent])
+    assert (await reader.list_tail(after=3)).commits == []
 
 
 @pytest.mark.parametrize("value", ["no", 0, None, 1, "False"])

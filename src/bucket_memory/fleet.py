@@ -137,8 +137,7 @@ class Fleet:
         """Whether a write now would likely meet others': it lost a race lately, or others commit
         often enough that the head, as last proven, is probably stale."""
         head, clock = self.log.head, self.log.options.clock
-        rounds = CONTENDED_ROUNDS * max(self.log.committer.settler.round_seconds, 0.025)
-        if clock() - head.traffic.lost_at < rounds:
+        if clock() - head.traffic.lost_at < self._contended_seconds:
             return True
         return head.cached is not None and self._expected_since_proven() >= 0.5
 
@@ -147,17 +146,35 @@ class Fleet:
         self.log.check_writable()
         called = self.log.options.clock()
         with deadline.within(self.log.options.operation_timeout):
-            if not self.log.options.fleet_commit or not self.contended():
+            if not self.log.options.fleet_commit or not (self.contended() or await self._others_since_idle()):
                 try:
                     return await self.log.commit(operation.plan, origin, operation=operation)
                 except HandedOver:
                     pass  # it lost its race: from here on, an intent
             return await self._through_intents(operation, origin, called)
 
+    async def _others_since_idle(self) -> bool:
+        """Whether others committed while this process was idle: a head unproven for as long as
+        `contended` looks back says nothing of them, and racing on it would likely lose a PUT and a
+        round. One GET proves it current (then one PUT commits) or finds others' commits (applied,
+        and the write goes on as an intent)."""
+        head, clock = self.log.head, self.log.options.clock
+        if head.cached is None or clock() - head.confirmed_at < self._contended_seconds:
+            return False
+        async with self.log.exclusive():
+            before = head.seq
+            await head.probe()
+            return head.seq > before
+
     async def settle(self) -> None:
         """Wait until the deletions of settled intents started here are done."""
         while self._cleaning:
             await asyncio.wait(list(self._cleaning))
+
+    @property
+    def _contended_seconds(self) -> float:
+        """How long a lost race (or a proven head) tells of others: `CONTENDED_ROUNDS` creates."""
+        return CONTENDED_ROUNDS * max(self.log.committer.settler.round_seconds, 0.025)
 
     @property
     def _round_seconds(self) -> float:
@@ -222,8 +239,8 @@ class Fleet:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
             publishing = asyncio.create_task(self._publish(intent))
         try:
-            listed, pending = await asyncio.gather(reader.list_log(after=state.head), reader.list_pending())
-            known = max((seq for seq, _ in listed), default=state.head)
+            tail = await reader.list_tail(after=state.head)
+            known = max((seq for seq, _ in tail.commits), default=state.head)
             # Never a second intent for one write while the first may be settled: one whose head was
             # staler than expected has a shorter window, and once past it, provably never applied,
             # is planned again.
@@ -231,7 +248,7 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
-            return await self._wait(_Waiting(intent, known), pending)
+            return await self._wait(_Waiting(intent, known), tail.pending)
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -296,22 +313,11 @@ class Fleet:
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
                 return await self._settled_at(seq, intent)
-            # List and read the intents while the head catches up; the head is only ever changed
-            # under the lock, so nothing that touches it may outlive this block (as gather's would).
-            reading = asyncio.create_task(self._readable(waiting))
-            try:
-                await head.loaded()
-                await head.catch_up()  # a listing and the commits after the head, as the intents are read
-                pending, others = await reading
-            finally:
-                reading.cancel()
+            others = await self._caught_up_and_read(waiting, impatient=impatient)
             window = head.current().folds
-            waiting.settled.update(window.settled)
-            waiting.known = max(waiting.known, head.seq)
-            waiting.rank(pending, self._round_seconds)
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
                 return await self._settled_at(seq, intent)
-            if not impatient and not waiting.first:
+            if others is None:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
             ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
@@ -346,10 +352,33 @@ class Fleet:
             return Replan()
         return None
 
-    async def _readable(self, waiting: _Waiting) -> tuple[list[str], list[Intent]]:
-        """A listing of the pending intents, and those other than ours that we can read, oldest
-        first, up to the caps."""
-        pending = await self.log.reader.list_pending()
+    async def _caught_up_and_read(self, waiting: _Waiting, *, impatient: bool) -> list[Intent] | None:
+        """Under the lock: the head caught up by one listing and the intents it names read, oldest
+        first; None when an older intent than ours is pending and we are not impatient (its author
+        races). Intents are read while the head catches up, unless the listing already shows an older
+        one than ours: then only once the head proves it settled (reads a step-back would waste)."""
+        head = self.log.head
+        await head.loaded()
+        tail, sent = await head.list_tail()
+        waiting.rank(tail.pending, self._round_seconds)
+        reading = None
+        if impatient or waiting.first:
+            reading = asyncio.create_task(self._readable(waiting, tail.pending))
+        # The head is only ever changed under the lock: nothing that touches it may outlive this call.
+        try:
+            await head.follow(tail.commits, tail.runs, sent)
+            waiting.settled.update(head.current().folds.settled)
+            waiting.known = max(waiting.known, head.seq)
+            waiting.rank(tail.pending, self._round_seconds)
+            if not impatient and not waiting.first:
+                return None
+            return await (reading or self._readable(waiting, tail.pending))
+        finally:
+            if reading is not None:
+                reading.cancel()
+
+    async def _readable(self, waiting: _Waiting, pending: list[str]) -> list[Intent]:
+        """The `pending` intents other than ours that we can read, oldest first, up to the caps."""
         keys = [
             key
             for key in pending
@@ -365,7 +394,7 @@ class Fleet:
             if total > FOLD_BYTES:
                 break
             readable.append(other)
-        return pending, readable
+        return readable
 
     async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
         """What commit `seq`, which the head's window says settled an intent of our intent's id,

@@ -15,7 +15,7 @@ from . import telemetry
 from .codec import Commit, CorruptObjectError, Erase
 from .objects import ObjectInfo
 from .options import LogOptions
-from .reader import LogReader
+from .reader import LogReader, Tail
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
 from .state import State
@@ -158,6 +158,18 @@ class Head:
                 return
             sent = self._clock()
         listed, runs = await self.reader.list_log_and_runs(after=state.head)
+        await self.follow(listed, runs, sent)
+
+    async def list_tail(self) -> tuple[Tail, float]:
+        """One listing of what follows the cached head (commits, runs, pending intents), and the
+        moment it was sent: `follow` applies its commits."""
+        sent = self._clock()
+        return await self.reader.list_tail(after=self.current().head), sent
+
+    async def follow(self, listed: list[tuple[int, ObjectInfo]], runs: list[int], sent: float) -> None:
+        """Apply the commits a listing sent at `sent` found after the cached head (the listing began
+        after it: the head moves only under the log's lock); reload if compaction left a gap."""
+        state = self.current()
         if listed and listed[0][0] != state.head + 1:
             logger.info(
                 "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head

@@ -306,8 +306,11 @@ class LocalObjectStore:
             raise _os_error(error, self.root / STAGING / name) from error
 
     def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
-        # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start.
+        # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start,
+        # or (with no "/") a start of directory names: those folders' keys, in key order.
         directory, _, name_prefix = prefix.rpartition("/")
+        if "/" not in prefix:
+            return self._list_folders(prefix, start_after)
         folder = self._root_text + directory
         found: builtins.list[ObjectInfo] = []
         try:
@@ -325,6 +328,22 @@ class LocalObjectStore:
                 found.append(ObjectInfo(key, entry.stat().st_mtime))
             except FileNotFoundError:
                 continue  # deleted by a concurrent compaction
+        return found
+
+    def _list_folders(self, name_prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+        try:
+            with os.scandir(self._root_text) as entries:
+                folders = sorted(
+                    f"{entry.name}/" for entry in entries if entry.is_dir() and entry.name.startswith(name_prefix)
+                )
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise _os_error(error, self.root) from error
+        found: builtins.list[ObjectInfo] = []
+        for folder in folders:  # "log-x/" sorts before "log/": keys, not names, set the order
+            if folder != f"{STAGING}/" and (start_after is None or f"{folder}\uffff" > start_after):
+                found += self._list(folder, start_after)
         return found
 
     def _delete(self, keys: Sequence[str]) -> None:

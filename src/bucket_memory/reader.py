@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
@@ -17,6 +19,16 @@ from .state import State
 from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, PENDING_PREFIX, intent_key_parts, key_seq, log_key, run_seq
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """What one listing found after a commit: the commits (with their seqs), the seqs of the runs
+    beside them, and the keys of the pending intents, each oldest first."""
+
+    commits: list[tuple[int, ObjectInfo]]
+    runs: list[int]
+    pending: list[str]
 
 
 class LogReader:
@@ -67,6 +79,21 @@ class LogReader:
         beside them (`runs.py`), from one listing."""
         listed = await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None)
         return _owned(listed), [seq for info in listed if (seq := run_seq(info.key)) is not None]
+
+    async def list_tail(self, *, after: int) -> Tail:
+        """The commits and runs after seq `after` and the pending intents: one listing where the
+        server lists from a start-after key (`pending/` sorts after `log/`), two at once elsewhere."""
+        if not self.objects.ordered_listing:
+            (commits, runs), pending = await asyncio.gather(self.list_log_and_runs(after=after), self.list_pending())
+            return Tail(commits, runs, pending)
+        start = log_key(after) if after else LOG_PREFIX
+        listed = [info for info in await self.list_keys("", start_after=start) if info.key > start]
+        in_log = [info for info in listed if info.key.startswith(LOG_PREFIX)]
+        return Tail(
+            _owned(in_log),
+            [seq for info in in_log if (seq := run_seq(info.key)) is not None],
+            [info.key for info in listed if intent_key_parts(info.key) is not None],
+        )
 
     async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
         """The checkpoints, oldest first, with their seqs."""
