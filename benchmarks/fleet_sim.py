@@ -338,8 +338,7 @@ class Writer:
             async with self.lock:
                 following = await self.bucket.get(self.head + 1)
                 if following is not None:
-                    self.apply(following)
-                    await self.catch_up()
+                    self.apply(following)  # and no catch-up: the intent needs none
                 else:
                     self.confirmed()
             if following is not None:
@@ -386,7 +385,8 @@ class Writer:
         listing, when the head is too stale to be its base); read the newest commit if older intents
         are pending; race when ours is the oldest, else poll for the commit that settles it."""
         protocol, bucket = self.protocol, self.bucket
-        if self.expected_since_confirmed() < protocol.window / 4:
+        lately = self.now - self.confirmed_at < protocol.contended_for * self.round_trip
+        if lately and self.expected_since_confirmed() < protocol.window / 4:
             intent = Intent(self.chance.getrandbits(64), self.head, self.now)
             (listed, pending), _ = await asyncio.gather(bucket.list_after(self.head), bucket.put_intent(intent))
         else:

@@ -156,15 +156,22 @@ class Fleet:
     async def _others_since_idle(self) -> bool:
         """Whether others committed while this process was idle: a head unproven for as long as
         `contended` looks back says nothing of them, and racing on it would likely lose a PUT and a
-        round. One GET proves it current (then one PUT commits) or finds others' commits (applied,
-        and the write goes on as an intent)."""
+        round. One GET proves it current (then one PUT commits) or finds another's commit (applied,
+        and the write goes on as an intent). Not a catch-up: a head idle in a busy fleet is many
+        commits behind, and an intent needs none of them."""
         head, clock = self.log.head, self.log.options.clock
         if head.cached is None or clock() - head.confirmed_at < self._contended_seconds:
             return False
         async with self.log.exclusive():
-            before = head.seq
-            await head.probe()
-            return head.seq > before
+            if head.cached is None or head.is_old():
+                return False  # the commit path confirms a head this old by listing
+            sent = clock()
+            following = await self.log.reader.commit(head.seq + 1)
+            if following is None:
+                head.prove(sent)
+                return False
+            head.apply(following)
+            return True
 
     async def settle(self) -> None:
         """Wait until the deletions of settled intents started here are done."""
@@ -235,7 +242,10 @@ class Fleet:
             state = await head.loaded()
         intent: Intent | None = None
         publishing: asyncio.Task[None] | None = None
-        if self._expected_since_proven() < STALE_BASE:  # recent enough to be the base: publish as we list
+        # A head proven lately, and recent enough to be the base: publish as we list. (One idle for
+        # long, even one a single GET found behind, may be any number of commits behind.)
+        lately = self.log.options.clock() - head.confirmed_at < self._contended_seconds
+        if lately and self._expected_since_proven() < STALE_BASE:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
             publishing = asyncio.create_task(self._publish(intent))
         try:
