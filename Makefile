@@ -79,6 +79,7 @@ bench: $(STAMP)
 	$(INSTALL) -e '.[test,bench]'
 	$(PY) -m benchmarks.bench
 	$(PY) -m benchmarks.records
+	$(PY) -m benchmarks.recall
 	$(PY) -m benchmarks.peers
 	$(PY) -m benchmarks.peers_s3
 	$(PY) -m benchmarks.layers

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import bm25s
 import pytest
+import Stemmer
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,11 +39,14 @@ def records_on(objects: ObjectStore, embedded: bool = False, **settings: Any) ->
     return LogRecordStore(LogFileStore(objects, max_bytes=2**30), embedder=embedder, origin=ORIGIN, **settings)
 
 
-def bm25s_scores(texts: Sequence[str], query: str) -> list[float]:
-    """bm25s's scores of each text for the query, with the defaults the store's BM25 promises to match."""
+def bm25s_scores(texts: Sequence[str], query: str, *, stemmed: bool = True) -> list[float]:
+    """bm25s's scores of each text for the query, configured as its docs recommend (English
+    stopwords, a Snowball stemmer): what the store's BM25 promises to match."""
+    stemmer = Stemmer.Stemmer("english") if stemmed else None
     index = bm25s.BM25()
-    index.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
-    words = [word for word in bm25s.tokenize([query], stopwords="en", return_ids=False)[0] if word in index.vocab_dict]
+    index.index(bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    asked = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)[0]
+    words = [word for word in asked if word in index.vocab_dict]
     return [float(score) for score in index.get_scores(words)] if words else [0.0] * len(texts)
 
 
@@ -234,12 +238,19 @@ async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking:
     assert len(model.embedded) == (3 if embedder else 0)  # two queries and the add: every vector was read back
 
 
-def test_reciprocal_rank_fusion_adds_one_over_sixty_plus_each_rank() -> None:
-    from bucket_memory.recall import _fused
+def test_hybrid_fuses_scores_so_a_weak_ranking_cannot_drag_a_strong_match_down() -> None:
+    """Rank fusion made BM25's clear first and the vectors' tenth equal to a record both put third;
+    scores keep how far apart the matches are."""
+    from bucket_memory.recall import WORDS_WEIGHT, _fused
 
-    fused = _fused([[("a", 0.9), ("b", 0.8), ("c", 0.1)], [("b", 7.0), ("d", 3.0)]], limit=3)
-    assert [found for found, _ in fused] == ["b", "a", "d"]  # b is in both lists; a and d tie, in id order
-    assert math.isclose(fused[0][1], 1 / 62 + 1 / 61) and math.isclose(fused[1][1], 1 / 61)
+    words = [("exact", 12.0), ("both", 3.0), ("noise", 2.0)]
+    meaning = [("m1", 0.62), ("m2", 0.61), ("both", 0.60), ("exact", 0.5), ("m3", 0.2)]
+    fused = _fused(meaning, words, limit=3)
+    assert fused[0][0] == "exact"
+    assert math.isclose(fused[0][1], WORDS_WEIGHT + (1 - WORDS_WEIGHT) * 0.3 / 0.42)
+    alone = _fused([], words, limit=2)
+    assert [found for found, _ in alone] == ["exact", "both"] and math.isclose(alone[1][1], WORDS_WEIGHT * 3 / 12)
+    assert _fused([("only", 0.3)], [], limit=5) == [("only", 1 - WORDS_WEIGHT)], "one candidate: the best there is"
 
 
 async def test_the_labelled_set_is_well_formed_and_hybrid_ranking_keeps_what_each_finds() -> None:

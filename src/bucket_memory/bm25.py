@@ -1,8 +1,8 @@
 """BM25 over record texts, in postings built once per group of records and scored at query time.
 
 The scores are bm25s's defaults exactly (its "lucene" variant: k1 = 1.5, b = 0.75, idf =
-ln(1 + (N - df + 0.5) / (df + 0.5)); tokens are runs of two or more word characters, lower-cased,
-less 33 English stopwords; a word repeated in the query counts again), but nothing depends on the
+ln(1 + (N - df + 0.5) / (df + 0.5)); terms as `analyzer.Analyzer` makes them, as bm25s's with
+its English stopwords and a Snowball stemmer; a word repeated in the query counts again), but nothing depends on the
 whole corpus until a query: N, the document frequencies and the average length are summed then,
 over the records still live. So adding a record costs its own words, where bm25s, which folds
 them into every stored score, has to index every record again.
@@ -11,70 +11,27 @@ them into every stored score, has to index every record again.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from .analyzer import WORD, Analyzer
+
 if TYPE_CHECKING:
     import numpy
 
 K1, B = 1.5, 0.75
-# bm25s's r"(?u)\b\w\w+\b": a greedy run of word characters is bounded by word boundaries anyway.
-_WORD = re.compile(r"\w\w+")
-# bm25s's STOPWORDS_EN (MIT), which its `stopwords="en"` removes.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
-
-
-def words(text: str) -> list[str]:
-    """The tokens BM25 counts in a text, in order."""
-    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
 
 
 @dataclass(frozen=True, slots=True)
 class Postings:
-    """The words of one group of records (slots 0 to n - 1), never changed once built: for each word
-    (`vocabulary` gives its number) the slots that hold it and how often, and for each slot its
-    words (to merge groups) and its length in words."""
+    """The terms of one group of records (slots 0 to n - 1) as `analyzer` makes them, never changed
+    once built: for each term (`vocabulary` gives its number) the slots that hold it and how often,
+    and for each slot its terms (to merge groups) and its length in terms."""
 
+    analyzer: Analyzer
     vocabulary: dict[str, int]
     term_starts: numpy.ndarray  # int64, one more than the words: word t's postings are [start[t], start[t + 1])
     slots: numpy.ndarray  # int32, the postings' slots, by word
@@ -85,33 +42,36 @@ class Postings:
     lengths: numpy.ndarray  # float32, each slot's length in words
 
     @classmethod
-    def of(cls, texts: Sequence[str]) -> Postings:
+    def of(cls, texts: Sequence[str], analyzer: Analyzer) -> Postings:
         """The postings of these texts, slot n holding texts[n]."""
         import numpy
 
         # Every token of every text at once, numbered by C loops (dict.fromkeys, map): a Python
-        # loop per token cost three times as much at a cold start.
-        found = [_WORD.findall(text.lower()) for text in texts]
+        # loop per token cost three times as much at a cold start. Each distinct word is analyzed
+        # once, into its term's number (-1 for a stopword).
+        found = [WORD.findall(text.lower()) for text in texts]
         tokens = list(chain.from_iterable(found))
-        numbers = {word: number for number, word in enumerate(dict.fromkeys(tokens))}
+        distinct = list(dict.fromkeys(tokens))
+        numbers = {word: number for number, word in enumerate(distinct)}
         ids = numpy.fromiter(map(numbers.__getitem__, tokens), dtype=numpy.int64, count=len(tokens))
         owners = numpy.repeat(numpy.arange(len(texts), dtype=numpy.int64), [len(words) for words in found])
-        counted = numpy.ones(len(numbers), dtype=bool)
-        counted[[numbers[word] for word in STOPWORDS if word in numbers]] = False
-        renumbered = numpy.cumsum(counted) - 1
-        kept = counted[ids]
-        vocabulary = {
-            word: number
-            for word, number, kept_word in zip(numbers, renumbered.tolist(), counted.tolist(), strict=True)
-            if kept_word
-        }
-        return cls._built(vocabulary, owners[kept], renumbered[ids[kept]], None, len(texts))
+        vocabulary: dict[str, int] = {}
+        term_of = numpy.fromiter(
+            (-1 if term is None else vocabulary.setdefault(term, len(vocabulary)) for term in analyzer.terms(distinct)),
+            dtype=numpy.int64,
+            count=len(distinct),
+        )
+        terms = term_of[ids]
+        kept = terms >= 0
+        return cls._built(analyzer, vocabulary, owners[kept], terms[kept], None, len(texts))
 
     @classmethod
-    def merged(cls, parts: Sequence[tuple[Postings, numpy.ndarray]]) -> Postings:
-        """One group of the slots each part keeps (a bool mask per part), in order."""
+    def merged(cls, parts: Sequence[tuple[Postings, numpy.ndarray]], analyzer: Analyzer) -> Postings:
+        """One group of the slots each part keeps (a bool mask per part), in order; every part's
+        terms are `analyzer`'s."""
         import numpy
 
+        assert all(part.analyzer == analyzer for part, _ in parts), "terms of two analyzers are never mixed"
         vocabulary: dict[str, int] = {}
         owners, terms, counts = [], [], []
         base = 0
@@ -130,6 +90,7 @@ class Postings:
         joined = numpy.concatenate(counts) if counts else numpy.zeros(0, dtype=numpy.float32)
         empty = numpy.zeros(0, dtype=numpy.int64)
         return cls._built(
+            analyzer,
             vocabulary,
             numpy.concatenate(owners) if owners else empty,
             numpy.concatenate(terms) if terms else empty,
@@ -140,6 +101,7 @@ class Postings:
     @classmethod
     def _built(
         cls,
+        analyzer: Analyzer,
         vocabulary: dict[str, int],
         owners: numpy.ndarray,
         terms: numpy.ndarray,
@@ -159,6 +121,7 @@ class Postings:
         slot_of, term_of = numpy.divmod(keys, max(len(vocabulary), 1))
         by_term = numpy.argsort(term_of, kind="stable")
         return cls(
+            analyzer=analyzer,
             vocabulary=vocabulary,
             term_starts=_starts(term_of, len(vocabulary)),
             slots=slot_of[by_term].astype(numpy.int32),
@@ -176,10 +139,6 @@ class Corpus:
 
     records: int
     words: float
-
-
-def query_terms(query: str) -> Counter[str]:
-    return Counter(words(query))
 
 
 def scores(

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
+from .analyzer import DEFAULT_LANGUAGE
 from .credentials import no_google_credentials
-from .embedding import DEFAULT_BATCH
+from .embedding import DEFAULT_BATCH, embedder_named
 from .objects import ObjectStore
-from .options import LogOptions
+from .options import LogOptions, Ranking
 from .records import RECORD_CHARS, LogRecordStore
 from .retry import retrying
 from .store import DEFAULT_MAX_BYTES, LogFileStore
@@ -86,20 +87,31 @@ async def open_store(
 async def open_record_store(
     url: str | os.PathLike[str],
     *,
-    embedder: Embedder | None = None,
+    embedder: Embedder | str | None = None,
     record_chars: int = RECORD_CHARS,
     origin: Origin | None = None,
     options: LogOptions | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     read_only: bool = False,
     embed_batch: int = DEFAULT_BATCH,
+    ranking: Ranking = "hybrid",
+    language: str | None = DEFAULT_LANGUAGE,
 ) -> AsyncIterator[LogRecordStore]:
     """The record memory at a URL of the forms `open_store` takes, its records' vectors made by
-    `embedder` when given (`embed_batch` texts per call; ranked by BM25 without one), its changes
-    attributed to `origin`."""
+    `embedder` when given (an `Embedder`, or a name: "local" for the in-process model of the
+    `local-embeddings` extra, or "provider:model"; `embed_batch` texts per call; ranked by BM25
+    without one), ranked as `ranking` says with words stemmed for `language` (`LogRecordStore`),
+    its changes attributed to `origin`."""
+    made = embedder_named(embedder) if isinstance(embedder, str) else embedder
     async with open_store(url, options=options, max_bytes=max_bytes, read_only=read_only) as files:
         yield LogRecordStore(
-            files, embedder=embedder, record_chars=record_chars, origin=origin, embed_batch=embed_batch
+            files,
+            embedder=made,
+            record_chars=record_chars,
+            origin=origin,
+            embed_batch=embed_batch,
+            ranking=ranking,
+            language=language,
         )
 
 

@@ -127,6 +127,20 @@ def _unusable(name: str, what: str) -> MemoryStoreError:
     return MemoryStoreError("unavailable", f"The embedder {name} answered with {what}; check its model.")
 
 
+def embedder_named(name: str) -> Embedder:
+    """The embedder a name gives: "local" (`local_embedding`, in this process) or a provider's
+    "provider:model" as pydantic-ai infers it. Its errors (ValueError, pydantic-ai's UserError, an
+    ImportError naming a missing package) carry advice; callers show them."""
+    from pydantic_ai import Embedder
+    from pydantic_ai.embeddings import infer_embedding_model
+
+    from .local_embedding import LOCAL, local_embedder
+
+    if name == LOCAL:
+        return local_embedder()
+    return Embedder(infer_embedding_model(name))
+
+
 def model_name(embedder: Embedder) -> str:
     """The embedder's model as its user named it, for messages."""
     model = embedder.model

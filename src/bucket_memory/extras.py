@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from a13n_harness.providers.memory import MemoryStoreError
 
 INSTALL = 'pip install "bucket-memory[records]"'
-_RECORDS = frozenset({"numpy"})
+_RECORDS = frozenset({"numpy", "Stemmer"})
 
 
 @contextmanager

@@ -1,26 +1,29 @@
 """Ranking records against a query: BM25 over the texts, cosine similarity of an embedder's
-vectors, or both fused by their ranks, on the snapshot of the records a search took.
+vectors, or both fused by their scores, on the snapshot of the records a search took.
 
 Vectors are only compared within one space (`embedding.Space`). Records stored without a vector
 of the embedder's space (written before it, or with another model) are embedded again in
 batches; each batch is handed to `keep` (the store writes it back to the records) before the next
-is asked for, so a failure part-way loses only its batch. Hybrid ranking is reciprocal-rank
-fusion: each record scores the sum of 1 / (60 + its rank) in the BM25 and the vector ranking.
+is asked for, so a failure part-way loses only its batch. Hybrid ranking is a convex fusion of
+scores, not of ranks: rank fusion gives a weak ranking as much say as a strong one, and a small
+offline model then dragged hybrid below BM25 alone (docs/performance.md, "Recall").
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import bm25
+from . import bm25, deadline, telemetry
+from .analyzer import Analyzer
 from .codec import OFF_LOOP_BYTES
-from .embedding import Space, embed_documents, embed_query
+from .embedding import Space, Vectors, embed_documents, embed_query
 from .options import Ranking
 from .record_format import Embedding, packed
 from .record_index import Record, RecordIndex, Snapshot, guarded
@@ -33,17 +36,28 @@ logger = logging.getLogger(__name__)
 
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-_FUSION_K = 60  # the constant of reciprocal-rank fusion (Cormack et al., 2009)
+# Hybrid's share for BM25 (normalized by the best score) against cosine (min-max over the
+# candidates). On the team-facts set of `make bench` (benchmarks/recall.py) with the local model,
+# recall@5 was 0.886 at 0.7, 0.914 at 0.5 (the vectors' own) and 0.943 at 0.3; where a model is
+# weaker than BM25 (the issue's public set: 0.334 against 0.479) a low share would let it drag
+# hybrid down, so the weight is even.
+WORDS_WEIGHT = 0.5
+# Seconds before a text an embedder refused alone is asked for again (a provider's limits change).
+REFUSAL_RETRY = 3600.0
 
 
 class Recall:
     """Searches of one store's records: its index, kept between searches, and how it ranks with an
-    embedder (`ranking`; BM25 alone without one). Vectors missing are asked for `batch` texts at a time."""
+    embedder (`ranking`; BM25 alone without one) and the terms BM25 counts (`analyzer`). Vectors
+    missing are asked for `batch` texts at a time."""
 
-    def __init__(self, batch: int, ranking: Ranking) -> None:
+    def __init__(self, batch: int, ranking: Ranking, analyzer: Analyzer) -> None:
         self.batch = batch
         self.ranking = ranking
+        self.analyzer = analyzer
         self.index = RecordIndex()
+        # (model, record id, version) -> when the embedder may be asked again for a text it refused
+        self._refused: dict[tuple[str, str, int], float] = {}
 
     async def search(self, query: str, snapshot: Snapshot, limit: int, embedder: Embedder | None, keep: Keep) -> Found:
         """The ids of the `limit` records closest to `query`, best first, with their scores."""
@@ -51,7 +65,7 @@ class Recall:
             return []
         depth = limit if embedder is None or self.ranking != "hybrid" else max(4 * limit, 50)
         if embedder is None or self.ranking == "bm25":
-            return await _worked(snapshot, 16, lambda: _by_words(snapshot, query, limit))
+            return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit))
         wanted = await embed_query(embedder, query)
         space, target = wanted.space, wanted.rows[0]
         missing = await _worked(snapshot, space.dimensions, lambda: snapshot.missing(space))
@@ -61,7 +75,8 @@ class Recall:
             return await _worked(snapshot, space.dimensions, lambda: _by_meaning(snapshot, space, target, limit))
 
         def fused() -> Found:
-            return _fused((_by_meaning(snapshot, space, target, depth), _by_words(snapshot, query, depth)), limit)
+            words = _by_words(snapshot, self.analyzer, query, depth)
+            return _fused(_by_meaning(snapshot, space, target, depth), words, limit)
 
         return await _worked(snapshot, space.dimensions, fused)
 
@@ -75,26 +90,74 @@ class Recall:
         self, snapshot: Snapshot, missing: list[Record], embedder: Embedder, space: Space, keep: Keep
     ) -> Snapshot:
         """`snapshot` with vectors for the records stored without one of `space`, made batch by
-        batch; each batch is kept (in the index and through `keep`) before the next is asked for."""
-        logger.info("embedding %d records stored without a %s vector", len(missing), space.model)
+        batch; each batch is kept (in the index and through `keep`) before the next is asked for.
+        A batch the embedder fails is split to find the texts it refuses alone: those are ranked
+        by words, and asked for again only after `REFUSAL_RETRY` seconds."""
+        now = time.monotonic()
+        wanted = [record for record in missing if now >= self._refused.get((space.model, *record[:2]), now)]
+        if not wanted:
+            return snapshot
+        logger.info("embedding %d records stored without a %s vector", len(wanted), space.model)
         done = 0
         try:
-            async for made in embed_documents(embedder, [body.text for _, _, body in missing], batch=self.batch):
-                batch = missing[done : done + len(made.rows)]
-                await keep(
-                    [_with_vector(record, made.space, row) for record, row in zip(batch, made.rows, strict=True)]
-                )
-                if made.space == space:
-                    before, snapshot = snapshot, snapshot.with_made(space, made.rows, [found for found, _, _ in batch])
+            for start in range(0, len(wanted), self.batch):
+                batch = wanted[start : start + self.batch]
+                made = await self._made(embedder, batch, space)
+                await keep([_with_vector(record, vectors.space, row) for record, vectors, row in made])
+                fitting = [(record, row) for record, vectors, row in made if vectors.space == space]
+                if fitting:
+                    import numpy
+
+                    rows = numpy.stack([row for _, row in fitting])
+                    before, snapshot = (
+                        snapshot,
+                        snapshot.with_made(space, rows, [found for (found, _, _), _ in fitting]),
+                    )
                     self.index.keep_made(before, snapshot)
                 done += len(batch)
         except MemoryStoreError as error:
             raise MemoryStoreError(
                 "unavailable",
-                f"{error} {done} of the {len(missing)} records stored without a {space.model} vector were "
+                f"{error} {done} of the {len(wanted)} records stored without a {space.model} vector were "
                 "embedded and kept; the next search goes on from there.",
             ) from None
         return snapshot
+
+    async def _made(self, embedder: Embedder, batch: list[Record], space: Space) -> list[Made]:
+        """The vectors of a batch's records, less those of the texts the embedder refuses alone
+        (marked). When every text of a failed batch of several fails alone, the embedder is
+        failing, not the texts: its error is raised. (A lone text that fails is refused: the
+        embedder answered this search's query just before.)"""
+        made, refused, failure = await _split(embedder, batch)
+        if failure is not None and not made and len(batch) > 1:
+            raise failure
+        for found, version, _ in refused:
+            self._refused[(space.model, found, version)] = time.monotonic() + REFUSAL_RETRY
+            telemetry.count("embeddings_refused")
+            logger.warning("%s refused the text of record %s; it is searched by words alone", space.model, found)
+        return made
+
+
+type Made = tuple[Record, Vectors, "numpy.ndarray"]
+
+
+async def _split(embedder: Embedder, batch: list[Record]) -> tuple[list[Made], list[Record], MemoryStoreError | None]:
+    """The batch's vectors in one call, or when that fails, its halves' (recursively): what was
+    made, the records whose texts failed alone, and the first failure."""
+    try:
+        vectors = await anext(embed_documents(embedder, [body.text for _, _, body in batch], batch=len(batch)))
+    except deadline.DeadlineExceeded:
+        raise
+    except MemoryStoreError as error:
+        if len(batch) == 1:
+            return [], batch, error
+        made, refused = [], []
+        for half in (batch[: len(batch) // 2], batch[len(batch) // 2 :]):
+            half_made, half_refused, _ = await _split(embedder, half)
+            made += half_made
+            refused += half_refused
+        return made, refused, error
+    return [(record, vectors, row) for record, row in zip(batch, vectors.rows, strict=True)], [], None
 
 
 def _with_vector(record: Record, space: Space, row: numpy.ndarray) -> Record:
@@ -102,13 +165,11 @@ def _with_vector(record: Record, space: Space, row: numpy.ndarray) -> Record:
     return found, version, replace(body, embedding=Embedding(space.model, packed(row)))
 
 
-def _by_words(snapshot: Snapshot, query: str, depth: int) -> Found:
+def _by_words(snapshot: Snapshot, analyzer: Analyzer, query: str, depth: int) -> Found:
     import numpy
 
-    terms = bm25.query_terms(query)
-    scores = bm25.scores(
-        terms, [(segment.postings(), segment.live) for segment in snapshot.segments], snapshot.corpus()
-    )
+    groups = [(segment.postings(analyzer), segment.live) for segment in snapshot.segments]
+    scores = bm25.scores(analyzer.query_terms(query), groups, snapshot.corpus(analyzer))
     hits = [numpy.flatnonzero(found > 0) for found in scores]
     return _best(snapshot, hits, [found[slots] for found, slots in zip(scores, hits, strict=True)], depth)
 
@@ -150,13 +211,21 @@ def _order(item: tuple[str, float]) -> tuple[float, str]:
     return -item[1], item[0]
 
 
-def _fused(rankings: Sequence[Found], limit: int) -> Found:
-    """Reciprocal-rank fusion of `rankings`: a record scores the sum of 1 / (60 + its rank) in each."""
-    fused: dict[str, float] = {}
-    for ranked in rankings:
-        for rank, (found, _) in enumerate(ranked, start=1):
-            fused[found] = fused.get(found, 0.0) + 1 / (_FUSION_K + rank)
-    return sorted(fused.items(), key=_order)[:limit]
+def _fused(meaning: Found, words: Found, limit: int) -> Found:
+    """The candidates of both rankings by `WORDS_WEIGHT` of their BM25 score over the best one plus
+    the rest of their cosine, min-max scaled over the candidates; a record one ranking did not
+    list scores 0 there (below every one it listed)."""
+    by_words, by_meaning = dict(words), dict(meaning)
+    best = max(by_words.values(), default=0.0)
+    low, high = min(by_meaning.values(), default=0.0), max(by_meaning.values(), default=0.0)
+
+    def fused(found: str) -> float:
+        said = by_words.get(found, 0.0) / best if best > 0 else 0.0
+        cosine = by_meaning.get(found)
+        near = (cosine - low) / (high - low) if cosine is not None and high > low else float(cosine is not None)
+        return WORDS_WEIGHT * said + (1 - WORDS_WEIGHT) * near
+
+    return sorted(((found, fused(found)) for found in by_words.keys() | by_meaning.keys()), key=_order)[:limit]
 
 
 async def _worked[T](snapshot: Snapshot, width: int, work: Callable[[], T]) -> T:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .analyzer import Analyzer
 from .bm25 import Corpus, Postings
 from .change_feed import changes_since
 from .embedding import Space
@@ -84,8 +85,9 @@ class Segment:
             for slot in part.live.nonzero()[0].tolist()
         ]
         built = _Built()
-        if all(part.built.postings is not None for part in parts):
-            built.postings = Postings.merged([(part.postings(), part.live) for part in parts])
+        analyzers = {part.built.postings.analyzer if part.built.postings else None for part in parts}
+        if len(analyzers) == 1 and (analyzer := analyzers.pop()) is not None:
+            built.postings = Postings.merged([(part.postings(analyzer), part.live) for part in parts], analyzer)
         for space in set.intersection(*(set(part.built.spaces) for part in parts)):
             built.spaces[space] = Rows.merged([(part.built.spaces[space], part.live) for part in parts])
         return cls.of(records, built)
@@ -95,14 +97,16 @@ class Segment:
         live[list(slots)] = False
         return replace(self, live=live, count=int(live.sum()))
 
-    def postings(self) -> Postings:
-        if self.built.postings is None:
-            self.built.postings = Postings.of([body.text for body in self.bodies])
-        return self.built.postings
+    def postings(self, analyzer: Analyzer) -> Postings:
+        """The records' postings of `analyzer`'s terms, built on first use (again for another analyzer)."""
+        built = self.built.postings
+        if built is None or built.analyzer != analyzer:
+            built = self.built.postings = Postings.of([body.text for body in self.bodies], analyzer)
+        return built
 
-    def words(self) -> float:
-        """The live records' length in BM25 words."""
-        return float(self.postings().lengths[self.live].sum())
+    def words(self, analyzer: Analyzer) -> float:
+        """The live records' length in BM25 terms."""
+        return float(self.postings(analyzer).lengths[self.live].sum())
 
     def rows(self, space: Space) -> Rows:
         """The stored vectors of `space`, built on first use (only the spaces last used are kept)."""
@@ -193,8 +197,8 @@ class Snapshot:
     def count(self) -> int:
         return sum(segment.count for segment in self.segments)
 
-    def corpus(self) -> Corpus:
-        return Corpus(self.count(), sum(segment.words() for segment in self.segments))
+    def corpus(self, analyzer: Analyzer) -> Corpus:
+        return Corpus(self.count(), sum(segment.words(analyzer) for segment in self.segments))
 
     def missing(self, space: Space) -> list[Record]:
         """The live records with no usable vector of `space`, stored or made."""

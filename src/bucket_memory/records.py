@@ -24,6 +24,7 @@ from a13n_harness.providers.memory import (
 )
 
 from . import deadline
+from .analyzer import DEFAULT_LANGUAGE, Analyzer
 from .codec import Change, Delete, Write, off_loop
 from .embedding import DEFAULT_BATCH, check_batch
 from .erasure import Erasure, ErasurePlan
@@ -60,7 +61,8 @@ class LogRecordStore:
     one conditional create when uncontended. Without an embedder `search` ranks by BM25 over the
     texts; with one (pydantic-ai's `Embedder`) each written record carries its vector, and `search`
     ranks as `ranking` says: "hybrid" (BM25 and cosine similarity among the vectors of that
-    embedder's space, fused by rank), "vectors" or "bm25". Records stored without a vector of that
+    embedder's space, fused by score), "vectors" or "bm25"; BM25 counts words stemmed for
+    `language` (a Snowball stemmer's name; None: words as written). Records stored without a vector of that
     space are embedded `embed_batch` texts a call and their vectors written back. Every operation,
     its embedding calls included, ends within the log's `operation_timeout`.
     """
@@ -74,14 +76,15 @@ class LogRecordStore:
         origin: Origin | None = None,
         embed_batch: int = DEFAULT_BATCH,
         ranking: Ranking = "hybrid",
+        language: str | None = DEFAULT_LANGUAGE,
     ) -> None:
         if ranking not in RANKINGS or (ranking == "vectors" and embedder is None):
-            raise ValueError(f"ranking must be one of {RANKINGS} (vectors needs an embedder), not {ranking!r}")
+            raise ValueError(f"ranking must be one of {RANKINGS} (vectors needs an embedder), not {ranking!r}"[:300])
         self.files = files
         self.embedder = embedder
         self.record_chars = record_chars
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
-        self._recall = Recall(check_batch(embed_batch), ranking)
+        self._recall = Recall(check_batch(embed_batch), ranking, Analyzer.checked(language))
 
     @property
     def location(self) -> str:

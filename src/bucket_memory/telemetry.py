@@ -50,6 +50,7 @@ class Tally:
     bytes_written: int = 0
     intents: int = 0
     folded: int = 0
+    embeddings_refused: int = 0
 
     def add(self, other: Tally) -> None:
         for name in _EVENTS:
@@ -78,6 +79,11 @@ _COUNTERS = {
     ),
     "folded": _meter.create_counter(
         "bucket_memory.folded", unit="{intent}", description="Other processes' intents settled by our commits."
+    ),
+    "embeddings_refused": _meter.create_counter(
+        "bucket_memory.embeddings_refused",
+        unit="{record}",
+        description="Record texts an embedder refused alone, searched by words until asked again.",
     ),
 }
 _cold_starts = _meter.create_counter(

@@ -68,14 +68,12 @@ _COMMITTING = frozenset({"add", "rm"})
 def _embedder(name: str | None) -> Embedder | None:
     """The embedder a `--embedder` names, made now, so that a name this installation cannot use is
     a usage error with the provider's reason (unknown, its package or its key missing)."""
-    from pydantic_ai import Embedder
-
     if name is None:
         return None
-    from pydantic_ai.embeddings import infer_embedding_model
+    from ..embedding import embedder_named
 
     try:
-        return Embedder(infer_embedding_model(name))
+        return embedder_named(name)
     except Exception as error:  # pydantic-ai's reasons are ValueError, UserError and ImportError, each with advice
         raise typer.BadParameter(
             f"{name[:100]!r} cannot be used here: {str(error)[:300]}", param_hint="--embedder"
@@ -141,7 +139,7 @@ def search(
         str,
         typer.Option(
             click_type=click.Choice(RANKINGS),
-            help="With --embedder, how to rank: hybrid (BM25 and the vectors fused by rank), vectors, or bm25.",
+            help="With --embedder, how to rank: hybrid (BM25 and the vectors fused by score), vectors, or bm25.",
         ),
     ] = "hybrid",
     as_json: Json = False,

@@ -1,0 +1,182 @@
+"""Recall@1/5/10 of record search on labelled sets, with the local model (WordLlama, offline).
+
+Two sets: `benchmarks/conversations.json` (multi-session conversations of a user and an assistant,
+one record per turn, questions an agent later asks its memory; see `benchmarks/conversations.py`
+for how it was made) and `benchmarks/recall_set.json` (facts a software team's agent keeps). Each
+ranking of the store is measured through `LogRecordStore.search`, beside references computed in
+the same run from the same texts: bm25s configured as its docs recommend (English stopwords and
+a Snowball stemmer), our BM25 without a stemmer (the ranking before), cosine alone, reciprocal-rank
+fusion (hybrid before) and a plain convex fusion over every record (0.7 x max-normalized bm25s +
+0.3 x min-max-normalized cosine).
+
+Run `python -m benchmarks.recall`; `make bench` publishes its table in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a13n_harness.providers.memory import Origin
+
+from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
+from bucket_memory.local_embedding import local_embedder
+from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.record_format import RecordBody
+from bucket_memory.wire_values import time_text
+
+from .page import publish
+
+HERE = Path(__file__).parent
+CUTS = (1, 5, 10)
+
+
+@dataclass(frozen=True, slots=True)
+class Labelled:
+    """A set: record texts by id, and questions with the ids of the records that answer them."""
+
+    name: str
+    records: dict[str, str]
+    questions: list[tuple[str, frozenset[str]]]
+
+
+def load_sets() -> list[Labelled]:
+    team = json.loads((HERE / "recall_set.json").read_text())
+    found = [Labelled("team facts", team["records"], [(q["text"], frozenset(q["answers"])) for q in team["questions"]])]
+    if (HERE / "conversations.json").exists():
+        conversations = json.loads((HERE / "conversations.json").read_text())
+        found.insert(
+            0,
+            Labelled(
+                "conversations",
+                {record["id"]: record["text"] for record in conversations["records"]},
+                [(q["question"], frozenset(q["answers"])) for q in conversations["questions"]],
+            ),
+        )
+    return found
+
+
+def recall(rankings: Sequence[Sequence[str]], labelled: Labelled) -> dict[str, float]:
+    """Per cut, the share of questions with an answer among the first `cut` ids of their ranking."""
+    answered = [answers for _, answers in labelled.questions]
+    return {
+        f"@{cut}": sum(bool(set(ranked[:cut]) & wanted) for ranked, wanted in zip(rankings, answered, strict=True))
+        / len(answered)
+        for cut in CUTS
+    }
+
+
+async def store_rankings(labelled: Labelled) -> dict[str, list[list[str]]]:
+    """The store's own rankings of every question: BM25 (stemmed, and as before without), vectors, hybrid."""
+    objects = MemoryObjectStore()
+    ids = {key: f"{n:032x}" for n, key in enumerate(labelled.records)}
+    back = {value: key for key, value in ids.items()}
+    bodies = {f"{ids[key]}.json": RecordBody(text, time_text(1.7e9)).encode() for key, text in labelled.records.items()}
+    await MemoryAdmin(LogFileStore(objects)).put_files(bodies, replace=False, origin=Origin(run_id="recall"))
+    embedder = local_embedder()
+    stores = {
+        "bm25": LogRecordStore(LogFileStore(objects, read_only=True)),
+        "bm25, no stemmer (before)": LogRecordStore(LogFileStore(objects, read_only=True), language=None),
+        "vectors": LogRecordStore(LogFileStore(objects, read_only=True), embedder=embedder, ranking="vectors"),
+        "hybrid": LogRecordStore(LogFileStore(objects, read_only=True), embedder=embedder),
+    }
+    found: dict[str, list[list[str]]] = {}
+    for name, store in stores.items():
+        found[name] = [
+            [back[record.id] for record in await store.search(question, limit=max(CUTS))]
+            for question, _ in labelled.questions
+        ]
+    return found
+
+
+def reference_rankings(labelled: Labelled) -> dict[str, list[list[str]]]:
+    """The rankings computed outside the store, over every record of the set."""
+    import bm25s
+    import numpy
+    import Stemmer
+
+    from bucket_memory.local_embedding import embedded
+
+    keys = list(labelled.records)
+    texts = [labelled.records[key] for key in keys]
+    stemmer = Stemmer.Stemmer("english")
+    index = bm25s.BM25()
+    index.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    questions = [question for question, _ in labelled.questions]
+    documents, asked = embedded(texts), embedded(questions)
+
+    def unit(rows: numpy.ndarray) -> numpy.ndarray:
+        norms = numpy.linalg.norm(rows, axis=1, keepdims=True)
+        unit_rows: numpy.ndarray = numpy.divide(rows, norms, out=numpy.zeros_like(rows), where=norms > 0)
+        return unit_rows
+
+    cosines = unit(asked) @ unit(documents).T
+    words = numpy.zeros_like(cosines)
+    for n, question in enumerate(questions):
+        tokens = bm25s.tokenize([question], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)[0]
+        known = [token for token in tokens if token in index.vocab_dict]
+        if known:
+            words[n] = index.get_scores(known)
+
+    def ranked(score: Callable[[int], numpy.ndarray]) -> list[list[str]]:
+        return [[keys[k] for k in numpy.argsort(-score(n), kind="stable")[: max(CUTS)]] for n in range(len(questions))]
+
+    def convex(n: int) -> numpy.ndarray:
+        best = words[n].max()
+        low, high = cosines[n].min(), cosines[n].max()
+        near = (cosines[n] - low) / (high - low) if high > low else numpy.zeros_like(cosines[n])
+        fused: numpy.ndarray = 0.7 * (words[n] / best if best > 0 else words[n]) + 0.3 * near
+        return fused
+
+    def rank_fused(n: int) -> numpy.ndarray:
+        fused = numpy.zeros(len(keys))
+        for scores in (words[n], cosines[n]):
+            order = numpy.argsort(-scores, kind="stable")[:50]
+            fused[order] += 1 / (60 + numpy.arange(1, len(order) + 1))
+        return fused
+
+    return {
+        "bm25s, stopwords + Snowball stemmer": ranked(lambda n: words[n]),
+        "reciprocal-rank fusion (hybrid before)": ranked(rank_fused),
+        "plain convex fusion, every record": ranked(convex),
+    }
+
+
+async def measure() -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for labelled in load_sets():
+        rankings = {**await store_rankings(labelled), **reference_rankings(labelled)}
+        results[labelled.name] = {
+            "records": len(labelled.records),
+            "questions": len(labelled.questions),
+            "recall": {name: recall(found, labelled) for name, found in rankings.items()},
+        }
+    return results
+
+
+def tables(results: dict[str, Any]) -> str:
+    lines = []
+    for name, found in results.items():
+        lines += [
+            f"### Recall on {name} ({found['records']} records, {found['questions']} questions; the local model)",
+            "",
+            "| ranking | recall@1 | recall@5 | recall@10 |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for ranking, cuts in found["recall"].items():
+            lines.append(f"| {ranking} | " + " | ".join(f"{cuts[f'@{cut}']:.3f}" for cut in CUTS) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    results = asyncio.run(measure())
+    publish(results, saved_as="recall.json", section="recall", tables=tables(results))
+
+
+if __name__ == "__main__":
+    main()
