@@ -19,6 +19,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
+from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogRecordStore, open_record_store
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
@@ -91,7 +92,7 @@ class Refusing(HashingEmbeddingModel):
         texts, _ = self.prepare_embed(inputs, settings)
         self.calls += 1
         if input_type == "document" and any(self.refuse(text) for text in texts):
-            raise RuntimeError("Error code: 400 - input exceeds the model's token limit")
+            raise ModelHTTPError(400, self.model_name, body="input exceeds the model's token limit")
         return await super().embed(inputs, input_type=input_type, settings=settings)
 
 

@@ -31,6 +31,15 @@ DEFAULT_BATCH = 96
 _ERROR_CHARS = 300
 
 
+# HTTP statuses with which a provider refuses the inputs themselves (too long, malformed), not the
+# call: a batch refused so is split to find the text (`recall`); a 429 or a 5xx never is.
+_REFUSALS = frozenset({400, 413, 422})
+
+
+class TextsRefused(MemoryStoreError):
+    """The embedder refused a call's texts (`unavailable`): one of them may be one it refuses alone."""
+
+
 @dataclass(frozen=True, slots=True)
 class Space:
     """Where vectors can be compared: one embedding model (as "provider:model", the way its
@@ -75,7 +84,8 @@ async def _embedded(embedder: Embedder, texts: Sequence[str], kind: Literal["que
     except deadline.DeadlineExceeded:
         raise
     except Exception as error:  # a provider's own errors: none of them is the caller's to handle
-        raise MemoryStoreError(
+        refused = getattr(error, "status_code", None) in _REFUSALS
+        raise (TextsRefused if refused else MemoryStoreError)(
             "unavailable",
             f"The embedder {name} failed ({type(error).__name__}: {str(error)[:_ERROR_CHARS]}); check its model "
             "name, credentials and quota, then try again.",

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import bm25, deadline, telemetry
+from . import bm25, telemetry
 from .analyzer import Analyzer
 from .codec import OFF_LOOP_BYTES
-from .embedding import Space, Vectors, embed_documents, embed_query
+from .embedding import Space, TextsRefused, Vectors, embed_documents, embed_query
 from .options import Ranking
 from .record_format import Embedding, packed
 from .record_index import Record, RecordIndex, Snapshot, guarded
@@ -142,13 +142,12 @@ type Made = tuple[Record, Vectors, "numpy.ndarray"]
 
 
 async def _split(embedder: Embedder, batch: list[Record]) -> tuple[list[Made], list[Record], MemoryStoreError | None]:
-    """The batch's vectors in one call, or when that fails, its halves' (recursively): what was
-    made, the records whose texts failed alone, and the first failure."""
+    """The batch's vectors in one call, or when the embedder refuses its texts, its halves'
+    (recursively): what was made, the records whose texts were refused alone, and the first
+    refusal. Any other failure is raised: a split would only send more calls to a failing provider."""
     try:
         vectors = await anext(embed_documents(embedder, [body.text for _, _, body in batch], batch=len(batch)))
-    except deadline.DeadlineExceeded:
-        raise
-    except MemoryStoreError as error:
+    except TextsRefused as error:
         if len(batch) == 1:
             return [], batch, error
         made, refused = [], []
