@@ -240,17 +240,21 @@ async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking:
 
 def test_hybrid_fuses_scores_so_a_weak_ranking_cannot_drag_a_strong_match_down() -> None:
     """Rank fusion made BM25's clear first and the vectors' tenth equal to a record both put third;
-    scores keep how far apart the matches are."""
-    from bucket_memory.recall import WORDS_WEIGHT, _fused
+    scores keep how far apart the matches are, and a record with no vector is ranked by words."""
+    import numpy
 
-    words = [("exact", 12.0), ("both", 3.0), ("noise", 2.0)]
-    meaning = [("m1", 0.62), ("m2", 0.61), ("both", 0.60), ("exact", 0.5), ("m3", 0.2)]
-    fused = _fused(meaning, words, limit=3)
-    assert fused[0][0] == "exact"
-    assert math.isclose(fused[0][1], WORDS_WEIGHT + (1 - WORDS_WEIGHT) * 0.3 / 0.42)
-    alone = _fused([], words, limit=2)
-    assert [found for found, _ in alone] == ["exact", "both"] and math.isclose(alone[1][1], WORDS_WEIGHT * 3 / 12)
-    assert _fused([("only", 0.3)], [], limit=5) == [("only", 1 - WORDS_WEIGHT)], "one candidate: the best there is"
+    from bucket_memory.recall import WORDS_WEIGHT, convex
+
+    nan = float("nan")
+    words = [numpy.array([12.0, 3.0, 0.0]), numpy.array([0.0, 6.0])]
+    cosines = [numpy.array([0.2, 0.6, 0.62]), numpy.array([nan, 0.4])]
+    first, second = convex(words, cosines)
+    assert math.isclose(first[0], WORDS_WEIGHT), "the best word match, least like the query"
+    assert math.isclose(first[2], 1 - WORDS_WEIGHT), "the closest vector, no word"
+    assert math.isclose(second[0], 0.0) and math.isclose(second[1], WORDS_WEIGHT / 2 + (1 - WORDS_WEIGHT) * 0.2 / 0.42)
+    assert numpy.argmax(first) == 1, "both signals beat either alone"
+    (alone,) = convex([numpy.array([2.0, 1.0])], [numpy.array([nan, nan])])
+    assert list(alone) == [WORDS_WEIGHT, WORDS_WEIGHT / 2], "no vectors at all: words alone"
 
 
 async def test_the_labelled_set_is_well_formed_and_hybrid_ranking_keeps_what_each_finds() -> None:

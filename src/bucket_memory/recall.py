@@ -36,11 +36,10 @@ logger = logging.getLogger(__name__)
 
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-# Hybrid's share for BM25 (normalized by the best score) against cosine (min-max over the
-# candidates). On the team-facts set of `make bench` (benchmarks/recall.py) with the local model,
-# recall@5 was 0.886 at 0.7, 0.914 at 0.5 (the vectors' own) and 0.943 at 0.3; where a model is
-# weaker than BM25 (the issue's public set: 0.334 against 0.479) a low share would let it drag
-# hybrid down, so the weight is even.
+# Hybrid's share for BM25 against cosine (`convex`), chosen on the two labelled sets of `make bench`
+# (benchmarks/recall.py) with the local model: recall@5 on conversations (160 questions) and team
+# facts (70) was 0.625 and 0.929 at 0.3, 0.637 and 0.900 at 0.5, 0.619 and 0.886 at 0.7; where
+# a model is much weaker than BM25 (conversations: 0.438 against 0.594) a low share lets it drag.
 WORDS_WEIGHT = 0.5
 # Seconds before a text an embedder refused alone is asked for again (a provider's limits change).
 REFUSAL_RETRY = 3600.0
@@ -63,7 +62,6 @@ class Recall:
         """The ids of the `limit` records closest to `query`, best first, with their scores."""
         if limit <= 0 or not query.strip():
             return []
-        depth = limit if embedder is None or self.ranking != "hybrid" else max(4 * limit, 50)
         if embedder is None or self.ranking == "bm25":
             return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit))
         wanted = await embed_query(embedder, query)
@@ -74,11 +72,9 @@ class Recall:
         if self.ranking == "vectors":
             return await _worked(snapshot, space.dimensions, lambda: _by_meaning(snapshot, space, target, limit))
 
-        def fused() -> Found:
-            words = _by_words(snapshot, self.analyzer, query, depth)
-            return _fused(_by_meaning(snapshot, space, target, depth), words, limit)
-
-        return await _worked(snapshot, space.dimensions, fused)
+        return await _worked(
+            snapshot, space.dimensions, lambda: _by_both(snapshot, self.analyzer, space, query, target, limit)
+        )
 
     async def embed_document(self, embedder: Embedder, text: str) -> Embedding:
         """One record's vector, as `add` and `update` store it."""
@@ -210,21 +206,54 @@ def _order(item: tuple[str, float]) -> tuple[float, str]:
     return -item[1], item[0]
 
 
-def _fused(meaning: Found, words: Found, limit: int) -> Found:
-    """The candidates of both rankings by `WORDS_WEIGHT` of their BM25 score over the best one plus
-    the rest of their cosine, min-max scaled over the candidates; a record one ranking did not
-    list scores 0 there (below every one it listed)."""
-    by_words, by_meaning = dict(words), dict(meaning)
-    best = max(by_words.values(), default=0.0)
-    low, high = min(by_meaning.values(), default=0.0), max(by_meaning.values(), default=0.0)
+def _by_both(
+    snapshot: Snapshot, analyzer: Analyzer, space: Space, query: str, target: numpy.ndarray, depth: int
+) -> Found:
+    """Hybrid: every live record scored by `convex` from its BM25 score and its cosine (none for a
+    record with no vector of `space`: searched by words alone)."""
+    import numpy
 
-    def fused(found: str) -> float:
-        said = by_words.get(found, 0.0) / best if best > 0 else 0.0
-        cosine = by_meaning.get(found)
-        near = (cosine - low) / (high - low) if cosine is not None and high > low else float(cosine is not None)
-        return WORDS_WEIGHT * said + (1 - WORDS_WEIGHT) * near
+    segments = snapshot.segments
+    groups = [(segment.postings(analyzer), segment.live) for segment in segments]
+    words = bm25.scores(analyzer.query_terms(query), groups, snapshot.corpus(analyzer))
+    cosines = [numpy.full(len(segment.live), numpy.nan, dtype=numpy.float32) for segment in segments]
+    for segment, into in zip(segments, cosines, strict=True):
+        slots, scores = segment.rows(space).scores(target, segment.live)
+        into[slots] = scores
+    if (made := snapshot.made.get(space)) is not None:
+        for found, score in zip(made.ids, (made.matrix @ target).tolist(), strict=True):
+            if (where := snapshot.find(found)) is not None:
+                cosines[where[0]][where[1]] = score
+    live = [numpy.flatnonzero(segment.live) for segment in segments]
+    said = [found[slots] for found, slots in zip(words, live, strict=True)]
+    near = [found[slots] for found, slots in zip(cosines, live, strict=True)]
+    fused = convex(said, near)
+    # A record with a vector is a candidate, as in the vector ranking; one without, only by its words.
+    kept = [numpy.flatnonzero((a > 0) | ~numpy.isnan(b)) for a, b in zip(said, near, strict=True)]
+    return _best(
+        snapshot,
+        [slots[n] for slots, n in zip(live, kept, strict=True)],
+        [scores[n] for scores, n in zip(fused, kept, strict=True)],
+        depth,
+    )
 
-    return sorted(((found, fused(found)) for found in by_words.keys() | by_meaning.keys()), key=_order)[:limit]
+
+def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> list[numpy.ndarray]:
+    """Each record's hybrid score, per group: `WORDS_WEIGHT` of its BM25 score over the best of all,
+    plus the rest of its cosine min-max scaled over every record that has one (NaN: none, which
+    adds nothing). A plain convex fusion of normalized scores: a weak model moves a record by at most
+    its share, where rank fusion gave its tenth best as much as BM25's first."""
+    import numpy
+
+    known = numpy.concatenate([found[~numpy.isnan(found)] for found in cosines]) if cosines else numpy.zeros(0)
+    low, high = (float(known.min()), float(known.max())) if known.size else (0.0, 0.0)
+    best = max((float(found.max()) for found in words if found.size), default=0.0)
+    fused = []
+    for said, near in zip(words, cosines, strict=True):
+        scaled = (near - low) / (high - low) if high > low else numpy.where(numpy.isnan(near), numpy.nan, 1.0)
+        meaning = numpy.nan_to_num(scaled, nan=0.0)
+        fused.append(WORDS_WEIGHT * (said / best if best > 0 else said) + (1 - WORDS_WEIGHT) * meaning)
+    return fused
 
 
 async def _worked[T](snapshot: Snapshot, width: int, work: Callable[[], T]) -> T:
