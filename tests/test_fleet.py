@@ -84,31 +84,6 @@ async def test_a_lost_race_goes_on_as_an_intent_its_author_settles() -> None:
     assert await pending(objects) == [], "the folder deletes the intents it settled"
 
 
-async def test_a_writer_idle_while_others_wrote_goes_on_as_an_intent_without_a_lost_race() -> None:
-    """A head unproven for long says nothing of others (a Lambda thawed in a busy fleet): one GET
-    finds their commits and the write goes on as an intent, not as a PUT that loses; a writer idle
-    while no one else wrote pays that GET and then one PUT."""
-    objects, now = MemoryObjectStore(), [0.0]
-    counted = FaultyObjectStore(objects)
-    mine, other = LogFileStore(counted, options=LogOptions(clock=lambda: now[0])), LogFileStore(objects)
-    await mine.write("mine.md", "1", expected=None, origin=AUTHOR)
-    for number in range(3):
-        await other.write(f"{number}.md", "t", expected=None, origin=ORIGIN)
-    now[0] += 60  # longer than a lost race tells of others, shorter than a head is trusted
-    creates = counted.calls["create"]
-    assert await mine.write("mine.md", "2", expected="1", origin=AUTHOR) == "5"
-    assert counted.calls["create"] - creates == 2, "an intent and the commit that folds it, no lost create"
-    assert (await replay(objects))[1][-1].folded is not None
-    assert await other.read("mine.md") == await mine.read("mine.md")
-    alone = FaultyObjectStore(MemoryObjectStore())
-    lone = LogFileStore(alone, options=LogOptions(clock=lambda: now[0]))
-    await lone.write("mine.md", "1", expected=None, origin=AUTHOR)
-    now[0] += 60  # longer than a lost race tells of others, shorter than a head is trusted
-    creates, gets = alone.calls["create"], alone.calls["get"]
-    assert await lone.write("mine.md", "2", expected="1", origin=AUTHOR) == "2"
-    assert alone.calls["create"] - creates == 1 and alone.calls["get"] - gets <= 1
-
-
 async def test_another_process_folds_a_published_intent_exactly_once() -> None:
     """An intent whose author went away (a Lambda frozen mid-write) is folded by the next writer to
     race for the key, attributed to its author, and never again."""

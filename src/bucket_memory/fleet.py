@@ -146,32 +146,12 @@ class Fleet:
         self.log.check_writable()
         called = self.log.options.clock()
         with deadline.within(self.log.options.operation_timeout):
-            if not self.log.options.fleet_commit or not (self.contended() or await self._others_since_idle()):
+            if not self.log.options.fleet_commit or not self.contended():
                 try:
                     return await self.log.commit(operation.plan, origin, operation=operation)
                 except HandedOver:
                     pass  # it lost its race: from here on, an intent
             return await self._through_intents(operation, origin, called)
-
-    async def _others_since_idle(self) -> bool:
-        """Whether others committed while this process was idle: a head unproven for as long as
-        `contended` looks back says nothing of them, and racing on it would likely lose a PUT and a
-        round. One GET proves it current (then one PUT commits) or finds another's commit (applied,
-        and the write goes on as an intent). Not a catch-up: a head idle in a busy fleet is many
-        commits behind, and an intent needs none of them."""
-        head, clock = self.log.head, self.log.options.clock
-        if head.cached is None or clock() - head.confirmed_at < self._contended_seconds:
-            return False
-        async with self.log.exclusive():
-            if head.cached is None or head.is_old():
-                return False  # the commit path confirms a head this old by listing
-            sent = clock()
-            following = await self.log.reader.commit(head.seq + 1)
-            if following is None:
-                head.prove(sent)
-                return False
-            head.apply(following)
-            return True
 
     async def settle(self) -> None:
         """Wait until the deletions of settled intents started here are done."""
