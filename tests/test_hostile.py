@@ -80,6 +80,34 @@ def test_a_memory_cannot_be_opened_inside_another_ones_folders(tmp_path: Path) -
     LocalObjectStore(tmp_path / "log")  # a folder named log that holds no memory is fine
 
 
+def test_a_local_memory_in_the_checkpoints_folder_of_one_not_yet_checkpointed_is_refused(tmp_path: Path) -> None:
+    """Issue 43: a memory at P with two writes owns P/checkpoints/ before its first checkpoint; a
+    memory made there was allowed, and then P's own acknowledged writes could not be opened."""
+    outer = tmp_path / "outer"
+
+    async def two_writes() -> None:
+        store = LogFileStore.local(outer)
+        await store.write("a.md", "a", expected=None, origin=ORIGIN)
+        await store.write("b.md", "b", expected=None, origin=ORIGIN)
+
+    asyncio.run(two_writes())
+    for reserved in ("checkpoints", "log"):
+        with pytest.raises(MemoryStoreError) as caught:
+            LocalObjectStore(outer / reserved)
+        assert caught.value.code == "invalid_path" and str(outer) in str(caught.value)
+    # One made there before this check (by an older release) never makes the outer memory unreadable.
+    inner = outer / "checkpoints" / "log"
+    inner.mkdir(parents=True)
+    (inner / "00000000000000000001.json").write_bytes(b"{}")
+    assert sorted(entry.path for entry in asyncio.run(LogFileStore.local(outer).list())) == ["a.md", "b.md"]
+    fresh = tmp_path / "fresh"  # a new memory whose checkpoints/ folder holds one: refused
+    (fresh / "checkpoints" / "log").mkdir(parents=True)
+    (fresh / "checkpoints" / "log" / "00000000000000000001.json").write_bytes(b"{}")
+    with pytest.raises(MemoryStoreError) as caught:
+        LocalObjectStore(fresh)
+    assert "holds a memory of its own" in str(caught.value)
+
+
 async def test_objects_of_a_nested_memory_are_ignored_by_the_outer_one() -> None:
     objects = MemoryObjectStore()
     outer = LogFileStore(objects)

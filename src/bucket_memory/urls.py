@@ -74,25 +74,33 @@ def check_prefix(prefix: str, bucket_url: str) -> None:
 
 
 def check_directory(root: Path) -> None:
-    """Refuse a local directory inside another local memory's log/ or checkpoints/ folder, and one
-    whose log/ or checkpoints/ folder is itself a memory (its first commit would make that memory
-    unreachable: it would then lie inside this one's objects)."""
+    """Refuse a local directory inside another local memory's log/ or checkpoints/ folder (whether
+    or not that folder holds objects yet: a memory at P that has not checkpointed still owns
+    P/checkpoints/), and a new memory whose log/ or checkpoints/ folder is itself a memory (its
+    first commit would put that memory inside this one's objects). A memory that already holds
+    objects opens whatever lies below it: its readers ignore keys they do not own."""
     absolute = root.absolute()
     for folder in (absolute, *absolute.parents):
-        if folder.name in RESERVED_FOLDERS and _holds_objects(folder):
+        if folder.name in RESERVED_FOLDERS and (_holds_objects(folder) or _is_memory(folder.parent)):
             raise MemoryStoreError(
                 "invalid_path",
                 f"{root} lies inside {folder}, where the memory at {folder.parent} keeps its objects; "
                 "choose a directory outside it.",
             )
+    if _is_memory(absolute):
+        return
     for name in RESERVED_FOLDERS:
         inner = absolute / name
-        if any(_holds_objects(inner / reserved) for reserved in RESERVED_FOLDERS):
+        if _is_memory(inner):
             raise MemoryStoreError(
                 "invalid_path",
                 f"{inner} holds a memory of its own, whose objects a memory at {root} would be mixed with; "
                 f"choose another directory, or move that memory out of {name}/.",
             )
+
+
+def _is_memory(folder: Path) -> bool:
+    return any(_holds_objects(folder / reserved) for reserved in RESERVED_FOLDERS)
 
 
 def _holds_objects(folder: Path) -> bool:
