@@ -186,7 +186,7 @@ def test_times_come_from_the_server_when_writers_clocks_disagree(s3_endpoint: st
     async def look_up() -> tuple[int, set[str]]:
         async with open_store(url) as store:
             admin = MemoryAdmin(store)
-            recovered = await admin.recovery.state_as_of(split)
+            recovered = (await admin.recovery.state_as_of(split)).state
             return await admin.seq_at(split), set(recovered.files)
 
     seq, recovered = asyncio.run(look_up())

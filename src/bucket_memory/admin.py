@@ -203,18 +203,37 @@ class MemoryAdmin:
         Reaches past a deleted prefix, damaged objects, a purge or compaction.
         """
         restoration = await self.recovery.restore()
+        await self._erase_again(origin)
         seq = None if moment is None else await self.make_as_of(moment, origin=origin, at=restoration.head)
         return Recovered(restoration, seq, await self.recovery.versioning())
 
+    async def _erase_again(self, origin: Origin) -> None:
+        """Finish every erasure the log holds again: what recovery put back was listed before some of
+        them, perhaps (an erase that ran meanwhile in another process), and holds their texts."""
+        for path in (await self._erasures()).values():
+            await Erasure(self.store).erase(path, origin=origin)
+
+    async def _erasures(self) -> dict[int, str]:
+        """The erasures of the retained log: each one's seq and one of the paths it names."""
+        found: dict[int, str] = {}
+        for commit in await self.history.commits():
+            for change in commit.changes:
+                if isinstance(change, Erase):
+                    found.setdefault(commit.seq, change.path)
+        return found
+
     async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the memory what its objects' versions say it was at `moment`, as one new commit
-        (None: it already was); `at` as for `put_files`."""
-        texts = await _texts(await self.recovery.state_as_of(moment))
-        return await self.put_files(texts, replace=True, origin=origin, at=at)
+        (None: it already was); `at` as for `put_files`. Paths an erasure names are left as they are."""
+        past = await self.recovery.state_as_of(moment)
+        texts = {path: text for path, text in (await _texts(past.state)).items() if path not in past.erased}
+        return await self.put_files(texts, replace=True, origin=origin, at=at, keep=past.erased.__contains__)
 
     async def preview_recover_as_of(self, moment: datetime) -> Changeset:
         """What making the memory what it was at `moment` would change now (its objects as they stand)."""
-        return await self.preview_put_files(await _texts(await self.recovery.state_as_of(moment)), replace=True)
+        past = await self.recovery.state_as_of(moment)
+        texts = {path: text for path, text in (await _texts(past.state)).items() if path not in past.erased}
+        return await self.preview_put_files(texts, replace=True, keep=past.erased.__contains__)
 
     async def preview_put_files(
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
@@ -296,8 +315,20 @@ class MemoryAdmin:
         return await self.store.housekeeper.compact()
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
-        """Every problem with the objects under the prefix; empty when the memory is whole."""
-        return await self.history.verify(progress)
+        """Every problem with the objects under the prefix; empty when the memory is whole. An
+        object that holds a text an erasure erased is named as such."""
+        problems = await self.history.verify(progress)
+        try:
+            erasures = await self._erasures()
+        except MemoryStoreError:
+            return problems  # the history does not read through what verify found damaged
+        for path in erasures.values():
+            found = await Erasure(self.store).returned(path)
+            if found is not None:
+                erasure, keys = found
+                said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
+                problems += [Problem(key, said) for key in keys]
+        return problems
 
 
 async def _texts(state: State) -> dict[str, str]:

@@ -174,6 +174,14 @@ class Erasure:
                 dropped.extend(copies)
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
+        # A recover in another process may have put back a version it listed before the erasure:
+        # what still holds a text now is rewritten again (that recover erases again once it is done).
+        if again := await self._rewrites(target, erasure):
+            logger.warning("%s: %s held a text of %s again; erased again", self.log.location, again, path)
+            rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
+            more = await self._old_versions(target)
+            await self.rewriting.delete_versions(more)
+            deleted += more
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
         logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
         return ErasurePlan(
@@ -183,6 +191,14 @@ class Erasure:
             tuple(rewritten),
             (*dropped, *(f"{version.key}@{version.version}" for version in deleted), *staged),
         )
+
+    async def returned(self, path: str) -> tuple[int, list[str]] | None:
+        """For a file an erasure erased: that erasure's seq and the current objects that hold one of
+        its texts again (a recover, say, put back a version listed before it); None for a file no
+        erasure in the retained log erased."""
+        target = await self._target(checked_path(path, self.store.format))
+        erasure = target.lineages.erasure(target.path, target.files)
+        return None if erasure is None else (erasure, await self._rewrites(target, erasure))
 
     async def _target(self, path: str) -> _Target:
         """The file at `path` through the retained log, from the oldest checkpoint it starts from."""

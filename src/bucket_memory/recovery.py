@@ -14,13 +14,13 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import Change, Commit
+from .codec import Change, Commit, Erase
 from .forks import fork_commits, reapplied
 from .log import CommitLog
 from .objects import VersionedObjectStore
@@ -58,6 +58,21 @@ class Restoration:
     @property
     def changed(self) -> bool:
         return bool(self.restored or self.repaired or self.reapplied)
+
+
+@dataclass(frozen=True, slots=True)
+class PastState:
+    """The memory at a past moment (`state`), and the paths the log's erasures name at any time
+    (`erased`): an erasure is a fact about all time, so what is written back from a past state
+    leaves those paths alone (a stopped erase leaves their texts in old versions)."""
+
+    state: State
+    erased: frozenset[str]
+
+
+def erased_names(commits: Iterable[Commit]) -> frozenset[str]:
+    """Every path an erasure among `commits` names (each erasure names every path its file had)."""
+    return frozenset(change.path for commit in commits for change in commit.changes if isinstance(change, Erase))
 
 
 class Recovery:
@@ -121,8 +136,9 @@ class Recovery:
         ]
         return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
 
-    async def state_as_of(self, moment: datetime) -> State:
-        """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a checkpoint."""
+    async def state_as_of(self, moment: datetime) -> PastState:
+        """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a
+        checkpoint; with every path an erasure in the stored versions names, at any time."""
         location = self.log.location
         stored = await StoredVersions.listed(self._versioned(), self.log.format)
         decoded = sorted((await stored.first_commits()).values(), key=lambda commit: commit.seq)
@@ -135,7 +151,7 @@ class Recovery:
             raise MemoryStoreError(
                 "not_found", f"The stored versions of {location} have gaps before commit {max(commits)}."
             )
-        return state
+        return PastState(state, erased_names(decoded))
 
     async def versioning(self) -> str:
         """Whether the bucket keeps versions: "enabled", "suspended", "off"; "unknown" where it may not say."""

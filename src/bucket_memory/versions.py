@@ -63,7 +63,11 @@ class StoredVersions:
             what=f"Reading {self.location}/{version.key}",
         )
         if data is None:
-            raise MemoryStoreError("unavailable", f"{self.location}/{version.key} version {version.version} vanished.")
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.location}/{version.key} version {version.version} vanished as it was read (an erase or a "
+                "recover in another process changed the stored versions); nothing was put back from it: run it again.",
+            )
         return data
 
     async def first_commits(self) -> dict[str, Commit]:
