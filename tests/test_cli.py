@@ -147,3 +147,22 @@ def test_every_public_name_resolves_from_the_package() -> None:
         assert isinstance(value, int) or value.__module__.startswith("bucket_memory."), name
     with pytest.raises(AttributeError):
         bucket_memory.NoSuchName  # noqa: B018
+
+
+def test_aws_cli_habits_get_a_hint_not_silence(tmp_path: Path) -> None:
+    """Issue 45: a file's path run into the memory's URL, and - given as the path."""
+    printed = cli("cat", "s3://b/teams/blue/notes/release.md", expect=2)
+    assert "Missing argument 'PATH'" in printed and "s3://b/teams/blue notes/release.md" in printed
+    printed = json.loads(cli("cat", "s3://b/teams", "--json", expect=2))
+    assert "notes/tea.md" in printed["error"]["message"] + printed["error"].get("hint", "")
+    memory = str(tmp_path / "memory")
+    printed = cli("put", memory, "-", given="green tea\n", expect=2)
+    assert "standard input" in printed and not (tmp_path / "memory").exists(), "nothing was written, no file '-'"
+    cli("put", memory, "notes/tea.md", "-", given="green tea\n")
+    assert cli("cat", memory, "notes/tea.md") == "green tea\n"
+
+
+def test_help_paragraphs_are_not_broken_mid_phrase() -> None:
+    """A docstring's line breaks are not the help's: each paragraph wraps at the terminal's width."""
+    assert "2 the command line was wrong" in cli("--help")
+    assert "the bucket's old versions of them" in cli("erase", "--help")

@@ -83,6 +83,8 @@ def checked_path(value: str | None) -> str | None:
 
     from .. import wire_values
 
+    if value == "-":  # aws-cli's standard input, never a file name here
+        raise typer.BadParameter("- is standard input, not a file's path: name the file, then - (`put URL PATH -`).")
     if value is not None:
         with as_usage():
             wire_values.checked_path(value, FileFormat())  # the format every command opens its store with
@@ -173,10 +175,26 @@ def command(
         run.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*signature.parameters.values(), *_CLOUD_PARAMETERS]
         )
-        group.command(name)(run)
+        group.command(name, help=reflowed(function.__doc__ or ""))(run)
         return function
 
     return register
+
+
+def reflowed(doc: str) -> str:
+    """A command's docstring as its help: each paragraph one line, which the terminal wraps at its
+    width (a docstring's line breaks would otherwise break the help mid-phrase), and each example
+    a paragraph of its own."""
+    paragraphs: list[str] = []
+    for block in inspect.cleandoc(doc).split("\n\n"):
+        lines: list[str] = []
+        for line in block.splitlines():
+            if line.startswith("Example") and lines:
+                paragraphs.append(" ".join(lines))
+                lines = []
+            lines.append(line.strip())
+        paragraphs.append(" ".join(lines))
+    return "\n\n".join(paragraphs)
 
 
 @contextmanager

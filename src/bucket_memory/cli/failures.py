@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 
 
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
-EXIT_CODES = """Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the
-command line was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the
-message says why and what to do); 4 no memory at the URL (nothing was ever written there)."""
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the command line "
+    "was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the message says why "
+    "and what to do); 4 no memory at the URL (nothing was ever written there)."
+)
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
 _stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
@@ -107,8 +109,10 @@ def _click_failures() -> Iterator[None]:
     try:
         yield
     except click.ClickException as error:
+        if isinstance(error, click.MissingParameter) and error.param is not None and error.param.name == "path":
+            error = click.MissingParameter(_path_hint(error), ctx=error.ctx, param=error.param)
         if not _as_json.get():
-            raise
+            raise error from None
         where = error.ctx.command_path if isinstance(error, click.UsageError) and error.ctx else "bucket-memory"
         report("usage", error.format_message(), f"`{where} --help` lists its arguments and options.")
         raise click.exceptions.Exit(error.exit_code) from None
@@ -117,3 +121,25 @@ def _click_failures() -> Iterator[None]:
             raise
         report("aborted", "Stopped before it finished; nothing more was changed.")
         raise click.exceptions.Exit(EXIT_PROBLEMS) from None
+
+
+def _path_hint(error: click.MissingParameter) -> str:
+    """The missing PATH, with the aws-cli habit it likely comes from: a file's path run into the
+    memory's URL (`cat s3://b/teams/blue/notes/release.md`), split as it might have been meant."""
+    ctx = error.ctx
+    url = ctx.params.get("url") if ctx is not None else None
+    if not isinstance(url, str) or "://" not in url:
+        return "The file's path in the memory comes after the memory's URL."
+    scheme, _, rest = url.partition("://")
+    bucket, _, key = rest.partition("/")
+    segments = [segment for segment in key.split("/") if segment]
+    if len(segments) < 2:
+        command = ctx.command_path if ctx is not None else "bucket-memory"
+        return f"The file's path in the memory comes after the memory's URL: `{command} {url} notes/tea.md`."
+    cut = len(segments) - (2 if len(segments) >= 3 else 1)
+    memory = f"{scheme}://{bucket}/{'/'.join(segments[:cut])}"
+    command = ctx.command_path if ctx is not None else "bucket-memory"
+    return (
+        f"The file's path is an argument of its own, after the memory's URL: if the memory is at {memory}, "
+        f"`{command} {memory} {'/'.join(segments[cut:])}`."[:600]
+    )
