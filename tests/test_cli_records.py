@@ -118,6 +118,9 @@ def test_a_providers_refusal_is_a_message_with_its_words(endpoint: Endpoint, tmp
         ("unknownprovider:model", "Unknown provider"),
         ("cohere:embed-v4.0", "CO_API_KEY"),
         ("<b>x</b>:y" * 50, "cannot be used here"),
+        ("json:dumps", "missing 1 required positional argument"),
+        ("bucket_memory.testing.embeddings:nothing_here", "has no 'nothing_here'"),
+        ("bucket_memory.record_format:SUFFIX", "not an Embedder or an EmbeddingModel"),
     ],
 )
 def test_an_embedder_this_installation_cannot_use_is_a_usage_error(
@@ -176,3 +179,12 @@ def _files(url: str) -> dict[str, str]:
 
     state = asyncio.run(LogFileStore(LocalObjectStore(url)).log.fresh_state())
     return {path: live.text for path, live in state.files.items()}
+
+
+def test_an_embedder_of_ones_own_is_named_module_attribute(tmp_path: Path) -> None:
+    """Issue 45: `--embedder module:attr` (a class here; an Embedder or a factory works alike)."""
+    url, own = str(tmp_path / "facts"), "bucket_memory.testing.embeddings:HashingEmbeddingModel"
+    run("records", "add", url, "The team drinks green tea at standup.", "--embedder", own)
+    assert {json.loads(text)["embedding"]["model"] for text in _files(url).values()} == {"test:hashing-v1"}
+    found = json.loads(run("records", "search", url, "green tea", "--embedder", own, "--json"))
+    assert found[0]["text"].startswith("The team drinks")

@@ -148,7 +148,46 @@ def embedder_named(name: str) -> Embedder:
 
     if name == LOCAL:
         return local_embedder()
-    return Embedder(infer_embedding_model(name))
+    try:
+        return Embedder(infer_embedding_model(name))
+    except Exception as inferred:
+        made = _imported(name)
+        if made is None:
+            raise inferred from None
+        return made
+
+
+def _imported(name: str) -> Embedder | None:
+    """The embedder "module:attribute" names (an `Embedder`, an `EmbeddingModel`, or a callable that
+    makes one with no arguments), or None when `module` is no module this installation has."""
+    import importlib
+    import importlib.util
+
+    from pydantic_ai import Embedder
+    from pydantic_ai.embeddings import EmbeddingModel
+
+    module_name, _, attribute = name.partition(":")
+    try:
+        # "provider:model-v2" names a provider's model; only an attribute path names one of ours.
+        if (
+            not all(part.isidentifier() for part in attribute.split("."))
+            or importlib.util.find_spec(module_name) is None
+        ):
+            return None
+    except (ImportError, ValueError):  # a parent package missing, or a name that is no module name
+        return None
+    found: object = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise ValueError(f"{module_name} has no {attribute[:100]!r}")
+        found = getattr(found, part)
+    if callable(found) and not isinstance(found, Embedder | EmbeddingModel):  # a class or a factory
+        found = found()
+    if isinstance(found, EmbeddingModel):
+        return Embedder(found)
+    if isinstance(found, Embedder):
+        return found
+    raise ValueError(f"{name[:100]} is a {type(found).__name__}, not an Embedder or an EmbeddingModel")
 
 
 def model_name(embedder: Embedder) -> str:

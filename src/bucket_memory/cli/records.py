@@ -37,9 +37,11 @@ EmbedderName = Annotated[
     typer.Option(
         "--embedder",
         metavar="PROVIDER:MODEL",
-        help="The embedding model: local (WordLlama in this process, offline; the local-embeddings extra), or as "
-        "pydantic-ai names it (openai:text-embedding-3-small, google-gla:gemini-embedding-001, ...), with its "
-        "credentials in the environment (OPENAI_API_KEY, ...). Give the one the memory's writers use.",
+        help="The embedding model: local (WordLlama in this process, offline; the local-embeddings extra), as "
+        "pydantic-ai names it (openai:text-embedding-3-small, google-gla:gemini-embedding-001, ...) with its "
+        "credentials in the environment (OPENAI_API_KEY, ...), or module:attribute naming a model of your own (an "
+        "Embedder, an EmbeddingModel, or what makes one; the module is imported). Give the one the memory's "
+        "writers use.",
         show_default=False,
     ),
 ]
