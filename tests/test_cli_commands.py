@@ -202,6 +202,7 @@ def test_export_import_stats_verify_compact(seeded: str, tmp_path: Path) -> None
     assert (imported["commit"], imported["written"]) == (4, ["todo.md"])
     stats = cli_json("stats", seeded)
     assert (stats["files"], stats["head"]) == (2, 4)
+    assert f"bytes          {stats['bytes']} bytes of 32 MiB (0.0%)" in cli("stats", seeded)
     assert cli_json("verify", seeded) == {"ok": True, "problems": []}
     assert cli_json("compact", seeded)["floor"] == 0  # nothing older than the grace period yet
 
@@ -215,6 +216,7 @@ def test_recover_and_doctor(url: str) -> None:
     else:
         assert "keeps no object versions" in cli("recover", url, expect=EXIT_STORE)
         assert cli_json("doctor", url) == {"create_only": True, "versioning": None}
+        assert not (Path(url) / "doctor").exists(), "the check leaves no empty folder behind"
 
 
 def test_memories_lists_every_memory_under_a_bucket_or_folder(url: str, tmp_path: Path) -> None:

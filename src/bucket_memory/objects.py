@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import errno
 import fcntl
 import os
@@ -24,6 +25,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import check_directory
 
+# The folder of init's and doctor's create-only check (`connect.check_create_only`), removed once empty.
+_SHORT_LIVED = "doctor/"
 STAGING = ".staging"  # a local memory's folder of files written before they are linked into place
 
 
@@ -354,6 +357,9 @@ class LocalObjectStore:
                 continue
             except OSError as error:
                 raise _os_error(error, self.root / key) from error
+        if any(key.startswith(_SHORT_LIVED) for key in keys):
+            with contextlib.suppress(OSError):  # not empty: another check's object is there still
+                (self.root / _SHORT_LIVED).rmdir()
 
 
 class MemoryObjectStore:

@@ -188,7 +188,8 @@ def stats(url: Url, as_json: Json = False) -> None:
         as_json,
         lambda: out.print(
             f"files          {result.files}\n"
-            f"bytes          {result.bytes} of {result.max_bytes}\n"
+            f"bytes          {_sized(result.bytes)} of {_sized(result.max_bytes)} "
+            f"({result.bytes / max(result.max_bytes, 1):.1%})\n"
             f"head commit    {result.head}\n"
             f"retained log   {result.commits} commits from {result.history_floor or '-'}\n"
             f"checkpoints    {result.checkpoints}, newest {result.checkpoint or '-'} ({age})"
@@ -457,3 +458,13 @@ def memories(
             out.print(memory.url)
 
     emit(found, as_json, lines)
+
+
+def _sized(count: int) -> str:
+    """A number of bytes as people read it: 27 bytes, 4.2 KiB, 32 MiB (binary units, as quotas are set)."""
+    size, unit = float(count), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{count} bytes" if unit == "bytes" else f"{size:.1f} {unit}".replace(".0 ", " ")
