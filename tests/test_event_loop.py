@@ -38,27 +38,43 @@ def full_memory() -> dict[str, str]:
 # machine has doubled that, so that variant runs in `make test-slow`.
 @pytest.mark.parametrize("memory_url", ["local", pytest.param("s3", marks=pytest.mark.slow)], indirect=True)
 async def test_no_operation_on_a_32_mib_memory_stalls_the_event_loop(memory_url: str) -> None:
+    """Each measurement is taken again once when over the limit: a loaded machine inflates the CPU
+    time of the loop's thread now and then (0.120 s was seen), where work done on the loop (a
+    32 MiB parse: about 250 ms) is over it every time."""
     options = LogOptions(checkpoint_min_commits=1, grace_period=0, retain_commits=1, retain_seconds=0)
     async with open_store(memory_url, options=options) as store:
         # Made in one commit, which plans 32 MiB of writes on the loop (about 75 ms): an import, not
         # an operation on the memory.
         await MemoryAdmin(store).put_files(full_memory(), replace=False, origin=ORIGIN)
-        async with stall_meter() as writing:
-            await store.write("notes/0000.md", "shorter", expected="1", origin=ORIGIN)  # checkpoints, compacts
-            await store.settle()
+        writing = []
+        for text in ("shorter", "shorter still"):
+            version = (await store.read("notes/0000.md")).version
+            async with stall_meter() as measured:
+                await store.write("notes/0000.md", text, expected=version, origin=ORIGIN)  # checkpoints, compacts
+                await store.settle()
+            writing.append(measured.longest)
+            if measured.longest < LONGEST_STALL:
+                break
         assert store.log.cached_state is not None and store.log.cached_state.live_bytes > 32_000_000
-    async with open_store(memory_url, options=options) as store:
-        admin = MemoryAdmin(store)
-        async with stall_meter() as reading:
-            entries = await store.list()  # a cold start: the 32 MiB checkpoint
-            await store.read("notes/0001.md")
-            await store.search("needle", regex=False, case_sensitive=False, path="", limit=5)
-            await store.changes(None)
-            await admin.verify()
-            await admin.seq_at(datetime.now(UTC))
-        assert len(entries) == 520
-    assert writing.longest < LONGEST_STALL, f"writing stalled the loop for {writing.longest:.3f} s"
-    assert reading.longest < LONGEST_STALL, f"reading stalled the loop for {reading.longest:.3f} s"
+
+    async def cold_reads() -> float:
+        async with open_store(memory_url, options=options) as store:
+            admin = MemoryAdmin(store)
+            async with stall_meter() as reading:
+                entries = await store.list()  # a cold start: the 32 MiB checkpoint
+                await store.read("notes/0001.md")
+                await store.search("needle", regex=False, case_sensitive=False, path="", limit=5)
+                await store.changes(None)
+                await admin.verify()
+                await admin.seq_at(datetime.now(UTC))
+            assert len(entries) == 520
+            return reading.longest
+
+    reading = [await cold_reads()]
+    if reading[0] >= LONGEST_STALL:
+        reading.append(await cold_reads())
+    assert min(writing) < LONGEST_STALL, f"writing stalled the loop for {writing} s"
+    assert min(reading) < LONGEST_STALL, f"reading stalled the loop for {reading} s"
 
 
 @pytest.mark.parametrize("backend", ["local", "memory", "s3", "gcs"])
