@@ -27,6 +27,7 @@ def test_dry_run_lists_what_it_would_change_and_changes_nothing(tmp_path: Path) 
     shown = cli("erase", url, "people/alice.md", "--dry-run")
     assert "rewrite log/" in shown and "rewrite checkpoints/" in shown and "dry run, nothing changed" in shown
     assert "archive/alice.md" in shown, "the file's every name is shown"
+    assert "and the version each rewrite replaces" in shown, "the plan counts what the result will"
     planned = _json(cli("erase", url, "people/alice.md", "--dry-run", "--json"))
     assert planned["dry_run"] and planned["erasure"] is None and planned["rewritten"]
     assert snapshot(tmp_path / "memory") == before

@@ -59,7 +59,8 @@ def _show(plan: ErasurePlan) -> None:
     commit = f"commit {plan.erasure} (made before)" if plan.erasure is not None else "a new commit"
     err.print(
         f"Erasing {plan.path} (named {', '.join(plan.paths)}) records {commit} and erases its texts from "
-        f"{count(plan.rewrites, 'object')}, and deletes {count(plan.versions, 'stored old version')}:"
+        f"{count(plan.rewrites, 'object')}, and deletes {count(plan.versions, 'stored old version')}"
+        + (" and the version each rewrite replaces:" if plan.rewrites else ":")
     )
     listed("rewrite", plan.rewrites)
     listed("delete ", plan.versions)
