@@ -540,6 +540,9 @@ async def test_erased_versions_are_shown_erased_without_a_link(writer: httpx.Asy
     assert history.count("(erased by commit 3)") == 2
     assert "version=1" not in history and "restore?path" not in history, "no link to a text that is gone"
     assert "ship monday" not in history and "ship friday" not in history
+    assert "texts were erased: no version can bring it back" in history and "brings it back" not in history.replace(
+        "can bring it back", ""
+    ), "the page never promises a restore that cannot be"
     feed = (await writer.get("/")).text
     assert "(erased by commit 3)" in feed and "/file?path=notes/plan.md&amp;version=1" not in feed
     old = await writer.get("/file", params={"path": "notes/plan.md", "version": "1"})
