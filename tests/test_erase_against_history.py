@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.rewriting import Rewriting
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+from bucket_memory.transfer import export_snapshot
 from bucket_memory.versions import StoredVersions
 
 from .test_erase import DPO, FRAGMENTS, OFTEN, check_other_history, every_stored_version, leaks, remembered
@@ -129,3 +131,72 @@ async def test_recover_as_of_a_moment_before_a_stopped_erase_never_writes_the_te
     assert not {"people/alice.md", "archive/alice.md"} & {entry.path for entry in await fresh.list()}
     assert leaks([data for data, _ in objects.objects.values()]) == []
     assert leaks(every_stored_version(objects)) == [], "the recover finished the stopped erase"
+
+
+async def stopped_after_the_erasure_commit(objects: VersionedMemoryObjectStore) -> None:
+    """An erase that committed its erasure and stopped before rewriting any object: every current
+    object below the erasure still holds the texts."""
+
+    def stop_at_the_first_rewrite(operation: Operation, key: str, n: int) -> Fault | None:
+        return "crash_before" if operation == "replace" else None
+
+    dying = LogFileStore(FaultyObjectStore(objects, Faults(script=stop_at_the_first_rewrite)), options=OFTEN)
+    with contextlib.suppress(SimulatedCrash):
+        await MemoryAdmin(dying).erase("people/alice.md", origin=DPO)
+    assert leaks([data for data, _ in objects.objects.values()]) == FRAGMENTS
+
+
+async def test_rollback_restore_and_import_never_write_an_erased_text_back(tmp_path: Path) -> None:
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    await store.settle()
+    exported = tmp_path / "old-export"
+    await export_snapshot(store, exported)  # made before the erasure: it holds archive/alice.md
+    head = (await store.log.fresh_state()).head
+    before = await store.read("notes/keep.md")
+    kept = before.text
+    await store.write("notes/keep.md", "changed after the export\n", expected=before.version, origin=DPO)
+    await stopped_after_the_erasure_commit(objects)
+    admin = MemoryAdmin(LogFileStore(objects, options=OFTEN))
+    erased = {"people/alice.md", "archive/alice.md"}
+    preview = await admin.preview_rollback(head)
+    assert not erased & {*preview.written, *preview.deleted} and preview.written == ("notes/keep.md",)
+    assert await admin.rollback(head, origin=DPO) is not None
+    with pytest.raises(MemoryStoreError) as caught:
+        await admin.restore("archive/alice.md", str(head), origin=DPO)
+    assert caught.value.code == "not_found" and "erased by commit" in str(caught.value)
+    files = {path.relative_to(exported).as_posix(): path.read_text() for path in exported.rglob("*.md")}
+    assert "archive/alice.md" in files
+    await admin.put_files(files, replace=False, origin=DPO)  # what `import` does with an old export
+    fresh = LogFileStore(objects, options=OFTEN)
+    assert not erased & {entry.path for entry in await fresh.list()}
+    assert (await fresh.read("notes/keep.md")).text == kept, "the rollback landed, without the erased file"
+    await MemoryAdmin(fresh).erase("people/alice.md", origin=DPO)  # finishing the stopped erase
+    assert leaks(every_stored_version(objects)) == []
+
+
+async def test_an_erasure_that_lands_while_a_bulk_write_is_planned_is_made_good(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bulk write read the log before the erasure landed and wrote the file's old text after it:
+    the write looks again once it has landed and erases what came back."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    await store.settle()
+    old = (await store.read("archive/alice.md")).text
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
+    admin = MemoryAdmin(LogFileStore(objects, options=OFTEN))
+    real = MemoryAdmin._erased_names
+    calls = []
+
+    async def read_before_the_erasure(self: MemoryAdmin) -> frozenset[str]:
+        calls.append(1)
+        return frozenset() if len(calls) == 1 else await real(self)
+
+    monkeypatch.setattr(MemoryAdmin, "_erased_names", read_before_the_erasure)
+    await admin.put_files({"archive/alice.md": old}, replace=False, origin=DPO)
+    fresh = LogFileStore(objects, options=OFTEN)
+    assert "archive/alice.md" not in {entry.path for entry in await fresh.list()}
+    assert leaks(every_stored_version(objects)) == []

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
+from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, Origin
 
 from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_loop
 from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
 from .operations import checked_size, file_text
-from .recovery import Recovery, Restoration
+from .recovery import Recovery, Restoration, erased_names
 from .retry import FETCH_CONCURRENCY
 from .state import State, texts_of
 from .store import LogFileStore
@@ -149,6 +149,7 @@ class MemoryAdmin:
     async def preview_restore(self, path: str, version: str) -> Changeset:
         """What `restore` would change now, as of the head it was computed at."""
         path = checked_path(path, self.store.format)
+        await self._not_erased(path, version)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         state = await self.store.log.fresh_state()
         current = state.files.get(path)
@@ -161,6 +162,7 @@ class MemoryAdmin:
         as it did not exist then). `not_found` when it existed neither then nor now. With `at` (the
         head a preview showed), `version_mismatch` when the memory changed since."""
         path = checked_path(path, self.store.format)
+        await self._not_erased(path, version)
         target = file_text(await self.history.state_at(version_seq(version)), path)
         unchanged: list[str] = []
 
@@ -239,10 +241,11 @@ class MemoryAdmin:
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
     ) -> Changeset:
         """What `put_files` would change now, as of the head it was computed at."""
-        checked = {checked_path(path, self.store.format): text for path, text in files.items()}
+        erased = await self._erased_names()
+        checked = {path: text for path, text in _checked(files, self.store.format).items() if path not in erased}
         state = await self.store.log.fresh_state()
         await _compared(state, checked)
-        written, deleted = _differences(state, checked, replace, keep)
+        written, deleted = _differences(state, checked, replace, _or_erased(keep, erased))
         return Changeset(state.head, tuple(written), tuple(deleted))
 
     async def put_files(
@@ -259,10 +262,14 @@ class MemoryAdmin:
 
         Only files whose text differs are written; the new seq, or None when nothing differed.
         With `at` (the head a preview showed), `version_mismatch` when the memory changed since,
-        so that what was shown is exactly what is done.
+        so that what was shown is exactly what is done. A path an erasure in the log names is left
+        as it is (an old export, a rollback or a restore never writes an erased text back); one an
+        erasure made between the reading and the commit names is erased again at once.
         """
         store = self.store
-        checked = {checked_path(path, store.format): text for path, text in files.items()}
+        erased = await self._erased_names()
+        checked = {path: text for path, text in _checked(files, store.format).items() if path not in erased}
+        keep = _or_erased(keep, erased)
 
         def measured() -> dict[str, int]:
             return {path: checked_size(text, store.format) for path, text in checked.items()}
@@ -281,7 +288,30 @@ class MemoryAdmin:
                 *(Write(path=path, text=checked[path]) for path in written),
             ]
 
-        return await store.log.commit(plan, checked_origin(origin))
+        seq = await store.log.commit(plan, checked_origin(origin))
+        if seq is not None and (again := sorted(set(checked) & await self._erased_names())):
+            for path in again:  # an erasure landed as this was planned: what it erased may be back
+                await Erasure(store).erase(path, origin=origin)
+        return seq
+
+    async def _not_erased(self, path: str, version: str) -> None:
+        """Refuse to restore `path` to a version an erasure of that path came after: its text is
+        erased, or is being (an erase stopped part-way leaves it in objects not yet rewritten)."""
+        erasures = [
+            commit.seq
+            for commit in await self.history.commits()
+            if any(isinstance(change, Erase) and change.path == path for change in commit.changes)
+        ]
+        if erasures and version_seq(version) < max(erasures):
+            raise MemoryStoreError(
+                "not_found",
+                f"Version {version} of {path} was erased by commit {max(erasures)}: its text is gone for good, "
+                f"and no restore can bring it back. `bucket-memory log URL {path}` shows who erased it and when.",
+            )
+
+    async def _erased_names(self) -> frozenset[str]:
+        """Every path an erasure in the retained log names."""
+        return erased_names(await self.history.commits())
 
     async def preview_erase(self, path: str) -> ErasurePlan:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
@@ -393,3 +423,12 @@ def _unchanged_since(state: State, at: int | None, location: str) -> None:
             f"{location} changed since the preview (commit {at}, now {state.head}); nothing was "
             "changed. Run the command again to see what it would change now.",
         )
+
+
+def _checked(files: Mapping[str, str], format: FileFormat) -> dict[str, str]:
+    return {checked_path(path, format): text for path, text in files.items()}
+
+
+def _or_erased(keep: Callable[[str], bool] | None, erased: frozenset[str]) -> Callable[[str], bool]:
+    """`keep`, and every path an erasure names: a bulk write leaves those as they are."""
+    return lambda path: path in erased or (keep is not None and keep(path))
