@@ -6,7 +6,7 @@ import asyncio
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from multiprocessing.synchronize import Barrier
+from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
@@ -314,3 +314,51 @@ def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
             await store.write(f"{name}.md", name, expected=None, origin=Origin(run_id=name, tool_call_id=name))
 
     asyncio.run(write())
+
+
+def recover_after_an_erase(url: str, listed: Event, go: Event, kill_at: int | None) -> None:
+    """`recover` that, once it has listed the stored versions, sets `listed` and waits for `go`
+    (an erase runs meanwhile in another process); SIGKILLed at its `kill_at`-th request that
+    changes an object, just after it landed (None: it runs to the end)."""
+    import signal
+
+    from bucket_memory import LogOptions, MemoryAdmin
+    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.versions import StoredVersions
+
+    original = StoredVersions.listed.__func__  # type: ignore[attr-defined]
+
+    async def pausing(cls: Any, objects: Any, format: Any, prefix: str = "") -> StoredVersions:
+        found: StoredVersions = await original(cls, objects, format, prefix)
+        if prefix == "" and not listed.is_set():
+            listed.set()
+            await asyncio.to_thread(go.wait)
+        return found
+
+    StoredVersions.listed = classmethod(pausing)  # type: ignore[method-assign, assignment]
+    sent = 0
+
+    def killing(method: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            nonlocal sent
+            sent += 1
+            number = sent
+            answer = await method(*args, **kwargs)
+            if number == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return answer
+
+        return call
+
+    for name in ("create", "replace", "delete_version"):
+        setattr(S3ObjectStore, name, killing(getattr(S3ObjectStore, name)))
+
+    async def recover() -> None:
+        async with open_store(url, options=LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)) as store:
+            await MemoryAdmin(store).recover(None, origin=Origin(run_id="recover", principal_id="operator"))
+
+    try:
+        asyncio.run(recover())
+    except MemoryStoreError as error:  # a version it listed vanished: it says so and exits 1
+        print(f"recover: {error}", flush=True)
+        raise SystemExit(1) from None

@@ -200,3 +200,72 @@ async def test_an_erasure_that_lands_while_a_bulk_write_is_planned_is_made_good(
     fresh = LogFileStore(objects, options=OFTEN)
     assert "archive/alice.md" not in {entry.path for entry in await fresh.list()}
     assert leaks(every_stored_version(objects)) == []
+
+
+@pytest.mark.timeout(300)
+# One point in `make test`, the others in `make test-slow` (each spawns a process: about 5 s).
+@pytest.mark.parametrize("kill_at", [None, *(pytest.param(point, marks=pytest.mark.slow) for point in (1, 2, 4, 8))])
+def test_a_recover_process_racing_an_erase_leaves_no_text_even_killed(s3_endpoint: str, kill_at: int | None) -> None:
+    """The issue's order, in real processes on moto: a recover lists the versions; an erase (in this
+    process) commits and rewrites the current objects; the recover puts back what it listed (killed
+    with SIGKILL after its `kill_at`-th change, or not); the erase deletes old versions and looks
+    once more. Whatever the recover did, `verify` then finds nothing or names the erased text that
+    is back, and a recover run again leaves none."""
+    import multiprocessing
+
+    from bucket_memory import LogOptions, open_store
+
+    from .conftest import VERSIONED, unique_prefix
+    from .races import recover_after_an_erase
+    from .test_erase import every_stored_version_at
+
+    url = f"s3://{VERSIONED}/{unique_prefix()}"
+    options = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=3)
+
+    async def seed() -> None:
+        async with open_store(url, options=options) as store:
+            await remembered(store)
+            await store.settle()
+
+    asyncio.run(seed())
+    context = multiprocessing.get_context("spawn")
+    listed, go = context.Event(), context.Event()
+    process = context.Process(target=recover_after_an_erase, args=(url, listed, go, kill_at))
+    process.start()
+    try:
+        assert listed.wait(timeout=120), "the recover listed the versions"
+
+        original, waited = Rewriting.delete_versions, list[bool]()
+
+        async def after_the_recover(self: Rewriting, versions: Any) -> None:
+            if not waited:  # the erase has rewritten the current objects: the recover puts back now
+                waited.append(True)
+                go.set()
+                await asyncio.to_thread(process.join, 240)
+            await original(self, versions)
+
+        async def erase() -> None:
+            async with open_store(url, options=options) as store:
+                await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Rewriting, "delete_versions", after_the_recover)
+            asyncio.run(erase())
+    finally:
+        go.set()
+        process.join(timeout=240)
+    assert process.exitcode in ((0, 1) if kill_at is None else (0, 1, -9)), process.exitcode
+
+    async def check() -> list[str]:
+        async with open_store(url, options=options) as store:
+            problems = await MemoryAdmin(store).verify()
+            named = [problem.key for problem in problems if "erased" in problem.message]
+            assert leaks(every_stored_version_at(url)) == [] or named, "an erased text back is named by verify"
+            if problems:
+                await MemoryAdmin(store).recover(None, origin=DPO)
+        async with open_store(url, options=options) as store:
+            assert await MemoryAdmin(store).verify() == []
+        return named
+
+    asyncio.run(check())
+    assert leaks(every_stored_version_at(url)) == []

@@ -174,12 +174,13 @@ class Erasure:
                 dropped.extend(copies)
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
-        # A recover in another process may have put back a version it listed before the erasure:
-        # what still holds a text now is rewritten again (that recover erases again once it is done).
+        # A recover in another process may have put back a version it listed before the erasure
+        # (and stopped, perhaps, part-way through erasing it again): what holds a text now, current
+        # or not, goes too.
         if again := await self._rewrites(target, erasure):
             logger.warning("%s: %s held a text of %s again; erased again", self.log.location, again, path)
             rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
-            more = await self._old_versions(target)
+        if more := await self._old_versions(target):
             await self.rewriting.delete_versions(more)
             deleted += more
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
