@@ -75,6 +75,28 @@ variable "timeout" {
   }
 }
 
+variable "architecture" {
+  description = "The function's instruction set: x86_64, or arm64 for Graviton (build the image with --platform linux/arm64 then)."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be x86_64 or arm64."
+  }
+}
+
+variable "memory_size" {
+  description = "MB of memory for one instance (Lambda gives CPU in proportion: 1,769 MB is one vCPU)."
+  type        = number
+  default     = 1024
+
+  validation {
+    condition     = var.memory_size >= 128 && var.memory_size <= 10240
+    error_message = "memory_size must be 128 to 10240 MB (Lambda's limits)."
+  }
+}
+
 variable "log_retention_days" {
   description = "Days CloudWatch keeps the function's logs."
   type        = number
@@ -178,7 +200,8 @@ resource "aws_lambda_function" "agent" {
   package_type                   = "Image"
   image_uri                      = var.image_uri
   timeout                        = var.timeout
-  memory_size                    = 1024
+  memory_size                    = var.memory_size
+  architectures                  = [var.architecture]
   reserved_concurrent_executions = var.reserved_concurrency == null ? -1 : var.reserved_concurrency
 
   logging_config {
