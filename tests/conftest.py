@@ -79,6 +79,13 @@ def gcs_client(gcs_endpoint: str) -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture(autouse=True)
+def _private_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Caches a command keeps (who the caller is, `cli/identity.py`) go to a folder of each test's
+    own: not the user's, and not another test's answer."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
 def unique_prefix() -> str:
     return f"memories/{uuid.uuid4().hex[:12]}"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import getpass
 import importlib.util
 import inspect
 import os
@@ -26,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
+from .identity import cloud_identity, os_user
 
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -216,7 +216,7 @@ def origin(command_name: str, url: str) -> Origin:
     from a13n_harness.providers.memory import Origin
 
     given = _cloud.get()
-    principal = (given.principal if given else None) or _cloud_identity(url) or _os_user()
+    principal = (given.principal if given else None) or cloud_identity(url) or os_user()
     return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
 
 
@@ -226,46 +226,12 @@ async def named(command_name: str, url: str) -> Origin:
     return await asyncio.to_thread(origin, command_name, url)
 
 
-_STS_SECONDS = 3  # each of connecting and reading, once: a command does not wait long to name its caller
-
-
-def _cloud_identity(url: str) -> str | None:
-    """The caller's ARN (S3, from STS) or the credentials' account (GCS); None where it cannot be told."""
-    try:
-        if url.startswith("s3://"):
-            import botocore.config
-            import botocore.session
-
-            from ..s3 import botocore_models
-
-            session = botocore.session.get_session()
-            session.register_component("data_loader", botocore_models())
-            # STS names any caller from any region, but botocore wants one: with none configured
-            # (a laptop, a CI runner), us-east-1, where STS's global endpoint also lives.
-            sts = session.create_client(
-                "sts",
-                region_name=session.get_config_variable("region") or "us-east-1",
-                config=botocore.config.Config(
-                    connect_timeout=_STS_SECONDS, read_timeout=_STS_SECONDS, retries={"total_max_attempts": 1}
-                ),
-            )
-            return str(sts.get_caller_identity()["Arn"])
-        if url.startswith("gs://"):
-            import google.auth
-
-            credentials, _ = google.auth.default()
-            account = getattr(credentials, "service_account_email", None)
-            return str(account) if account else None
-    except Exception:  # no identity to be had (no STS, anonymous credentials): fall back, never fail a command
-        return None
-    return None
-
-
-def _os_user() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
+def naming(command_name: str, url: str) -> asyncio.Task[Origin]:
+    """`named`, started now so that asking STS overlaps the command's reads (a put's own GET and the
+    STS call took a round trip each, one after the other); awaited when the commit needs it."""
+    task = asyncio.create_task(named(command_name, url))
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())  # one never awaited: no warning
+    return task
 
 
 class _NoMemory(Exception):
@@ -273,18 +239,25 @@ class _NoMemory(Exception):
 
 
 def run[T](
-    work: Callable[[MemoryAdmin], Awaitable[T]], url: str, *, read_only: bool = False, new_ok: bool = False
+    work: Callable[[MemoryAdmin], Awaitable[T]],
+    url: str,
+    *,
+    read_only: bool = False,
+    new_ok: bool = False,
+    log_only: bool = False,
 ) -> T:
     """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
 
     A command that only reads opens the store `read_only`, so it needs only read permissions, and
     reaches S3 through obstore where the `fast` extra is installed: equal on deadlines and errors,
-    it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers).
-    Unless `new_ok`, a URL where nothing was ever written is exit code 4 (a mistyped URL)."""
+    it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers); so does
+    one that writes through the log's own operations alone (`log_only`: put, rm, mv), which never
+    touches stored versions. Unless `new_ok`, a URL where nothing was ever written is exit code 4
+    (a mistyped URL)."""
     from ..admin import MemoryAdmin
     from ..connect import open_store
 
-    fast = read_only and importlib.util.find_spec("obstore") is not None
+    fast = (read_only or log_only) and importlib.util.find_spec("obstore") is not None
     layer: Literal["aiobotocore", "obstore"] = "obstore" if fast else "aiobotocore"
 
     async def opened() -> T:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, named, out, run
+from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, naming, out, run
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, show
 
@@ -124,11 +124,11 @@ def put(
     text = _source_text(source, allow_empty=allow_empty)
 
     async def write(admin: MemoryAdmin) -> str:
-        store = admin.store
+        store, who = admin.store, naming("put", url)
         current = None if create else expected if expected is not None else await _version(admin, path)
-        return await store.write(path, text, expected=current, origin=await named("put", url))
+        return await store.write(path, text, expected=current, origin=await who)
 
-    version = run(write, url, new_ok=True)
+    version = run(write, url, new_ok=True, log_only=True)
     emit(Written(path=path, version=version), as_json, lambda: out.print(f"{path}: now version {version}"))
 
 
@@ -143,12 +143,13 @@ def rm(url: Url, path: Path_, expected: Expected = None, as_json: Json = False) 
     from .output import Written
 
     async def delete(admin: MemoryAdmin) -> None:
+        who = naming("rm", url)
         current = expected if expected is not None else await _version(admin, path)
         if current is None:
             raise MemoryStoreError("not_found", f"{path} does not exist.")
-        await admin.store.delete(path, expected=current, origin=await named("rm", url))
+        await admin.store.delete(path, expected=current, origin=await who)
 
-    run(delete, url)
+    run(delete, url, log_only=True)
     emit(Written(path=path, version=None), as_json, lambda: out.print(f"{path}: deleted"))
 
 
@@ -163,12 +164,13 @@ def mv(url: Url, source: Path_, destination: Path_, expected: Expected = None, a
     from .output import Written
 
     async def move(admin: MemoryAdmin) -> str:
+        who = naming("mv", url)
         current = expected if expected is not None else await _version(admin, source)
         if current is None:
             raise MemoryStoreError("not_found", f"{source} does not exist.")
-        return await admin.store.move(source, destination, expected=current, origin=await named("mv", url))
+        return await admin.store.move(source, destination, expected=current, origin=await who)
 
-    version = run(move, url)
+    version = run(move, url, log_only=True)
     emit(
         Written(path=destination, version=version),
         as_json,
