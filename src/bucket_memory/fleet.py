@@ -89,6 +89,7 @@ class _Waiting:
     mine: tuple[int, Fold] | None = None
     passed: int = 0
     idle: int = 0
+    published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
 
     def note(self, commit: Commit) -> None:
         self.known = max(self.known, commit.seq)
@@ -238,7 +239,7 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
-            return await self._wait(_Waiting(intent, known), tail.pending)
+            return await self._wait(_Waiting(intent, known, published=publishing), tail.pending)
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -310,6 +311,10 @@ class Fleet:
             if others is None:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
+            if waiting.published is not None and not waiting.published.done():
+                # Committed before its own create landed, the intent would be left behind once the
+                # clean-up below ran (one create more a write, never two applications).
+                await asyncio.wait([waiting.published])
             ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
             fmt, genesis = log.format, head.current().genesis
             theirs = [
