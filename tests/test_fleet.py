@@ -510,3 +510,26 @@ def test_fleet_commit_is_a_bool(value: object) -> None:
     """A truthy "no" would turn on the commits of format 4 that older readers refuse."""
     with pytest.raises(ValueError, match="fleet_commit must be True or False"):
         LogOptions(fleet_commit=value)  # type: ignore[arg-type]
+
+
+async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlement() -> None:
+    """The head of an author's process can move past its intent's window by other means (a fold's
+    catch-up, a run, another write of the process) without the author reading the commit that
+    settled it: that is no proof it was never applied. The author looks in the window first."""
+    from bucket_memory.fleet import Replan, Settled, _Waiting
+
+    objects = MemoryObjectStore()
+    author, folder = LogFileStore(objects), LogFileStore(objects)
+    await author.write("seed.md", "s", expected=None, origin=ORIGIN)
+    await author.list()
+    genesis = (await author.log.proven_state()).genesis
+    mine = an_intent("mine.md", "the author's", base=1, genesis=genesis)
+    await publish(objects, mine)
+    contend(folder)
+    await folder.write("first.md", "f", expected=None, origin=ORIGIN)  # folds it at 2
+    for number in range(FOLD_WINDOW + 1):
+        await folder.write(f"other-{number}.md", "o", expected=None, origin=ORIGIN)
+    await author.log.head.catch_up()  # as another operation of the author's process would
+    assert author.log.head.seq >= 1 + FOLD_WINDOW
+    outcome = await author.fleet._wait(_Waiting(mine, known=1), [])
+    assert outcome == Settled(2) and not isinstance(outcome, Replan)

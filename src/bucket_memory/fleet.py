@@ -265,8 +265,8 @@ class Fleet:
             if waiting.mine is not None:
                 return _outcome(*waiting.mine, waiting.intent)
             if self.log.head.seq >= waiting.intent.base + FOLD_WINDOW:
-                # The head has applied every commit of the window, chained: none settled it, none will.
-                return Replan()
+                # No commit past the window can settle it; one in it may have, unseen by us.
+                return await self._past_window(waiting.intent)
             if waiting.turn:
                 if (outcome := await self._fold(waiting)) is not None:
                     return outcome
@@ -344,7 +344,7 @@ class Fleet:
         if (seq := window.settled.get(intent.id)) is not None:
             return await self._settled_at(seq, intent)
         if not window.foldable(intent.id, intent.base, head.seq + 1):
-            return Replan()
+            return await self._past_window(intent)
         return None
 
     async def _caught_up_and_read(self, waiting: _Waiting, *, impatient: bool) -> list[Intent] | None:
@@ -390,6 +390,21 @@ class Fleet:
                 break
             readable.append(other)
         return readable
+
+    async def _past_window(self, intent: Intent) -> Outcome:
+        """What became of an intent whose window the head has passed: the head moves by catch-ups,
+        runs and other writes of the process too, so that its author saw no settling commit proves
+        nothing; the window's commits are read (a rare path). Only if none settled it is it never
+        applied; a window compacted away as it is read proves nothing (`unavailable`, which the
+        author reports as unconfirmed)."""
+        if (seq := self.log.head.current().folds.settled.get(intent.id)) is not None:
+            return await self._settled_at(seq, intent)
+        window = list(range(intent.base + 1, intent.base + FOLD_WINDOW + 1))
+        for commit in await self.log.reader.commits_at(window):
+            for fold in commit.folded or ():
+                if fold.id == intent.id:
+                    return _outcome(commit.seq, fold, intent)
+        return Replan()
 
     async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
         """What commit `seq`, which the head's window says settled an intent of our intent's id,
