@@ -18,8 +18,9 @@ from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_
 from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
+from .lineage import erasures_in
 from .operations import checked_size, file_text
-from .recovery import Recovery, Restoration, erased_names
+from .recovery import PastState, Recovery, Restoration
 from .retry import FETCH_CONCURRENCY
 from .state import State, texts_of
 from .store import LogFileStore
@@ -212,30 +213,25 @@ class MemoryAdmin:
     async def _erase_again(self, origin: Origin) -> None:
         """Finish every erasure the log holds again: what recovery put back was listed before some of
         them, perhaps (an erase that ran meanwhile in another process), and holds their texts."""
-        for path in (await self._erasures()).values():
+        for path in _one_path_each(await self._erasures()):
             await Erasure(self.store).erase(path, origin=origin)
 
-    async def _erasures(self) -> dict[int, str]:
-        """The erasures of the retained log: each one's seq and one of the paths it names."""
-        found: dict[int, str] = {}
-        for commit in await self.history.commits():
-            for change in commit.changes:
-                if isinstance(change, Erase):
-                    found.setdefault(commit.seq, change.path)
-        return found
+    async def _erasures(self) -> list[tuple[int, str]]:
+        """Each path an erasure in the retained log names, with the erasure's seq."""
+        return erasures_in(await self.history.commits())
 
     async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the memory what its objects' versions say it was at `moment`, as one new commit
         (None: it already was); `at` as for `put_files`. Paths an erasure names are left as they are."""
         past = await self.recovery.state_as_of(moment)
-        texts = {path: text for path, text in (await _texts(past.state)).items() if path not in past.erased}
-        return await self.put_files(texts, replace=True, origin=origin, at=at, keep=past.erased.__contains__)
+        return await self.put_files(
+            await _past_texts(past), replace=True, origin=origin, at=at, keep=past.erased.__contains__
+        )
 
     async def preview_recover_as_of(self, moment: datetime) -> Changeset:
         """What making the memory what it was at `moment` would change now (its objects as they stand)."""
         past = await self.recovery.state_as_of(moment)
-        texts = {path: text for path, text in (await _texts(past.state)).items() if path not in past.erased}
-        return await self.preview_put_files(texts, replace=True, keep=past.erased.__contains__)
+        return await self.preview_put_files(await _past_texts(past), replace=True, keep=past.erased.__contains__)
 
     async def preview_put_files(
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
@@ -297,11 +293,7 @@ class MemoryAdmin:
     async def _not_erased(self, path: str, version: str) -> None:
         """Refuse to restore `path` to a version an erasure of that path came after: its text is
         erased, or is being (an erase stopped part-way leaves it in objects not yet rewritten)."""
-        erasures = [
-            commit.seq
-            for commit in await self.history.commits()
-            if any(isinstance(change, Erase) and change.path == path for change in commit.changes)
-        ]
+        erasures = [seq for seq, erased in await self._erasures() if erased == path]
         if erasures and version_seq(version) < max(erasures):
             raise MemoryStoreError(
                 "not_found",
@@ -311,7 +303,7 @@ class MemoryAdmin:
 
     async def _erased_names(self) -> frozenset[str]:
         """Every path an erasure in the retained log names."""
-        return erased_names(await self.history.commits())
+        return frozenset(path for _, path in await self._erasures())
 
     async def preview_erase(self, path: str) -> ErasurePlan:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
@@ -352,13 +344,26 @@ class MemoryAdmin:
             erasures = await self._erasures()
         except MemoryStoreError:
             return problems  # the history does not read through what verify found damaged
-        for path in erasures.values():
+        for path in _one_path_each(erasures):
             found = await Erasure(self.store).returned(path)
             if found is not None:
                 erasure, keys = found
                 said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
                 problems += [Problem(key, said) for key in keys]
         return problems
+
+
+def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:
+    """The first path each erasure names (any of them finds its file)."""
+    first: dict[int, str] = {}
+    for seq, path in erasures:
+        first.setdefault(seq, path)
+    return list(first.values())
+
+
+async def _past_texts(past: PastState) -> dict[str, str]:
+    """The files of a past state to write back: not those erased then, nor any an erasure names since."""
+    return {path: text for path, text in (await _texts(past.state)).items() if path not in past.erased}
 
 
 async def _texts(state: State) -> dict[str, str]:

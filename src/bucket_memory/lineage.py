@@ -140,6 +140,12 @@ class Lineages:
         return file
 
 
+def erasures_in(commits: Iterable[Commit]) -> list[tuple[int, str]]:
+    """Each path an erasure among `commits` names, with the erasure's seq (an erasure names every
+    path its file had)."""
+    return [(commit.seq, change.path) for commit in commits for change in commit.changes if isinstance(change, Erase)]
+
+
 def erasure_problems(base: State, commits: Mapping[int, Commit]) -> list[tuple[int, str]]:
     """(seq, what is wrong) for erased texts of the retained log `commits` (from the state `base`)
     that no erasure erased, and for commits of old formats whose hash no longer checks their content

@@ -77,8 +77,7 @@ class LogReader:
     async def list_log_and_runs(self, *, after: int = 0) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
         """The commits in the log after seq `after`, with their seqs, and the seqs of the runs
         beside them (`runs.py`), from one listing."""
-        listed = await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None)
-        return _owned(listed), [seq for info in listed if (seq := run_seq(info.key)) is not None]
+        return _commits_and_runs(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
 
     async def list_tail(self, *, after: int) -> Tail:
         """The commits and runs after seq `after` and the pending intents: one listing where the
@@ -88,12 +87,8 @@ class LogReader:
             return Tail(commits, runs, pending)
         start = log_key(after) if after else LOG_PREFIX
         listed = [info for info in await self.list_keys("", start_after=start) if info.key > start]
-        in_log = [info for info in listed if info.key.startswith(LOG_PREFIX)]
-        return Tail(
-            _owned(in_log),
-            [seq for info in in_log if (seq := run_seq(info.key)) is not None],
-            [info.key for info in listed if intent_key_parts(info.key) is not None],
-        )
+        commits, runs = _commits_and_runs([info for info in listed if info.key.startswith(LOG_PREFIX)])
+        return Tail(commits, runs, [info.key for info in listed if intent_key_parts(info.key) is not None])
 
     async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
         """The checkpoints, oldest first, with their seqs."""
@@ -162,6 +157,11 @@ class LogReader:
         """The state a checkpoint holds to serve reads from, or None if it is gone."""
         data = await self.get(key)
         return None if data is None else await read_checkpoint(self.location, key, data, self.format, served=True)
+
+
+def _commits_and_runs(listed: Sequence[ObjectInfo]) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
+    """The commits (with their seqs) and the seqs of the runs among keys listed under `log/`."""
+    return _owned(listed), [seq for info in listed if (seq := run_seq(info.key)) is not None]
 
 
 def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:

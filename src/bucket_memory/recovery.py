@@ -14,14 +14,15 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import Change, Commit, Erase
+from .codec import Change, Commit
 from .forks import fork_commits, reapplied
+from .lineage import erasures_in
 from .log import CommitLog
 from .objects import VersionedObjectStore
 from .retry import retrying
@@ -68,11 +69,6 @@ class PastState:
 
     state: State
     erased: frozenset[str]
-
-
-def erased_names(commits: Iterable[Commit]) -> frozenset[str]:
-    """Every path an erasure among `commits` names (each erasure names every path its file had)."""
-    return frozenset(change.path for commit in commits for change in commit.changes if isinstance(change, Erase))
 
 
 class Recovery:
@@ -151,7 +147,7 @@ class Recovery:
             raise MemoryStoreError(
                 "not_found", f"The stored versions of {location} have gaps before commit {max(commits)}."
             )
-        return PastState(state, erased_names(decoded))
+        return PastState(state, frozenset(path for _, path in erasures_in(decoded)))
 
     async def versioning(self) -> str:
         """Whether the bucket keeps versions: "enabled", "suspended", "off"; "unknown" where it may not say."""
