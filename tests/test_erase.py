@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Change, Commit, CorruptObjectError, Edit, Write
+from bucket_memory.codec import Change, Commit, Edit, Write
 from bucket_memory.gcs import GCSObjectStore
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -551,10 +551,10 @@ async def test_verify_finds_an_old_format_commit_changed_by_hand() -> None:
     assert any(p.key == log_key(1) and "no erasure vouches" in p.message for p in problems)
 
 
-async def test_an_erased_edit_of_a_missing_file_is_refused_as_its_commits_damage() -> None:
+async def test_an_erased_edit_of_a_missing_file_is_void_and_named_by_verify() -> None:
     """An erased edit has no text to check against the file it edits: one of a path that does not
-    exist (here below a file, which no export could write) is refused naming its commit, not
-    replayed into a file in a place no writer could put one."""
+    exist (here below a file, which no export could write) makes its commit void for every reader,
+    not a file in a place no writer could put one, and `verify` names the commit."""
     objects = await _without_checkpoints({"a.md": "a", "b.md": "b"})
 
     def edits_below_a_file(body: dict[str, Any]) -> None:
@@ -562,9 +562,11 @@ async def test_an_erased_edit_of_a_missing_file_is_refused_as_its_commits_damage
         body["changes"] = [{"op": "edit", "path": "a.md/x.md", "at": 0, "size": 1, "erased": 2}]
 
     forged(objects, 2, edits_below_a_file)
-    with pytest.raises(CorruptObjectError) as caught:
-        await LogFileStore(objects).read("a.md")
-    assert caught.value.key == log_key(2) and "it edits a.md/x.md, which does not exist" in str(caught.value)
+    reader = LogFileStore(objects)
+    assert [entry.path for entry in await reader.list()] == ["a.md"]
+    problems = await MemoryAdmin(reader).verify()
+    assert [problem.key for problem in problems] == [log_key(2)]
+    assert "void: it edits a.md/x.md, which does not exist" in problems[0].message
 
 
 @pytest.mark.parametrize("backend", ["versioned", "local"])

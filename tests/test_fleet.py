@@ -18,7 +18,7 @@ from a13n_harness.providers.memory import FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Commit, CorruptObjectError, Fold, Write
+from bucket_memory.codec import Commit, Fold, Write
 from bucket_memory.folds import FOLD_WINDOW
 from bucket_memory.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
@@ -128,25 +128,24 @@ async def test_an_intent_its_checks_refuse_is_settled_as_refused_or_unchanged() 
     assert state.files["f.md"].text == "same" and state.files["f.md"].version == 1
 
 
-def test_a_commit_that_settles_an_intent_twice_or_outside_its_window_is_corrupt() -> None:
+def test_a_commit_that_settles_an_intent_twice_or_outside_its_window_is_void() -> None:
+    """No store makes such a commit; every reader skips it alike (its changes too), and the log goes on."""
     state = State(format=FileFormat())
 
     def commit(seq: int, *folds: Fold) -> Commit:
         return Commit.create(seq, state.head_hash, (Write(path=f"{seq}.md", text="x"),), ORIGIN, at=0, folded=folds)
 
     once = Fold(id="ab" * 16, intent="0" * 64, base=0, outcome="applied")
-    state.apply(commit(1, once), "t")
-    with pytest.raises(CorruptObjectError, match="again"):
-        state.apply(commit(2, once), "t")
+    assert state.apply(commit(1, once), "t") is None
+    void = state.apply(commit(2, once), "t")
+    assert void is not None and "again" in void.reason and "2.md" not in state.files
+    assert state.folds.settled == {once.id: 1} and state.head == 2
     late = Fold(id="cd" * 16, intent="0" * 64, base=0, outcome="applied")
-    for seq in range(2, FOLD_WINDOW + 2):
+    for seq in range(3, FOLD_WINDOW + 2):
         state.apply(commit(seq), "t")
-    with pytest.raises(CorruptObjectError, match="outside its window"):
-        state.apply(commit(FOLD_WINDOW + 2, late), "t")
-    with pytest.raises(CorruptObjectError, match="outside its window"):
-        state.apply(
-            commit(FOLD_WINDOW + 2, Fold(id="ef" * 16, intent="0" * 64, base=FOLD_WINDOW + 2, outcome="applied")), "t"
-        )
+    for fold in (late, Fold(id="ef" * 16, intent="0" * 64, base=FOLD_WINDOW * 3, outcome="applied")):
+        void = state.apply(commit(state.head + 1, fold), "t")
+        assert void is not None and "outside its window" in void.reason and fold.id not in state.folds.settled
 
 
 async def test_the_window_of_settled_intents_survives_a_checkpoint_and_a_cold_open() -> None:

@@ -16,7 +16,7 @@ from .lineage import erasure_problems
 from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import read_run
-from .state import State, same_files
+from .state import State, Void, same_files
 from .wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -241,9 +241,20 @@ class History:
         problems: list[Problem] = []
         for seq in range(state.head + 1, max(commits) + 1):
             try:
-                state.apply(commits[seq], self.log.location)
+                void = state.apply(commits[seq], self.log.location)
             except CorruptObjectError as error:
                 return [*problems, Problem(error.key, error.reason)]
+            if void is not None:
+                problems.append(Problem(log_key(seq), _void_message(commits[seq], void)))
             if seq in checkpoints and not same_files(checkpoints[seq], state):
                 problems.append(Problem(checkpoint_key(seq), "its files differ from the state the log replays to"))
         return problems
+
+
+def _void_message(commit: Commit, void: Void) -> str:
+    origin = commit.origin.principal_id or commit.origin.run_id or "an unnamed writer"
+    return (
+        f"it is void: {void.reason}, so no reader applies it and the log goes on past it. No store plans "
+        f"such a commit: it names {origin} as its writer; look for a writer outside the store's rules "
+        "(an old release, a hand-made upload)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,17 @@ from .live_file import LiveFile
 from .overlay import Overlay
 from .packed_files import PackedFiles
 from .wire_values import log_key, stored_size_of, time_text
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Void:
+    """A commit no reader applies: at its seq, its changes (`reason`) broke a rule of the memory.
+    The log goes on past it; `verify` names it."""
+
+    seq: int
+    reason: str
 
 
 @dataclass(slots=True)
@@ -91,34 +103,50 @@ class State:
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
     folds: FoldWindow = field(default_factory=FoldWindow)  # the intents the last commits settled
 
-    def apply(self, commit: Commit, location: str) -> None:
-        """Apply the next commit, or `CorruptObjectError` if it does not follow or breaks a rule."""
+    def apply(self, commit: Commit, location: str) -> Void | None:
+        """Apply the next commit: None, or `Void` when its changes or the intents it settles break a
+        rule of the memory as of the commit before (no store plans such a commit: a writer outside the
+        store's rules made it). A void commit changes nothing, for every reader alike, and the head
+        moves past it. `CorruptObjectError` if it does not follow the head."""
         key = log_key(commit.seq)
         if commit.seq != self.head + 1:
             raise CorruptObjectError(location, key, f"commit {self.head + 1} is missing before it")
         if commit.prev != self.head_hash:
             raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
-        for fold in commit.folded or ():
-            if (refusal := self.folds.refusal(fold, commit.seq)) is not None:
-                raise CorruptObjectError(location, key, refusal)
-        try:
-            for change in commit.changes:
-                self.apply_change(change, commit.seq)
-        except CorruptObjectError:
-            raise  # a text of the checkpoint below, damaged: that object is the one to restore
-        except MemoryStoreError as error:
-            raise CorruptObjectError(location, key, str(error)) from None
-        self.advance(commit)
+        refusals = (self.folds.refusal(fold, commit.seq) for fold in commit.folded or ())
+        reason = next((refusal for refusal in refusals if refusal is not None), None)
+        if reason is None:
+            try:
+                self._apply_changes(commit)
+            except CorruptObjectError:
+                raise  # a text of the checkpoint below, damaged: that object is the one to restore
+            except MemoryStoreError as error:
+                reason = str(error)
+        self.advance(commit, void=reason is not None)
+        if reason is None:
+            return None
+        logger.warning("%s: %s is void (%s): no reader applies it; `verify` names it", location, key, reason)
+        return Void(commit.seq, reason)
 
-    def advance(self, commit: Commit) -> None:
-        """Make `commit`, whose changes are already applied, the head."""
+    def _apply_changes(self, commit: Commit) -> None:
+        """All of a commit's changes, or (refused) none of them."""
+        if len(commit.changes) == 1:  # a change is refused before it changes anything
+            self.apply_change(commit.changes[0], commit.seq)
+            return
+        layer = self.layered()
+        for change in commit.changes:
+            layer.apply_change(change, commit.seq)
+        self.absorb(layer)
+
+    def advance(self, commit: Commit, *, void: bool = False) -> None:
+        """Make `commit`, whose changes are already applied (none when `void`), the head."""
         self.head, self.head_hash = commit.seq, commit.hash
         self.head_time = max(self.head_time, commit.moment.timestamp())
         if commit.seq == 1:
             self.genesis = commit.hash
         self.since_checkpoint.written += commit.size
         self.since_checkpoint.carried += text_bytes(commit.changes)
-        self.folds = self.folds.after(commit.seq, commit.folded or ())
+        self.folds = self.folds.after(commit.seq, () if void else commit.folded or ())
 
     def apply_change(self, change: Change, seq: int) -> None:
         """One change as commit `seq` makes it, refused (`invalid_path`, `not_found`) where it breaks a rule."""
