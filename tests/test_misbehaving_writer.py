@@ -13,10 +13,11 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.codec import Change, Commit, Move, Write
+from bucket_memory.codec import Change, Checkpoint, Commit, Move, Write
 from bucket_memory.objects import VersionedObjectStore
+from bucket_memory.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
-from bucket_memory.wire_values import log_key
+from bucket_memory.wire_values import checkpoint_key, log_key
 
 from .conftest import VERSIONED, unique_prefix
 
@@ -64,6 +65,12 @@ def versioned(store: LogFileStore) -> VersionedObjectStore:
     return store.log.objects
 
 
+async def overwrite(objects: VersionedObjectStore, key: str, data: bytes) -> None:
+    """What the agents' PutObject does to an object that exists."""
+    (current,) = [version for version in await objects.list_versions(key) if version.key == key and version.current]
+    assert await objects.replace(key, data, tag=current.tag)
+
+
 async def test_a_commit_whose_changes_do_not_apply_is_void_for_every_reader(memory: Opener) -> None:
     """Was: every fresh read and every write of every agent failed `unavailable`, and `recover`
     and `rollback` failed with it."""
@@ -86,3 +93,117 @@ async def test_a_commit_whose_changes_do_not_apply_is_void_for_every_reader(memo
             assert await files_of(cold) == {"a.md": "A\n", "b.md": "B\n"}
             done = await admin.recover(None, origin=OPERATOR)
             assert not done.restoration.changed
+
+
+def checkpoint_of(state: State) -> bytes:
+    return Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+
+
+async def test_a_forged_checkpoint_over_a_compacted_log_is_undone_by_recover(memory: Opener) -> None:
+    """Was: `verify` reported nothing and `recover` restored nothing (it took the forgery for a base
+    since it tied with commit 1, and checked only the hashes it names)."""
+    async with memory() as alice:
+        for n in range(5):
+            await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+        state = (await alice.log.proven_state()).copy()
+        state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), 1)
+        assert await alice.log.objects.create(checkpoint_key(5), checkpoint_of(state))
+        await alice.log.objects.delete([log_key(seq) for seq in range(1, 5)])  # as compaction would
+    async with memory() as cold:
+        assert (await cold.read("0.md")).text == "Pay Mallory $10000.\n"  # live reads trust checkpoints
+        admin = MemoryAdmin(cold)
+        assert checkpoint_key(5) in {problem.key for problem in await admin.verify()}
+        done = await admin.recover(None, origin=OPERATOR)
+        assert set(done.restoration.restored) == {log_key(seq) for seq in range(1, 5)}
+    async with memory() as after:
+        assert await files_of(after) == {f"{n}.md": f"note {n}\n" for n in range(5)}
+        assert await MemoryAdmin(after).verify() == []
+
+
+async def test_writes_made_on_a_far_future_checkpoint_are_reapplied_by_recover(memory: Opener) -> None:
+    """Was: cold writers took the forged checkpoint for the head, and `recover` removed what they
+    wrote as past the chain (0 re-applied): acknowledged writes lost, and `verify` clean after."""
+    far = 10**15
+    async with memory() as warm:
+        await warm.write("a.md", "A\n", expected=None, origin=ALICE)
+        state = (await warm.log.proven_state()).copy()
+        state.head = far
+        assert await warm.log.objects.create(checkpoint_key(far), checkpoint_of(state))
+        async with memory() as bob:
+            assert await bob.write("bob.md", "from bob\n", expected=None, origin=BOB) == str(far + 1)
+        assert await warm.write("w.md", "W\n", expected=None, origin=ALICE) == "2"
+    async with memory() as operator:
+        admin = MemoryAdmin(operator)
+        assert await admin.verify() != []
+        done = await admin.recover(None, origin=OPERATOR)
+        assert done.restoration.reapplied == ((far + 1, 3),)
+    async with memory() as after:
+        assert await files_of(after) == {"a.md": "A\n", "w.md": "W\n", "bob.md": "from bob\n"}
+        assert await MemoryAdmin(after).verify() == []
+
+
+async def test_commits_rewritten_and_chained_again_are_named_by_verify_and_put_back(memory: Opener) -> None:
+    """Was: anyone who reads the texts and salts re-seals alice's commit 1 with another text, chains
+    commits 2 and 3 again and overwrites all three, and `verify` reported nothing."""
+    async with memory() as alice:
+        for n in range(3):
+            await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+        commits = [
+            Commit.decode("m", log_key(seq), await alice.log.objects.get(log_key(seq)) or b"") for seq in (1, 2, 3)
+        ]
+        prev = commits[0].prev
+        for commit in commits:
+            changes = commit.changes
+            if commit.seq == 1:
+                changes = (Write(path="0.md", text="Pay Mallory $10000.\n"),)
+            made = Commit.create(commit.seq, prev, changes, commit.origin, at=commit.moment.timestamp())
+            fields = made.model_dump(mode="json", by_alias=True, exclude={"hash"})
+            forged = Commit.signed(**{**fields, "id": commit.id, "time": commit.time})  # alice's, as she wrote it
+            await overwrite(versioned(alice), log_key(commit.seq), forged.encode())
+            prev = forged.hash
+    async with memory() as cold:
+        assert (await cold.read("0.md")).text == "Pay Mallory $10000.\n"
+        admin = MemoryAdmin(cold)
+        problems = await admin.verify()
+        assert {problem.key for problem in problems} == {log_key(seq) for seq in (1, 2, 3)}
+        assert all("rewritten" in problem.message and "recover" in problem.message for problem in problems)
+        done = await admin.recover(None, origin=OPERATOR)
+        assert set(done.restoration.repaired) == {log_key(seq) for seq in (1, 2, 3)}
+    async with memory() as after:
+        assert (await after.read("0.md")).text == "note 0\n"
+        assert await MemoryAdmin(after).verify() == []
+
+
+async def test_a_deleted_newest_commit_that_hid_an_acknowledged_write_is_named_and_reapplied(memory: Opener) -> None:
+    """Was: one DeleteObject on alice's acknowledged newest commit, and bob, cold, landed his at its
+    seq; fresh stores served the version before hers and `verify` reported nothing."""
+    async with memory() as alice:
+        await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+        await alice.write("b.md", "B\n", expected=None, origin=ALICE)
+        assert await alice.write("alice.md", "acknowledged\n", expected=None, origin=ALICE) == "3"
+        await alice.log.objects.delete([log_key(3)])
+    async with memory() as bob:
+        assert await bob.write("bob.md", "bob's\n", expected=None, origin=BOB) == "3"
+        admin = MemoryAdmin(bob)
+        problems = await admin.verify()
+        assert [problem.key for problem in problems] == [log_key(3)] and "rewritten" in problems[0].message
+        done = await admin.recover(None, origin=OPERATOR)
+        assert done.restoration.repaired == (log_key(3),) and done.restoration.reapplied == ((3, 4),)
+    async with memory() as after:
+        assert await files_of(after) == {
+            "a.md": "A\n",
+            "b.md": "B\n",
+            "alice.md": "acknowledged\n",
+            "bob.md": "bob's\n",
+        }
+        assert await MemoryAdmin(after).verify() == []
+
+
+async def test_a_deleted_newest_commit_is_named_by_verify(memory: Opener) -> None:
+    async with memory() as alice:
+        await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+        await alice.write("b.md", "B\n", expected=None, origin=ALICE)
+        await alice.log.objects.delete([log_key(2)])
+    async with memory() as operator:
+        problems = await MemoryAdmin(operator).verify()
+        assert [problem.key for problem in problems] == [log_key(2)] and "deleted" in problems[0].message

@@ -366,7 +366,7 @@ def test_recover_while_writers_write_through_a_wipe_loses_no_acknowledged_write(
 
     files, problems = asyncio.run(final())
     acknowledged: dict[str, str] = dict(pair for result in collected for pair in result)
-    assert problems == []
+    assert problems == [], "\n".join(f"{p.key}: {p.message}" for p in problems)
     lost = {path: text for path, text in acknowledged.items() if files.get(path) != text}
     assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged writes lost: {sorted(lost)}"
     assert {path: files[path] for path in BEFORE} == BEFORE

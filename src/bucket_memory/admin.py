@@ -7,6 +7,7 @@ validated like any write, audited in the history, and itself undoable.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,12 +20,15 @@ from .erasure import Erasure, ErasurePlan
 from .history import History, Problem
 from .housekeeping import Compaction
 from .lineage import erasures_in
+from .objects import VersionedObjectStore
 from .operations import checked_size, file_text
 from .recovery import PastState, Recovery, Restoration
 from .retry import FETCH_CONCURRENCY
 from .state import State, texts_of
 from .store import LogFileStore
 from .wire_values import checked_origin, checked_path, stored_size
+
+logger = logging.getLogger(__name__)
 
 type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]
 
@@ -213,7 +217,10 @@ class MemoryAdmin:
     async def _erase_again(self, origin: Origin) -> None:
         """Finish every erasure the log holds again: what recovery put back was listed before some of
         them, perhaps (an erase that ran meanwhile in another process), and holds their texts."""
-        for path in _one_path_each(await self._erasures()):
+        # Not `_erasures`: a writer whose cached head was a fork commit may land its next commit past
+        # the restored chain meanwhile (the next recover re-applies it); that break must not keep the
+        # erasures of the commits before it from being finished.
+        for path in _one_path_each(erasures_in(await self.history.chained_commits())):
             await Erasure(self.store).erase(path, origin=origin)
 
     async def _erasures(self) -> list[tuple[int, str]]:
@@ -340,6 +347,7 @@ class MemoryAdmin:
         """Every problem with the objects under the prefix; empty when the memory is whole. An
         object that holds a text an erasure erased is named as such."""
         problems = await self.history.verify(progress)
+        problems += await self._versions_problems()
         try:
             erasures = await self._erasures()
         except MemoryStoreError:
@@ -351,6 +359,22 @@ class MemoryAdmin:
                 said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
                 problems += [Problem(key, said) for key in keys]
         return problems
+
+    async def _versions_problems(self) -> list[Problem]:
+        """What the bucket's first versions prove and the live objects do not (`Recovery.survey`);
+        nothing where the bucket keeps no versions or the caller may not read them (an agent's role),
+        which the log says."""
+        unread = "rewritten or deleted commits are found only where the bucket keeps versions an operator can read"
+        if not isinstance(self.store.log.objects, VersionedObjectStore):
+            return []
+        try:
+            if await self.recovery.versioning() in ("enabled", "suspended", "unknown"):
+                return await self.recovery.survey()
+        except MemoryStoreError as error:
+            if error.code != "forbidden":
+                raise
+        logger.warning("%s: verify read no object versions: %s", self.store.location, unread)
+        return []
 
 
 def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:

@@ -12,11 +12,12 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from .checkpoint_state import read_checkpoint
 from .codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
 from .retry import gather_bounded
 from .state import State
 from .versions import StoredVersions
-from .wire_values import LOG_PREFIX, log_key, reapplied_fork
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, log_key, reapplied_fork
 
 logger = logging.getLogger(__name__)
 
@@ -55,25 +56,43 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
         except CorruptObjectError:
             continue
     chain_ids = {commit.id for commit in chain.values()}
+    roots = await _off_chain_checkpoints(stored, chain)
     known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}
+    known |= {(state.head, state.head_hash) for state in roots.values()}
     linked: dict[str, Commit] = {}
     for commit in sorted(decoded, key=lambda commit: commit.seq):
         if commit.id in chain_ids or commit.id in linked or (commit.seq - 1, commit.prev) not in known:
             continue
         known.add((commit.seq, commit.hash))
         linked[commit.id] = commit
-    return await _as_written(stored, chain, list(linked.values()), set(linked) - reapplied(firsts))
+    return await _as_written(stored, chain, roots, list(linked.values()), set(linked) - reapplied(firsts))
+
+
+async def _off_chain_checkpoints(stored: StoredVersions, chain: dict[int, Commit]) -> dict[str, State]:
+    """The first versions of checkpoints at seqs the chain does not hold, by the hash they name: a
+    cold writer that loaded one (a forged one far past the log, or one of a log since lost) built
+    its commits on it, and those are acknowledged writes too."""
+    found: dict[str, State] = {}
+    for seq, key in stored.keys(CHECKPOINT_PREFIX):
+        if seq in chain:
+            continue
+        try:
+            state = await read_checkpoint(stored.location, key, await stored.read(stored.first(key)), stored.format)
+        except CorruptObjectError:
+            continue
+        found[state.head_hash] = state
+    return found
 
 
 async def _as_written(
-    stored: StoredVersions, chain: dict[int, Commit], linked: list[Commit], wanted: set[str]
+    stored: StoredVersions, chain: dict[int, Commit], roots: dict[str, State], linked: list[Commit], wanted: set[str]
 ) -> list[Fork]:
     """The `wanted` fork commits, each with its changes as its writer meant them: an edit, made
     against the fork's own text, becomes a write of the whole text it made. `linked` holds every
     fork commit in seq order (those re-applied before too, whose texts later ones may edit)."""
     if not any(isinstance(change, Edit) for commit in linked for change in commit.changes):
         return [(commit, commit.changes) for commit in linked if commit.id in wanted]
-    after: dict[str, State] = {}  # by commit hash: the state each fork commit made
+    after = dict(roots)  # by commit hash: the state each fork commit made (or a checkpoint names)
     written: list[Fork] = []
     for commit in linked:
         base = after.get(commit.prev)

@@ -67,6 +67,14 @@ class History:
             raise CorruptObjectError(self.log.location, problem.key, problem.message)
         return commits
 
+    async def chained_commits(self) -> list[Commit]:
+        """The retained log, oldest first, up to the first commit that breaks the chain."""
+        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log())
+        for index, (before, after) in enumerate(itertools.pairwise(commits)):
+            if chain_problems([before, after]):
+                return commits[: index + 1]
+        return commits
+
     async def newest_first(self, first: int = 4) -> AsyncIterator[Commit]:
         """The retained log from the head back, each commit checked to follow the one it yields next.
 

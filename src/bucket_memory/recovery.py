@@ -21,7 +21,8 @@ from datetime import datetime
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .codec import Change, Commit
-from .forks import fork_commits, reapplied
+from .forks import Fork, fork_commits, reapplied
+from .history import Problem
 from .lineage import erasures_in
 from .log import CommitLog
 from .objects import VersionedObjectStore
@@ -71,6 +72,22 @@ class PastState:
     erased: frozenset[str]
 
 
+_RECOVER_PUTS_BACK = "the bucket keeps the version the log made, and `bucket-memory recover` puts it back"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What `restore` changes: the chain's keys (`kept`, each to hold its first version) up to
+    `head`, the live keys off it (`stray`, to remove), and the fork commits to re-apply."""
+
+    stored: StoredVersions
+    head: int
+    kept: frozenset[str]
+    live: frozenset[str]
+    stray: list[str]
+    forks: list[Fork]
+
+
 class Recovery:
     """Reads every stored version of a memory's objects, deleted ones included; needs a versioned bucket.
 
@@ -94,43 +111,80 @@ class Recovery:
         self.log.check_writable()
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
-            # Live keys first: each is then among the versions listed next, so a commit a writer adds
-            # meanwhile is either in the chain found below or not live here, and never removed.
-            live = {info.key: info for _, info in await self.log.reader.list_log()}
-            live |= {info.key: info for _, info in await self.log.reader.list_checkpoints()}
-            stored = await StoredVersions.listed(objects, self.log.format)
-            firsts = await stored.first_commits()
-            base, head = await stored.longest_chain(firsts)
-            kept = [log_key(seq) for seq in range(max(base, 1), head + 1)]
-            kept += [
-                key
-                for seq, key in stored.keys(CHECKPOINT_PREFIX)
-                if base <= seq <= head and (seq == base or await stored.fits(firsts, seq))
-            ]
-            # Every commit of a fork, from all the versions, read before anything is replaced.
-            forks = await fork_commits(stored, firsts, base, head)
-            if forks:  # their writers' next keys must hold the chain's commits, so that they reload
-                kept += [log_key(seq) for seq in range(forks[0][0].seq, base) if log_key(seq) in firsts]
+            plan = await self._plan()
             restored: list[str] = []
             repaired: list[str] = []
-            for key in sorted(set(kept), key=_newest_first):
-                outcome = await self._put_back(stored, key, live.get(key) is not None)
+            for key in sorted(plan.kept, key=_newest_first):
+                outcome = await self._put_back(plan.stored, key, key in plan.live)
                 if outcome == "restored":
                     restored.append(key)
                 elif outcome == "repaired":
                     repaired.append(key)
-            for key in sorted(live):
-                seq = key_seq(key) or 0
-                if seq > head or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept):
-                    # Past the chain, or a checkpoint of a fork: read above, and kept as a version.
-                    await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
-                    logger.info("%s: removed %s, which is not of the memory's chain", location, key)
+            for key in plan.stray:  # read above, and kept as a version
+                await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
+                logger.info("%s: removed %s, which is not of the memory's chain", location, key)
             self.log.forget()
-        reapplying = _Reapplying(self.log, head)
+        reapplying = _Reapplying(self.log, plan.head)
         reapplied = [
-            (commit.seq, await reapplying.commit(commit, changes)) for commit, changes in sorted(forks, key=_made)
+            (commit.seq, await reapplying.commit(commit, changes)) for commit, changes in sorted(plan.forks, key=_made)
         ]
         return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
+
+    async def survey(self) -> list[Problem]:
+        """What `restore` would change, found without changing anything: for `verify` on a bucket
+        that keeps versions, which proves what the log alone cannot (an object rewritten or deleted
+        since the log created it, a checkpoint its log disproves, commits made off the chain)."""
+        plan = await self._plan()
+        problems: list[Problem] = []
+        for key in sorted(plan.kept):
+            first = plan.stored.first(key)
+            assert first is not None
+            if key not in plan.live:
+                problems.append(Problem(key, f"it was deleted: {_RECOVER_PUTS_BACK}"))
+            elif not first.current and await plan.stored.read(first) != await self.log.reader.get(key):
+                problems.append(Problem(key, f"it was rewritten since it was made: {_RECOVER_PUTS_BACK}"))
+        for key in plan.stray:
+            what = (
+                "a checkpoint the first versions of its log disprove"
+                if key.startswith(CHECKPOINT_PREFIX)
+                else ("a commit off the memory's chain")
+            )
+            problems.append(Problem(key, f"{what}: `bucket-memory recover` removes it and re-applies what was written"))
+        named = {problem.key for problem in problems}
+        problems += [
+            Problem(log_key(commit.seq), "a commit made off the memory's chain: `bucket-memory recover` re-applies it")
+            for commit, _ in plan.forks
+            if log_key(commit.seq) not in named
+        ]
+        return problems
+
+    async def _plan(self) -> _Plan:
+        """The chain of first versions, the keys off it, and the fork commits, read once."""
+        objects = self._versioned()
+        # Live keys first: each is then among the versions listed next, so a commit a writer adds
+        # meanwhile is either in the chain found below or not live here, and never removed.
+        live = {info.key for _, info in await self.log.reader.list_log()}
+        live |= {info.key for _, info in await self.log.reader.list_checkpoints()}
+        stored = await StoredVersions.listed(objects, self.log.format)
+        firsts = await stored.first_commits()
+        base, head = await stored.longest_chain(firsts)
+        kept = [log_key(seq) for seq in range(max(base, 1), head + 1)]
+        kept += [
+            key
+            for seq, key in stored.keys(CHECKPOINT_PREFIX)
+            if base <= seq <= head and (seq == base or await stored.fits(seq))
+        ]
+        # Every commit of a fork, from all the versions, read before anything is replaced.
+        forks = await fork_commits(stored, firsts, base, head)
+        if forks:  # their writers' next keys must hold the chain's commits, so that they reload
+            kept += [log_key(seq) for seq in range(forks[0][0].seq, base) if log_key(seq) in firsts]
+        stray = [
+            key
+            for key in sorted(live)
+            if (seq := key_seq(key) or 0) > head
+            or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept)
+        ]
+        return _Plan(stored, head, frozenset(kept), frozenset(live), stray, forks)
 
     async def state_as_of(self, moment: datetime) -> PastState:
         """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a

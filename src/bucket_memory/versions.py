@@ -13,11 +13,11 @@ import logging
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from .checkpoint_state import read_checkpoint
-from .codec import GENESIS_HASH, Commit, CorruptObjectError
+from .codec import GENESIS_HASH, Commit, CorruptObjectError, off_loop
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
-from .state import State
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key
+from .state import State, same_files
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,8 @@ class StoredVersions:
         self.objects = objects
         self.format = format
         self.versions = versions
+        self._firsts: dict[str, Commit] | None = None
+        self._verdicts: dict[int, bool] | None = None  # by checkpoint seq, once `fits` is first asked
 
     @classmethod
     async def listed(cls, objects: VersionedObjectStore, format: FileFormat, prefix: str = "") -> StoredVersions:
@@ -71,7 +73,12 @@ class StoredVersions:
         return data
 
     async def first_commits(self) -> dict[str, Commit]:
-        """The first stored version of every log key, decoded; damaged ones left out."""
+        """The first stored version of every log key, decoded; damaged ones left out (read once)."""
+        if self._firsts is None:
+            self._firsts = await self._decoded_firsts()
+        return self._firsts
+
+    async def _decoded_firsts(self) -> dict[str, Commit]:
         keys = [key for _, key in self.keys(LOG_PREFIX)]
         data = await gather_bounded(keys, lambda key: self.read(self.first(key)))
         decoded: dict[str, Commit] = {}
@@ -84,7 +91,8 @@ class StoredVersions:
 
     async def longest_chain(self, firsts: dict[str, Commit]) -> tuple[int, int]:
         """The base (a checkpoint's seq, or 0) and head of the longest run of first versions that chain,
-        from a checkpoint of this memory (not of a log begun after a wipe) or from commit 1."""
+        from a checkpoint of this memory (not of a log begun after a wipe, nor one the first versions
+        of its log disprove) or from commit 1."""
         by_seq = {commit.seq: commit for commit in firsts.values()}
         runs: list[tuple[int, int]] = []
         for base in [0, *(seq for seq, _ in self.keys(CHECKPOINT_PREFIX) if seq in by_seq)]:
@@ -94,22 +102,53 @@ class StoredVersions:
                 head, previous = head + 1, following.hash
             runs.append((head, base))
         for head, base in sorted(runs, reverse=True):
-            if head and (base == 0 or await self.fits(firsts, base)):
+            if head and (base == 0 or await self.fits(base)):
                 return base, head
         raise MemoryStoreError("not_found", f"The bucket keeps no version of a commit of {self.location}.")
 
-    async def fits(self, firsts: dict[str, Commit], seq: int) -> bool:
+    async def fits(self, seq: int) -> bool:
         """Whether the first version of checkpoint `seq` is the state at the first version of commit
-        `seq`, of the memory whose first commit 1 the bucket keeps (when it still does)."""
-        key = checkpoint_key(seq)
-        try:
-            state = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
-        except CorruptObjectError:
-            return False
-        genesis = firsts.get(log_key(1))
-        return state.head_hash == firsts[log_key(seq)].hash and (
-            genesis is None or state.genesis in (None, genesis.hash)
-        )
+        `seq`, of the memory whose first commit 1 the bucket keeps (when it still does), and holds
+        the files the first versions of the log replay to (where they reach back that far)."""
+        if self._verdicts is None:
+            self._verdicts = await self._checkpoint_verdicts(await self.first_commits())
+        return self._verdicts.get(seq, False)
+
+    async def _checkpoint_verdicts(self, firsts: dict[str, Commit]) -> dict[int, bool]:
+        """For each stored checkpoint, whether its first version fits the log's first versions. One
+        replay along them, from commit 1 or else the oldest checkpoint that names its commit (the
+        bucket keeps nothing older to check that one by: the admitted limit)."""
+        by_seq = {commit.seq: commit for commit in firsts.values()}
+        genesis = by_seq.get(1)
+        states: dict[int, State] = {}
+        for seq, key in self.keys(CHECKPOINT_PREFIX):
+            try:
+                states[seq] = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+            except CorruptObjectError:
+                continue
+        verdicts = {
+            seq: seq in by_seq
+            and state.head_hash == by_seq[seq].hash
+            and (genesis is None or state.genesis in (None, genesis.hash))
+            for seq, state in states.items()
+        }
+        start = 0 if genesis is not None else min((seq for seq, fits in verdicts.items() if fits), default=None)
+        if start is None:
+            return verdicts
+        replay = states[start].copy() if start else State(format=self.format)
+        while (commit := by_seq.get(replay.head + 1)) is not None and commit.prev == replay.head_hash:
+            try:
+                await off_loop(commit.size, functools.partial(replay.apply, commit, self.location))
+            except CorruptObjectError:
+                break  # a damaged text below: what follows cannot be checked from here
+            if verdicts.get(commit.seq) and not same_files(states[commit.seq], replay):
+                logger.warning(
+                    "%s: the first version of %s is not the state its log replays to",
+                    self.location,
+                    checkpoint_key(commit.seq),
+                )
+                verdicts[commit.seq] = False
+        return verdicts
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
         """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
@@ -120,10 +159,10 @@ class StoredVersions:
                 continue
             state = State(format=self.format)
             if base:
+                if not await self.fits(base):
+                    continue  # of another log, or not what the log replays to
                 key = checkpoint_key(base)
                 state = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
-                if base in commits and state.head_hash != commits[base].hash:
-                    continue  # a checkpoint of another log at that seq
             for seq in range(base + 1, target + 1):
                 state.apply(commits[seq], self.location)
             return state
