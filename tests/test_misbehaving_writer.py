@@ -240,3 +240,84 @@ async def test_an_erasure_forged_to_vouch_for_a_rewritten_old_commit_is_named_an
     async with memory() as after:
         assert (await after.read("0.md")).text == "note 0\n"
         assert await MemoryAdmin(after).verify() == []
+
+
+async def test_a_garbage_checkpoint_stops_no_cold_start_and_no_compaction_deletes_for_it(memory: Opener) -> None:
+    """Was: a writer that created the checkpoint key of the head with garbage stopped every cold
+    start (`unavailable`), and compaction took it for its anchor and deleted the log below it."""
+    at_once = LogOptions(
+        grace_period=0, retain_commits=0, retain_seconds=0, checkpoint_min_commits=1000, checkpoint_max_commits=1000
+    )
+    async with memory(at_once) as alice:
+        for n in range(3):
+            await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+        assert await alice.log.objects.create(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}')
+        compaction = await MemoryAdmin(alice).compact()
+        assert compaction.log_deleted == 0
+    async with memory() as cold:
+        assert await files_of(cold) == {f"{n}.md": f"note {n}\n" for n in range(3)}
+        assert await cold.write("3.md", "note 3\n", expected=None, origin=BOB) == "4"
+        admin = MemoryAdmin(cold)
+        assert checkpoint_key(3) in {problem.key for problem in await admin.verify()}
+        await admin.recover(None, origin=OPERATOR)
+    async with memory() as after:
+        assert await files_of(after) == {f"{n}.md": f"note {n}\n" for n in range(4)}
+        assert await MemoryAdmin(after).verify() == []
+
+
+# Found by a review of the first version of the defences above.
+
+
+async def test_recover_after_erases_over_a_compacted_log_changes_nothing() -> None:
+    """An erase deletes the versions of compacted commits that held the text, leaving gaps in the
+    first versions: the memory's own history below a gap (a checkpoint, the commits after it) is no
+    fork, and `verify` finds nothing (a first take re-applied old commits over newer writes)."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("old.md", "old secret\n", expected=None, origin=ALICE)  # 1
+    await store.delete("old.md", expected="1", origin=ALICE)  # 2
+    await store.write("notes.md", "v3\n", expected=None, origin=ALICE)  # 3
+    assert await objects.create(checkpoint_key(3), checkpoint_of(await store.log.proven_state()))
+    await store.write("notes.md", "v4\n", expected="3", origin=ALICE)  # 4
+    await store.write("secret.md", "ssn\n", expected=None, origin=ALICE)  # 5
+    await store.write("notes.md", "v6\n", expected="4", origin=ALICE)  # 6
+    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.log.proven_state()))
+    await objects.delete([log_key(seq) for seq in range(1, 6)] + [checkpoint_key(3)])  # compaction below 6
+    await store.write("notes.md", "v7\n", expected="6", origin=ALICE)  # 7
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    await admin.erase("old.md", origin=OPERATOR)
+    await admin.erase("secret.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    done = await admin.recover(None, origin=OPERATOR)
+    assert not done.restoration.changed
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"notes.md": "v7\n"}
+
+
+async def test_a_void_erasure_erases_nothing_in_verify_recover_or_erase() -> None:
+    """No reader applies a void commit's erasure, nor may the erasure code: `verify` once told the
+    operator to erase alice's live file again, and `recover` did."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await alice.write("alice.md", "acknowledged\n", expected=None, origin=ALICE)
+    await alice.write("b.md", "B\n", expected=None, origin=ALICE)
+    await forge(alice, Erase(path="alice.md"), Move(source="nope.md", destination="x.md"))
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert [problem.key for problem in await admin.verify()] == [log_key(3)]
+    await admin.recover(None, origin=OPERATOR)
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {
+        "alice.md": "acknowledged\n",
+        "b.md": "B\n",
+    }
+
+
+async def test_a_void_move_does_not_make_erase_take_another_file() -> None:
+    """A void move of a.md onto bob's b.md moved nothing: erasing a.md leaves bob's file alone."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "alice's, to be erased\n", expected=None, origin=ALICE)
+    await store.write("b.md", "bob's acknowledged work\n", expected=None, origin=BOB)
+    await forge(store, Move(source="a.md", destination="b.md"))
+    plan = await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
+    assert plan.paths == ("a.md",)
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"b.md": "bob's acknowledged work\n"}

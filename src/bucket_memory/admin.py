@@ -220,12 +220,12 @@ class MemoryAdmin:
         # Not `_erasures`: a writer whose cached head was a fork commit may land its next commit past
         # the restored chain meanwhile (the next recover re-applies it); that break must not keep the
         # erasures of the commits before it from being finished.
-        for path in _one_path_each(erasures_in(await self.history.chained_commits())):
+        for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
             await Erasure(self.store).erase(path, origin=origin)
 
     async def _erasures(self) -> list[tuple[int, str]]:
         """Each path an erasure in the retained log names, with the erasure's seq."""
-        return erasures_in(await self.history.commits())
+        return erasures_in(await self.history.applied(await self.history.commits()))
 
     async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the memory what its objects' versions say it was at `moment`, as one new commit

@@ -91,9 +91,10 @@ class _Waiting:
     idle: int = 0
     published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
 
-    def note(self, commit: Commit) -> None:
+    def note(self, commit: Commit, *, void: bool = False) -> None:
+        """Take in a commit read while waiting; a void one (applied to the head and found so) settles nothing."""
         self.known = max(self.known, commit.seq)
-        for fold in commit.folded or ():
+        for fold in () if void else commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
                 self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
@@ -276,8 +277,7 @@ class Fleet:
             if commit is not None:
                 waiting.idle = 0
                 waiting.passed += 1
-                waiting.note(commit)
-                await self._apply(commit)
+                waiting.note(commit, void=await self._applied_void(commit))
             else:
                 waiting.idle += 1
             if waiting.mine is None and not waiting.turn:
@@ -285,12 +285,15 @@ class Fleet:
                 pause = round_seconds * (POLL_AFTER_COMMIT if commit is not None else 1)
                 await asyncio.sleep(deadline.clip(max(0.0, sent + pause - time.monotonic())))
 
-    async def _apply(self, commit: Commit) -> None:
-        """Apply a commit read while waiting, when it follows the cached head (keeping it current for free)."""
+    async def _applied_void(self, commit: Commit) -> bool:
+        """Apply a commit read while waiting, when it follows the cached head (keeping it current for
+        free); whether it was void. One read past the head is taken at its word: a commit's fold
+        records are its folder's claim, which no reader can check (docs/design.md, the trust model)."""
         async with self.log.exclusive():
             head = self.log.head
             if head.cached is not None and head.seq == commit.seq - 1:
-                head.apply(commit)
+                return head.apply(commit) is not None
+            return False
 
     async def _fold(self, waiting: _Waiting) -> Outcome | None:
         """Race for the next key with our intent and the pending ones we can read, oldest first:

@@ -47,7 +47,9 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
         version
         for seq, key in stored.keys(LOG_PREFIX)
         for version in stored.versions[key]
-        if seq not in chain or version is not stored.first(key)
+        # A first version below the chain is the memory's own history under a gap (an erase deleted
+        # the versions between, or they expired): never a fork.
+        if version is not stored.first(key) or seq > head
     ]
     decoded: list[Commit] = []
     for version, data in zip(others, await gather_bounded(others, stored.read), strict=True):
@@ -56,7 +58,7 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
         except CorruptObjectError:
             continue
     chain_ids = {commit.id for commit in chain.values()}
-    roots = await _off_chain_checkpoints(stored, chain)
+    roots = await _checkpoints_past(stored, head)
     known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}
     known |= {(state.head, state.head_hash) for state in roots.values()}
     linked: dict[str, Commit] = {}
@@ -68,13 +70,13 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
     return await _as_written(stored, chain, roots, list(linked.values()), set(linked) - reapplied(firsts))
 
 
-async def _off_chain_checkpoints(stored: StoredVersions, chain: dict[int, Commit]) -> dict[str, State]:
-    """The first versions of checkpoints at seqs the chain does not hold, by the hash they name: a
-    cold writer that loaded one (a forged one far past the log, or one of a log since lost) built
-    its commits on it, and those are acknowledged writes too."""
+async def _checkpoints_past(stored: StoredVersions, head: int) -> dict[str, State]:
+    """The first versions of checkpoints past the chain's head, by the hash they name: a cold writer
+    that loaded one (forged far past the log) built its commits on it, and those are acknowledged
+    writes too. One below the head is the memory's own (or disproved by its log): no root."""
     found: dict[str, State] = {}
     for seq, key in stored.keys(CHECKPOINT_PREFIX):
-        if seq in chain:
+        if seq <= head:
             continue
         try:
             state = await read_checkpoint(stored.location, key, await stored.read(stored.first(key)), stored.format)

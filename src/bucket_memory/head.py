@@ -18,7 +18,7 @@ from .options import LogOptions
 from .reader import LogReader, Tail
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
-from .state import State
+from .state import State, Void
 from .traffic import Traffic
 from .wire_values import log_key, run_key
 
@@ -106,11 +106,11 @@ class Head:
             self.recent.clear()  # an erasure: no run written here holds a text from before it
         self.recent.append(commit)
 
-    def apply(self, commit: Commit, state: State | None = None) -> None:
-        """Apply another process's commit to `state` (the cached one by default)."""
+    def apply(self, commit: Commit, state: State | None = None) -> Void | None:
+        """Apply another process's commit to `state` (the cached one by default); `Void` if it is."""
         target = state if state is not None else self.current()
         try:
-            target.apply(commit, self.reader.location)
+            void = target.apply(commit, self.reader.location)
         except CorruptObjectError:
             if target is self._state:
                 self._state = None
@@ -118,6 +118,7 @@ class Head:
         self.traffic.note(commit.moment.timestamp())
         if target is self._state:
             self._remember(commit)
+        return void
 
     def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
         """Invariant 2: whether the head was confirmed (or `since` was) more than half the grace period ago."""
@@ -254,6 +255,20 @@ class Head:
             if len(run) < FETCH_CONCURRENCY:
                 return False
 
+    async def _newest_sound(self, checkpoints: list[tuple[int, ObjectInfo]]) -> State | None:
+        """The state of the newest checkpoint that decodes, or of none (an empty memory); None when
+        one vanished as it was read. A damaged or forged one is passed over by every reader alike
+        (compaction never anchors on it), so one object cannot stop every cold start; `verify`
+        names it and `recover` removes it."""
+        for _, info in reversed(checkpoints):
+            try:
+                return await self.reader.load_checkpoint(info.key)
+            except CorruptObjectError as error:
+                logger.warning(
+                    "%s: passed over %s, which is not usable: %s", self.reader.location, info.key, error.reason
+                )
+        return State(format=self.reader.format)
+
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
         reader = self.reader
@@ -261,12 +276,9 @@ class Head:
         for _ in range(self.options.request_attempts):
             sent = self._clock()
             checkpoints = await reader.list_checkpoints()
-            state = State(format=reader.format)
-            if checkpoints:
-                loaded = await reader.load_checkpoint(checkpoints[-1][1].key)
-                if loaded is None:
-                    continue  # compacted between the listing and the read
-                state = loaded
+            state = await self._newest_sound(checkpoints)
+            if state is None:
+                continue  # compacted between the listing and the read
             # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
             if not reader.objects.ordered_listing and await self._probe_forward(state, since=sent):
                 self._state = state

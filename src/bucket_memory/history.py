@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,13 +11,13 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .checkpoint_state import read_checkpoint
-from .codec import Commit, CorruptObjectError
+from .codec import Commit, CorruptObjectError, off_loop
 from .intents import read_intent
 from .lineage import erasure_problems
 from .log import CommitLog
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import read_run
-from .state import State, Void, same_files
+from .state import State, Void, same_checkpoint
 from .wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -74,6 +75,26 @@ class History:
             if chain_problems([before, after]):
                 return commits[: index + 1]
         return commits
+
+    async def applied(self, commits: list[Commit]) -> list[Commit]:
+        """Those of `commits` (a chained run of the retained log) that are not void, found by a replay
+        from the checkpoint at or after the one before them; those that checkpoint already holds,
+        and all of them where the log keeps no such checkpoint, are taken as applied."""
+        if not commits:
+            return []
+        first = commits[0].seq
+        state: State | None = State(format=self.log.format)
+        if first > 1:
+            bases = [info.key for seq, info in await self.log.reader.list_checkpoints() if seq >= first - 1]
+            state = await self.log.reader.load_checkpoint(bases[0]) if bases else None
+        if state is None:
+            return commits
+        applied = [commit for commit in commits if commit.seq <= state.head]
+        for commit in commits[len(applied) :]:
+            void = await off_loop(commit.size, functools.partial(state.apply, commit, self.log.location))
+            if void is None:
+                applied.append(commit)
+        return applied
 
     async def newest_first(self, first: int = 4) -> AsyncIterator[Commit]:
         """The retained log from the head back, each commit checked to follow the one it yields next.
@@ -254,8 +275,12 @@ class History:
                 return [*problems, Problem(error.key, error.reason)]
             if void is not None:
                 problems.append(Problem(log_key(seq), _void_message(commits[seq], void)))
-            if seq in checkpoints and not same_files(checkpoints[seq], state):
-                problems.append(Problem(checkpoint_key(seq), "its files differ from the state the log replays to"))
+            if seq in checkpoints and not same_checkpoint(checkpoints[seq], state):
+                problems.append(
+                    Problem(
+                        checkpoint_key(seq), "its files or settled intents differ from the state the log replays to"
+                    )
+                )
         return problems
 
 

@@ -8,17 +8,21 @@ raised to a writer, because the next writer crossing the threshold simply tries 
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
 from . import telemetry
-from .codec import Checkpoint, off_loop, text_bytes
+from .codec import Checkpoint, CorruptObjectError, off_loop, text_bytes
 from .folds import live
 from .log import CommitLog
+from .objects import ObjectInfo
 from .packed import PackedCheckpoint
 from .retry import retrying, within_deadline
 from .runs import Run, packable
 from .state import State
 from .wire_values import checkpoint_key, intent_key_parts, run_key
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +152,9 @@ class Housekeeper:
                 what=f"Compacting {log.location}",
                 attempts=options.request_attempts,
             )
-        if not anchors:
+        anchor = await self._sound_anchor(sorted(anchors, reverse=True), commits, checkpoints)
+        if anchor is None:
             return Compaction(floor=0, log_deleted=0, checkpoints_deleted=0)
-        anchor = max(anchors)
         dead_log = [info.key for seq, info in commits if seq < anchor]  # the anchor's own commit stays (3)
         dead_checkpoints = [info.key for seq, info in checkpoints if seq < anchor]
         dead_runs = [run_key(seq) for seq in runs if seq < anchor]
@@ -163,6 +167,27 @@ class Housekeeper:
                     attempts=options.request_attempts,
                 )
         return Compaction(floor=anchor, log_deleted=len(dead_log), checkpoints_deleted=len(dead_checkpoints))
+
+    async def _sound_anchor(
+        self, candidates: list[int], commits: list[tuple[int, ObjectInfo]], checkpoints: list[tuple[int, ObjectInfo]]
+    ) -> int | None:
+        """The newest of `candidates` that is the log's own checkpoint (it decodes and names the hash
+        of the commit at its seq), checked only when compacting below it deletes something: a
+        forged or damaged one, which cold starts pass over, must not be what the log below is
+        deleted for."""
+        log = self.log
+        for anchor in candidates:
+            if not any(seq < anchor for seq, _ in [*commits, *checkpoints]):
+                return anchor  # nothing to delete below it: nothing to check
+            try:
+                state = await log.reader.load_checkpoint(checkpoint_key(anchor))
+                commit = await log.reader.commit(anchor)
+            except CorruptObjectError as error:
+                logger.warning("%s: compaction passed over %s: %s", log.location, checkpoint_key(anchor), error.reason)
+                continue
+            if state is not None and commit is not None and state.head_hash == commit.hash:
+                return anchor
+        return None
 
 
 def _expired(key: str, head: int) -> bool:

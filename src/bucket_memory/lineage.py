@@ -23,6 +23,7 @@ class Lineages:
 
     def __init__(self, base: State) -> None:
         self.base = self.head = base.head
+        self._replay = base.copy()  # which commits are void, as every reader finds them
         self._ids = itertools.count()
         self._live: dict[str, int] = {path: next(self._ids) for path in sorted(base.files)}
         self._names: dict[int, set[str]] = {file: {path} for path, file in self._live.items()}
@@ -37,11 +38,13 @@ class Lineages:
         self._erased_texts: list[tuple[int, int, int, str, int]] = []
 
     def feed(self, commit: Commit) -> None:
-        """Take in the next commit."""
+        """Take in the next commit; a void one (`State.apply`) changes no file, as for every reader."""
         assert commit.seq == self.head + 1, "commits are fed in seq order"
+        self.head = commit.seq
+        if self._replay.apply(commit, "the retained log") is not None:
+            return
         for index, change in enumerate(commit.changes):
             self._take(commit.seq, index, change)
-        self.head = commit.seq
 
     def feed_all(self, commits: Iterable[Commit]) -> None:
         for commit in commits:

@@ -77,11 +77,13 @@ _RECOVER_PUTS_BACK = "the bucket keeps the version the log made, and `bucket-mem
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """What `restore` changes: the chain's keys (`kept`, each to hold its first version) up to
-    `head`, the live keys off it (`stray`, to remove), and the fork commits to re-apply."""
+    """What `restore` changes: the keys to hold their first versions (`kept`: the `chain`'s up to
+    `head`, and below it those a fork's writer tries next), the live keys off the chain (`stray`,
+    to remove), and the fork commits to re-apply."""
 
     stored: StoredVersions
     head: int
+    chain: frozenset[str]
     kept: frozenset[str]
     live: frozenset[str]
     stray: list[str]
@@ -133,15 +135,26 @@ class Recovery:
     async def survey(self) -> list[Problem]:
         """What `restore` would change, found without changing anything: for `verify` on a bucket
         that keeps versions, which proves what the log alone cannot (an object rewritten or deleted
-        since the log created it, a checkpoint its log disproves, commits made off the chain)."""
+        since the log created it, a checkpoint its log disproves, commits made off the chain).
+        Writers and compaction change the keys between the listings: what one look finds is looked
+        for again, and only what both find is reported."""
+        found = await self._findings()
+        if found:
+            again = set(await self._findings())
+            found = [problem for problem in found if problem in again]
+        return found
+
+    async def _findings(self) -> list[Problem]:
         plan = await self._plan()
+        reader = self.log.reader
         problems: list[Problem] = []
-        for key in sorted(plan.kept):
+        for key in sorted(plan.chain):
             first = plan.stored.first(key)
             assert first is not None
             if key not in plan.live:
-                problems.append(Problem(key, f"it was deleted: {_RECOVER_PUTS_BACK}"))
-            elif not first.current and await plan.stored.read(first) != await self.log.reader.get(key):
+                if await reader.get(key) is None:  # not one created since the listing
+                    problems.append(Problem(key, f"it was deleted: {_RECOVER_PUTS_BACK}"))
+            elif not first.current and await self._rewritten(plan.stored, key):
                 problems.append(Problem(key, f"it was rewritten since it was made: {_RECOVER_PUTS_BACK}"))
         for key in plan.stray:
             what = (
@@ -157,6 +170,11 @@ class Recovery:
             if log_key(commit.seq) not in named
         ]
         return problems
+
+    async def _rewritten(self, stored: StoredVersions, key: str) -> bool:
+        """Whether `key` holds other bytes than its first version (not: gone since the listing)."""
+        current = await self.log.reader.get(key)
+        return current is not None and current != await stored.read(stored.first(key))
 
     async def _plan(self) -> _Plan:
         """The chain of first versions, the keys off it, and the fork commits, read once."""
@@ -176,6 +194,7 @@ class Recovery:
         ]
         # Every commit of a fork, from all the versions, read before anything is replaced.
         forks = await fork_commits(stored, firsts, base, head)
+        chain = frozenset(kept)
         if forks:  # their writers' next keys must hold the chain's commits, so that they reload
             kept += [log_key(seq) for seq in range(forks[0][0].seq, base) if log_key(seq) in firsts]
         stray = [
@@ -184,7 +203,7 @@ class Recovery:
             if (seq := key_seq(key) or 0) > head
             or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept)
         ]
-        return _Plan(stored, head, frozenset(kept), frozenset(live), stray, forks)
+        return _Plan(stored, head, chain, frozenset(kept), frozenset(live), stray, forks)
 
     async def state_as_of(self, moment: datetime) -> PastState:
         """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a

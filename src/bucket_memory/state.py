@@ -319,6 +319,12 @@ async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str
     return await off_loop(size, lambda: {path: live.text for path, live in taken})
 
 
+def same_checkpoint(checkpoint: State, replayed: State) -> bool:
+    """Whether a checkpoint holds what the log replays to at its seq: the files, and the intents
+    settled lately (on which it depends which later commits are void)."""
+    return same_files(checkpoint, replayed) and dict(checkpoint.folds.settled) == dict(replayed.folds.settled)
+
+
 def same_files(one: State, other: State) -> bool:
     """The same files with the same versions and descriptions (a checkpoint's are taken on trust)."""
     return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {

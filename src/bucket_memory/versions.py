@@ -16,7 +16,7 @@ from .checkpoint_state import read_checkpoint
 from .codec import GENESIS_HASH, Commit, CorruptObjectError, off_loop
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
-from .state import State, same_files
+from .state import State, same_checkpoint
 from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
 
 logger = logging.getLogger(__name__)
@@ -115,9 +115,10 @@ class StoredVersions:
         return self._verdicts.get(seq, False)
 
     async def _checkpoint_verdicts(self, firsts: dict[str, Commit]) -> dict[int, bool]:
-        """For each stored checkpoint, whether its first version fits the log's first versions. One
-        replay along them, from commit 1 or else the oldest checkpoint that names its commit (the
-        bucket keeps nothing older to check that one by: the admitted limit)."""
+        """For each stored checkpoint, whether its first version fits the log's first versions: it
+        names its commit's hash and commit 1's, and, where the bucket keeps commit 1, holds what one
+        replay of them from there gives (once commit 1's versions are gone, by an erase or expiry,
+        the hashes are all there is to check: the admitted limit)."""
         by_seq = {commit.seq: commit for commit in firsts.values()}
         genesis = by_seq.get(1)
         states: dict[int, State] = {}
@@ -132,16 +133,15 @@ class StoredVersions:
             and (genesis is None or state.genesis in (None, genesis.hash))
             for seq, state in states.items()
         }
-        start = 0 if genesis is not None else min((seq for seq, fits in verdicts.items() if fits), default=None)
-        if start is None:
-            return verdicts
-        replay = states[start].copy() if start else State(format=self.format)
+        if genesis is None:
+            return verdicts  # nothing older to check a checkpoint by, and none may vouch for another
+        replay = State(format=self.format)
         while (commit := by_seq.get(replay.head + 1)) is not None and commit.prev == replay.head_hash:
             try:
                 await off_loop(commit.size, functools.partial(replay.apply, commit, self.location))
             except CorruptObjectError:
                 break  # a damaged text below: what follows cannot be checked from here
-            if verdicts.get(commit.seq) and not same_files(states[commit.seq], replay):
+            if verdicts.get(commit.seq) and not same_checkpoint(states[commit.seq], replay):
                 logger.warning(
                     "%s: the first version of %s is not the state its log replays to",
                     self.location,
