@@ -224,9 +224,13 @@ async def test_a_foreign_or_out_of_chain_commit_is_refused() -> None:
         await store.write("b.md", text, expected=None, origin=ORIGIN)
     mine.objects[log_key(2)] = theirs.objects[log_key(2)]  # valid on its own, but follows another commit 1
     await assert_refused(mine, log_key(2))
-    mine.objects[log_key(3)] = mine.objects[log_key(1)]  # a commit under the wrong key
-    mine.objects.pop(log_key(2))
-    await assert_refused(mine, log_key(3))
+    mine.objects[log_key(2)] = mine.objects[log_key(1)]  # a commit under the wrong key
+    await assert_refused(mine, log_key(2))
+    mine.objects[log_key(3)] = mine.objects.pop(log_key(2))  # past a gap: a stray, read by no one
+    cold = LogFileStore(mine)
+    assert [entry.path for entry in await cold.list()] == ["a.md"]
+    assert await cold.write("c.md", "c", expected=None, origin=ORIGIN) == "2"
+    assert log_key(3) in {problem.key for problem in await MemoryAdmin(LogFileStore(mine)).verify()}
 
 
 async def test_a_stray_key_under_log_is_ignored_and_reported() -> None:
@@ -242,13 +246,17 @@ async def test_a_stray_key_under_log_is_ignored_and_reported() -> None:
     assert "log/notes.txt" in objects.objects, "verify reports, never deletes"
 
 
-async def test_a_corrupt_checkpoint_is_refused() -> None:
+async def test_a_corrupt_checkpoint_is_refused_where_the_log_below_is_compacted() -> None:
+    """Where the log reaches past it, a cold start passes a corrupt checkpoint over (tests/test_hostile.py);
+    where compaction left nothing else that holds its state, it refuses it."""
     objects = MemoryObjectStore()
     store = LogFileStore(objects)
     await store.write("a.md", "a", expected=None, origin=ORIGIN)
     await store.purge()
     data, modified = objects.objects[checkpoint_key(2)]
     objects.objects[checkpoint_key(2)] = (data.replace(b'"floor":2', b'"floor":0'), modified)
+    assert [entry.path for entry in await LogFileStore(objects).list()] == []
+    del objects.objects[log_key(1)]  # as compaction below it would
     await assert_refused(objects, checkpoint_key(2))
 
 

@@ -321,3 +321,26 @@ async def test_a_void_move_does_not_make_erase_take_another_file() -> None:
     plan = await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
     assert plan.paths == ("a.md",)
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"b.md": "bob's acknowledged work\n"}
+
+
+async def test_a_stray_commit_past_a_gap_stops_no_reader_and_no_writer(memory: Opener) -> None:
+    """Was: one key created far past the head (hashed and chained to it) stopped every cold start
+    ("commit 3 is missing before it") and sent every writer with an old head into reloads. A key
+    past a gap is no commit of the log until the log reaches it: readers stop at the gap, writers
+    create the next key, `verify` names it and `recover` removes it."""
+    recheck_every_time = LogOptions(grace_period=0, checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+    async with memory() as alice:
+        await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+        await alice.write("b.md", "B\n", expected=None, origin=ALICE)
+        stray = await forge(alice, Write(path="evil.md", text="x\n"), seq=10**15)
+    async with memory(recheck_every_time) as cold:
+        assert await files_of(cold) == {"a.md": "A\n", "b.md": "B\n"}
+        assert await cold.write("c.md", "C\n", expected=None, origin=BOB) == "3"
+        assert await cold.write("d.md", "D\n", expected=None, origin=BOB) == "4"
+    async with memory() as operator:
+        admin = MemoryAdmin(operator)
+        assert log_key(stray.seq) in {problem.key for problem in await admin.verify()}
+        await admin.recover(None, origin=OPERATOR)
+    async with memory() as after:
+        assert await files_of(after) == {"a.md": "A\n", "b.md": "B\n", "c.md": "C\n", "d.md": "D\n"}
+        assert await MemoryAdmin(after).verify() == []

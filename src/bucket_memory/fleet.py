@@ -35,6 +35,7 @@ from .folds import FOLD_WINDOW, live
 from .intents import Intent
 from .log import CommitLog
 from .operations import Operation
+from .reader import gapless
 from .retry import gather_bounded, retrying, within_deadline
 from .state import State
 from .wire_values import intent_key_parts
@@ -232,7 +233,7 @@ class Fleet:
             publishing = asyncio.create_task(self._publish(intent))
         try:
             tail = await reader.list_tail(after=state.head)
-            known = max((seq for seq, _ in tail.commits), default=state.head)
+            known = max((seq for seq, _ in gapless(tail.commits, state.head)), default=state.head)
             # Never a second intent for one write while the first may be settled: one whose head was
             # staler than expected has a shorter window, and once past it, provably never applied,
             # is planned again.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
@@ -15,7 +16,7 @@ from . import telemetry
 from .codec import Commit, CorruptObjectError, Erase
 from .objects import ObjectInfo
 from .options import LogOptions
-from .reader import LogReader, Tail
+from .reader import LogReader, Tail, gapless
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
 from .state import State, Void
@@ -171,12 +172,13 @@ class Head:
         """Apply the commits a listing sent at `sent` found after the cached head (the listing began
         after it: the head moves only under the log's lock); reload if compaction left a gap."""
         state = self.current()
-        if listed and listed[0][0] != state.head + 1:
+        if listed and listed[0][0] != state.head + 1 and not await self._strays_past(state.head):
             logger.info(
                 "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head
             )
             await self.cold_start()
             return
+        listed = gapless(listed, state.head)
         for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
             self.apply(commit)
         self.prove(sent)
@@ -217,10 +219,25 @@ class Head:
         if not listed:
             self.prove(sent)
             return None
+        if listed[0][0] != seq and await self._strays_past(seq - 1):
+            self.prove(sent)
+            return None
         holder = await self.reader.commit(seq) if listed[0][0] == seq else None
         if holder is None:
             raise Overtaken  # a gap: the keys after the head were compacted (or vanished as we read)
         return holder
+
+    async def _strays_past(self, head: int) -> bool:
+        """Whether keys listed past a gap after `head` are strays (no writer creates a key but the
+        next one: a writer outside the rules did, or a deletion left the gap) rather than a log
+        compacted past `head`: compaction deletes only below a checkpoint, so one past `head` would
+        be listed. Readers stop at the gap alike, writers fill it, `verify` names the strays."""
+        if any(seq > head for seq, _ in await self.reader.list_checkpoints()):
+            return False
+        logger.warning(
+            "%s: keys past a gap after commit %d are not read: `verify` names them", self.reader.location, head
+        )
+        return True
 
     async def run_from(self, seq: int, window: int, *, since: float | None = None) -> tuple[list[Commit], float | None]:
         """The commits at `seq` and after it, read by GETs of `window` seqs at once, up to the first
@@ -255,19 +272,26 @@ class Head:
             if len(run) < FETCH_CONCURRENCY:
                 return False
 
-    async def _newest_sound(self, checkpoints: list[tuple[int, ObjectInfo]]) -> State | None:
-        """The state of the newest checkpoint that decodes, or of none (an empty memory); None when
-        one vanished as it was read. A damaged or forged one is passed over by every reader alike
-        (compaction never anchors on it), so one object cannot stop every cold start; `verify`
-        names it and `recover` removes it."""
-        for _, info in reversed(checkpoints):
+    async def _newest_sound(self, checkpoints: list[tuple[int, ObjectInfo]]) -> _Base | None:
+        """The newest checkpoint that decodes, or none (an empty memory), with the newest one passed
+        over; None when one vanished as it was read. A damaged or forged checkpoint is passed over by
+        every reader alike where the log reaches past it (compaction never anchors on one), so one
+        object cannot stop every cold start; `verify` names it and `recover` removes it. Stores
+        whose listing is unordered refuse it, as before."""
+        passed: CorruptObjectError | None = None
+        passed_seq = 0
+        for seq, info in reversed(checkpoints):
             try:
-                return await self.reader.load_checkpoint(info.key)
+                loaded = await self.reader.load_checkpoint(info.key)
             except CorruptObjectError as error:
-                logger.warning(
-                    "%s: passed over %s, which is not usable: %s", self.reader.location, info.key, error.reason
-                )
-        return State(format=self.reader.format)
+                if not self.reader.objects.ordered_listing:
+                    raise
+                logger.warning("%s: passed over %s: %s", self.reader.location, info.key, error.reason)
+                if passed is None:
+                    passed, passed_seq = error, seq
+                continue
+            return None if loaded is None else _Base(loaded, passed, passed_seq)
+        return _Base(State(format=self.reader.format), passed, passed_seq)
 
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
@@ -276,9 +300,10 @@ class Head:
         for _ in range(self.options.request_attempts):
             sent = self._clock()
             checkpoints = await reader.list_checkpoints()
-            state = await self._newest_sound(checkpoints)
-            if state is None:
+            base = await self._newest_sound(checkpoints)
+            if base is None:
                 continue  # compacted between the listing and the read
+            state = base.state
             # Keys after the newest checkpoint are never compacted (invariant 4), so a timely 404 is proof.
             if not reader.objects.ordered_listing and await self._probe_forward(state, since=sent):
                 self._state = state
@@ -291,10 +316,13 @@ class Head:
                 if not _unbegun(await reader.list_log()) or await reader.list_checkpoints():
                     continue
                 raise deleted(reader.location)
-            if listed and listed[0][0] != state.head + 1:
+            if base.passed is not None and not _reaches(listed, state.head, base.passed_seq):
+                raise base.passed  # the log below it was compacted: nothing else holds that state
+            if listed and listed[0][0] != state.head + 1 and not await self._strays_past(state.head):
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
                 continue
+            listed = gapless(listed, state.head)
             self.recent.clear()
             for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
                 state.apply(commit, reader.location)
@@ -308,6 +336,22 @@ class Head:
             f"Cannot load {reader.location}: {problem}. Try again; if it persists, run "
             f"`bucket-memory verify {reader.location}`.",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """What a cold start replays the log from: `state`, and the newest checkpoint it passed over
+    as unusable (`passed`, at `passed_seq`), if any."""
+
+    state: State
+    passed: CorruptObjectError | None
+    passed_seq: int
+
+
+def _reaches(listed: list[tuple[int, ObjectInfo]], head: int, seq: int) -> bool:
+    """Whether the listed commits run without a gap from `head` + 1 to `seq` at least."""
+    index = seq - head - 1  # where `seq` is in a listing without a gap (seqs only grow)
+    return 0 <= index < len(listed) and listed[index][0] == seq and listed[0][0] == head + 1
 
 
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:

@@ -167,3 +167,12 @@ def _commits_and_runs(listed: Sequence[ObjectInfo]) -> tuple[list[tuple[int, Obj
 def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:
     """The listed objects that are the store's own (exact keys), with the seqs their keys name."""
     return [(seq, info) for info in listed if (seq := key_seq(info.key)) is not None]
+
+
+def gapless(listed: list[tuple[int, ObjectInfo]], head: int) -> list[tuple[int, ObjectInfo]]:
+    """The listed commits up to the first gap after `head`: no writer creates a key but the next
+    one, so keys past a gap are strays (`Head._strays_past`), no commits of the log until it reaches them."""
+    for index, (seq, _) in enumerate(listed):
+        if seq != head + 1 + index:
+            return listed[:index]
+    return listed
