@@ -4,6 +4,7 @@ hold: each test does what issue 44 found possible, on the versioned in-memory bu
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import time
@@ -16,7 +17,7 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.canonical_json import canonical
 from bucket_memory.codec import Change, Checkpoint, Commit, Erase, Move, Write
-from bucket_memory.objects import VersionedObjectStore
+from bucket_memory.objects import ObjectVersion, VersionedObjectStore
 from bucket_memory.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.wire_values import checkpoint_key, log_key
@@ -344,3 +345,47 @@ async def test_a_stray_commit_past_a_gap_stops_no_reader_and_no_writer(memory: O
     async with memory() as after:
         assert await files_of(after) == {"a.md": "A\n", "b.md": "B\n", "c.md": "C\n", "d.md": "D\n"}
         assert await MemoryAdmin(after).verify() == []
+
+
+class _Counting(VersionedMemoryObjectStore):
+    """Counts the requests `verify` sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    async def get(self, key: str) -> bytes | None:
+        self.calls["get"] += 1
+        return await super().get(key)
+
+    async def list_versions(self, prefix: str) -> list[ObjectVersion]:
+        self.calls["list_versions"] += 1
+        return await super().list_versions(prefix)
+
+    async def get_version(self, key: str, version: str) -> bytes | None:
+        self.calls["get_version"] += 1
+        return await super().get_version(key, version)
+
+
+async def test_what_verify_reads_of_the_versions_is_bounded_by_what_the_bucket_keeps() -> None:
+    """The cost docs/operations.md quotes: one listing of versions, each stored commit and
+    checkpoint's first version read once, compacted ones included (a memory of 200 commits,
+    compacted to 10 live objects: the version listing and 206 reads of first versions)."""
+    objects = _Counting()
+    options = LogOptions(
+        grace_period=0, retain_commits=0, retain_seconds=0, checkpoint_min_commits=32, checkpoint_max_commits=32
+    )
+    store = LogFileStore(objects, options=options)
+    for n in range(200):
+        await store.write(f"f{n % 50}.md", f"text {n}\n", expected=None if n < 50 else str(n - 49), origin=ALICE)
+    await store.settle()
+    await MemoryAdmin(store).compact()
+    admin = MemoryAdmin(LogFileStore(objects, options=options))
+    objects.calls.clear()
+    assert await admin.history.verify() == []
+    alone = sum(objects.calls.values())
+    objects.calls.clear()
+    assert await admin.verify() == []
+    firsts = sum(1 for key in objects.stored if key.startswith(("log/", "checkpoints/")))
+    assert objects.calls["list_versions"] == 1 and objects.calls["get_version"] == firsts == 206
+    assert objects.calls["get"] <= 2 * alone  # the live objects: once to verify, once for the erasures
