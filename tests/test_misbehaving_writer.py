@@ -20,7 +20,7 @@ from bucket_memory.codec import Change, Checkpoint, Commit, Erase, Move, Write
 from bucket_memory.objects import ObjectVersion, VersionedObjectStore
 from bucket_memory.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
-from bucket_memory.wire_values import checkpoint_key, log_key
+from bucket_memory.wire_values import checkpoint_key, log_key, reapplication
 
 from .conftest import VERSIONED, unique_prefix
 
@@ -389,3 +389,40 @@ async def test_what_verify_reads_of_the_versions_is_bounded_by_what_the_bucket_k
     firsts = sum(1 for key in objects.stored if key.startswith(("log/", "checkpoints/")))
     assert objects.calls["list_versions"] == 1 and objects.calls["get_version"] == firsts == 206
     assert objects.calls["get"] <= 2 * alone  # the live objects: once to verify, once for the erasures
+
+
+async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the_base() -> None:
+    """A writer whose cached head was older than a wipe created a key below the newest checkpoint,
+    and a recover re-applied its commit (the mark is in the log) while the key still held it: no
+    cold start reads it, but the retained log no longer chained, and `recover`, which put keys
+    below the base back only for forks it had yet to re-apply, left it so (seen as `verify`
+    failing after two recovers in the wipe race, tests/test_recover.py, under load)."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for n in range(6):
+        await store.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.log.proven_state()))
+    await objects.delete([log_key(seq) for seq in range(1, 6)])  # compaction below 6
+    stale = await objects.get_version(log_key(2), "2")
+    assert stale is not None
+    fork = await forge(
+        store,
+        Write(path="stale.md", text="from a stale head\n"),
+        seq=3,
+        prev=Commit.decode("m", log_key(2), stale).hash,
+    )
+    state = await store.log.proven_state()  # a recover re-applied it, as its mark says
+    redone = Commit.create(
+        7,
+        state.head_hash,
+        (Write(path="stale.md", text="from a stale head\n"),),
+        reapplication(fork.id),
+        at=time.time(),
+    )
+    assert await objects.create(log_key(7), redone.encode())
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert log_key(3) in {problem.key for problem in await admin.verify()}
+    await admin.recover(None, origin=OPERATOR)
+    after = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await after.verify() == []
+    assert (await after.store.read("stale.md")).text == "from a stale head\n"

@@ -27,9 +27,10 @@ from .lineage import erasures_in
 from .log import CommitLog
 from .objects import VersionedObjectStore
 from .retry import retrying
+from .runs import read_run
 from .state import State
 from .versions import StoredVersions
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication
+from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication, run_key, run_seq
 
 logger = logging.getLogger(__name__)
 
@@ -148,11 +149,11 @@ class Recovery:
         plan = await self._plan()
         reader = self.log.reader
         problems: list[Problem] = []
-        for key in sorted(plan.chain):
+        for key in sorted(plan.kept):
             first = plan.stored.first(key)
             assert first is not None
             if key not in plan.live:
-                if await reader.get(key) is None:  # not one created since the listing
+                if key in plan.chain and await reader.get(key) is None:  # not one created since the listing
                     problems.append(Problem(key, f"it was deleted: {_RECOVER_PUTS_BACK}"))
             elif not first.current and await self._rewritten(plan.stored, key):
                 problems.append(Problem(key, f"it was rewritten since it was made: {_RECOVER_PUTS_BACK}"))
@@ -160,7 +161,9 @@ class Recovery:
             what = (
                 "a checkpoint the first versions of its log disprove"
                 if key.startswith(CHECKPOINT_PREFIX)
-                else ("a commit off the memory's chain")
+                else "a run of commits off the memory's chain"
+                if run_seq(key) is not None
+                else "a commit off the memory's chain"
             )
             problems.append(Problem(key, f"{what}: `bucket-memory recover` removes it and re-applies what was written"))
         named = {problem.key for problem in problems}
@@ -181,8 +184,8 @@ class Recovery:
         objects = self._versioned()
         # Live keys first: each is then among the versions listed next, so a commit a writer adds
         # meanwhile is either in the chain found below or not live here, and never removed.
-        live = {info.key for _, info in await self.log.reader.list_log()}
-        live |= {info.key for _, info in await self.log.reader.list_checkpoints()}
+        listed, runs = await self.log.reader.list_log_and_runs()
+        live = {info.key for _, info in listed} | {info.key for _, info in await self.log.reader.list_checkpoints()}
         stored = await StoredVersions.listed(objects, self.log.format)
         firsts = await stored.first_commits()
         base, head = await stored.longest_chain(firsts)
@@ -195,14 +198,17 @@ class Recovery:
         # Every commit of a fork, from all the versions, read before anything is replaced.
         forks = await fork_commits(stored, firsts, base, head)
         chain = frozenset(kept)
-        if forks:  # their writers' next keys must hold the chain's commits, so that they reload
-            kept += [log_key(seq) for seq in range(forks[0][0].seq, base) if log_key(seq) in firsts]
+        # Below the base, from the oldest fork commit or live key there: a fork's writer must find
+        # the chain's commits at its next keys, so that it reloads, and the retained log must chain.
+        below = [seq for seq, _ in listed if seq < base] + ([forks[0][0].seq] if forks else [])
+        kept += [log_key(seq) for seq in range(min(below, default=base), base) if log_key(seq) in firsts]
         stray = [
             key
             for key in sorted(live)
             if (seq := key_seq(key) or 0) > head
             or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept)
         ]
+        stray += await _stray_runs(stored, runs, head)
         return _Plan(stored, head, chain, frozenset(kept), frozenset(live), stray, forks)
 
     async def state_as_of(self, moment: datetime) -> PastState:
@@ -314,6 +320,25 @@ class _Reapplying:
             commits = [commit for commit in (await stored.first_commits()).values() if self.read < commit.seq <= head]
         self.done |= reapplied(commits)
         self.read = head
+
+
+async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> list[str]:
+    """The live runs that copy commits other than the chain's first versions (a forked writer's):
+    readers pass them over, and nothing else removes them."""
+    firsts = await stored.first_commits()
+    stray: list[str] = []
+    for seq in runs:
+        data = await stored.objects.get(run_key(seq))
+        run = None if data is None else read_run(stored.location, seq, data)
+        if run is not None and (
+            seq > head
+            or any(
+                (first := firsts.get(log_key(commit.seq))) is None or first.hash != commit.hash
+                for commit in run.commits
+            )
+        ):
+            stray.append(run_key(seq))
+    return stray
 
 
 def _made(fork: tuple[Commit, tuple[Change, ...]]) -> tuple[datetime, int]:
