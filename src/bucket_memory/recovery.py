@@ -175,9 +175,10 @@ class Recovery:
         return problems
 
     async def _rewritten(self, stored: StoredVersions, key: str) -> bool:
-        """Whether `key` holds other bytes than its first version (not: gone since the listing)."""
+        """Whether `key` holds other than its first version or an erased form of it (not: gone since
+        the listing)."""
         current = await self.log.reader.get(key)
-        return current is not None and current != await stored.read(stored.first(key))
+        return current is not None and not await stored.holds_first(key, current)
 
     async def _plan(self) -> _Plan:
         """The chain of first versions, the keys off it, and the fork commits, read once."""
@@ -249,8 +250,8 @@ class Recovery:
             if not live and await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
                 return "restored"
             current = await self.log.reader.get(key)
-            if current == data:
-                return None
+            if current is not None and await stored.holds_first(key, current):
+                return None  # its own, or as an erase rewrote it: never put a text back
             live = current is not None
             newest = (await StoredVersions.listed(objects, stored.format, key)).versions.get(key, [])
             if live and newest:

@@ -13,7 +13,7 @@ import logging
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from .checkpoint_state import read_checkpoint
-from .codec import GENESIS_HASH, Commit, CorruptObjectError, off_loop
+from .codec import GENESIS_HASH, Commit, CorruptObjectError, Edit, Write, off_loop
 from .objects import ObjectVersion, VersionedObjectStore
 from .retry import gather_bounded, retrying
 from .state import State, same_checkpoint
@@ -71,6 +71,32 @@ class StoredVersions:
                 "recover in another process changed the stored versions); nothing was put back from it: run it again.",
             )
         return data
+
+    async def holds_first(self, key: str, current: bytes) -> bool:
+        """Whether `current` is `key`'s first version, or that version with texts erased as `erase`
+        rewrites it (the same commit, its hash kept; a checkpoint's files the same but for erased
+        texts): what an erase stopped before deleting the old versions leaves, which only erasing
+        again may finish. Anything else in its place is a rewrite."""
+        first = await self.read(self.first(key))
+        if current == first:
+            return True
+        try:
+            if key.startswith(LOG_PREFIX):
+                was = await Commit.read(self.location, key, first)
+                return _erased_form(was, await Commit.read(self.location, key, current))
+            before = await read_checkpoint(self.location, key, first, self.format)
+            after = await read_checkpoint(self.location, key, current, self.format)
+        except CorruptObjectError:
+            return False
+        return (
+            before.head_hash == after.head_hash
+            and set(after.files) == set(before.files)
+            and all(
+                live.version == before.files[path].version
+                and (live.erased is not None or live.text == before.files[path].text)
+                for path, live in after.files.items()
+            )
+        )
 
     async def first_commits(self) -> dict[str, Commit]:
         """The first stored version of every log key, decoded; damaged ones left out (read once)."""
@@ -167,3 +193,18 @@ class StoredVersions:
                 state.apply(commits[seq], self.location)
             return state
         return None
+
+
+def _erased_form(first: Commit, current: Commit) -> bool:
+    """Whether `current` is `first` with the texts of some changes erased (each by the erasure its
+    `erased` names), and nothing else changed."""
+    erased_by = {
+        index: change.erased
+        for index, change in enumerate(current.changes)
+        if isinstance(change, Write | Edit) and change.erased is not None
+    }
+    candidate = first
+    for erasure in set(erased_by.values()):
+        named = {index for index, by in erased_by.items() if by == erasure}
+        candidate = candidate.redacted(lambda index, _: index in named, erasure)  # noqa: B023 (used at once)
+    return bool(erased_by) and candidate == current
