@@ -143,8 +143,9 @@ class StoredVersions:
     async def _checkpoint_verdicts(self, firsts: dict[str, Commit]) -> dict[int, bool]:
         """For each stored checkpoint, whether its first version fits the log's first versions: it
         names its commit's hash and commit 1's, and, where the bucket keeps commit 1, holds what one
-        replay of them from there gives (once commit 1's versions are gone, by an erase or expiry,
-        the hashes are all there is to check: the admitted limit)."""
+        replay of them from there gives, and is not past where they turn into another lineage (once
+        commit 1's versions are gone, by an erase or expiry, the hashes are all there is to check:
+        the admitted limit)."""
         by_seq = {commit.seq: commit for commit in firsts.values()}
         genesis = by_seq.get(1)
         states: dict[int, State] = {}
@@ -174,6 +175,11 @@ class StoredVersions:
                     checkpoint_key(commit.seq),
                 )
                 verdicts[commit.seq] = False
+        if (following := by_seq.get(replay.head + 1)) is not None and following.prev != replay.head_hash:
+            # The first versions go on as another lineage (a writer whose head was older than a wipe,
+            # or a log begun again): its checkpoints are no base; its commits are forks to re-apply.
+            for seq in verdicts:
+                verdicts[seq] = verdicts[seq] and seq <= replay.head
         return verdicts
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
