@@ -12,12 +12,11 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .checkpoint_state import read_checkpoint
 from .codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
 from .retry import gather_bounded
 from .state import State
 from .versions import StoredVersions
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, log_key, reapplied_fork
+from .wire_values import LOG_PREFIX, log_key, reapplied_fork
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +73,8 @@ async def _checkpoints_past(stored: StoredVersions, head: int) -> dict[str, Stat
     """The first versions of checkpoints past the chain's head, by the hash they name: a cold writer
     that loaded one (forged far past the log) built its commits on it, and those are acknowledged
     writes too. One below the head is the memory's own (or disproved by its log): no root."""
-    found: dict[str, State] = {}
-    for seq, key in stored.keys(CHECKPOINT_PREFIX):
-        if seq <= head:
-            continue
-        try:
-            state = await read_checkpoint(stored.location, key, await stored.read(stored.first(key)), stored.format)
-        except CorruptObjectError:
-            continue
-        found[state.head_hash] = state
-    return found
+    checkpoints = await stored.first_checkpoints()
+    return {state.head_hash: state for seq, state in checkpoints.items() if seq > head}
 
 
 async def _as_written(

@@ -316,7 +316,7 @@ class Head:
                 if not _unbegun(await reader.list_log()) or await reader.list_checkpoints():
                     continue
                 raise deleted(reader.location)
-            if base.passed is not None and not _reaches(listed, state.head, base.passed_seq):
+            if base.passed is not None and base.passed_seq not in {seq for seq, _ in gapless(listed, state.head)}:
                 raise base.passed  # the log below it was compacted: nothing else holds that state
             if listed and listed[0][0] != state.head + 1 and not await self._strays_past(state.head):
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
@@ -346,12 +346,6 @@ class _Base:
     state: State
     passed: CorruptObjectError | None
     passed_seq: int
-
-
-def _reaches(listed: list[tuple[int, ObjectInfo]], head: int, seq: int) -> bool:
-    """Whether the listed commits run without a gap from `head` + 1 to `seq` at least."""
-    index = seq - head - 1  # where `seq` is in a listing without a gap (seqs only grow)
-    return 0 <= index < len(listed) and listed[index][0] == seq and listed[0][0] == head + 1
 
 
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:

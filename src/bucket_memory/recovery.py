@@ -178,7 +178,7 @@ class Recovery:
         """Whether `key` holds other than its first version or an erased form of it (not: gone since
         the listing)."""
         current = await self.log.reader.get(key)
-        return current is not None and not await stored.holds_first(key, current)
+        return current is not None and not await stored.holds_first(key, await stored.read(stored.first(key)), current)
 
     async def _plan(self) -> _Plan:
         """The chain of first versions, the keys off it, and the fork commits, read once."""
@@ -250,7 +250,7 @@ class Recovery:
             if not live and await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
                 return "restored"
             current = await self.log.reader.get(key)
-            if current is not None and await stored.holds_first(key, current):
+            if current is not None and await stored.holds_first(key, data, current):
                 return None  # its own, or as an erase rewrote it: never put a text back
             live = current is not None
             newest = (await StoredVersions.listed(objects, stored.format, key)).versions.get(key, [])

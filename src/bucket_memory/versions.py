@@ -34,6 +34,7 @@ class StoredVersions:
         self.format = format
         self.versions = versions
         self._firsts: dict[str, Commit] | None = None
+        self._checkpoints: dict[int, State] | None = None
         self._verdicts: dict[int, bool] | None = None  # by checkpoint seq, once `fits` is first asked
 
     @classmethod
@@ -72,12 +73,11 @@ class StoredVersions:
             )
         return data
 
-    async def holds_first(self, key: str, current: bytes) -> bool:
-        """Whether `current` is `key`'s first version, or that version with texts erased as `erase`
-        rewrites it (the same commit, its hash kept; a checkpoint's files the same but for erased
-        texts): what an erase stopped before deleting the old versions leaves, which only erasing
-        again may finish. Anything else in its place is a rewrite."""
-        first = await self.read(self.first(key))
+    async def holds_first(self, key: str, first: bytes, current: bytes) -> bool:
+        """Whether `current` is `key`'s first version (`first`, as read), or that version with texts
+        erased as `erase` rewrites it (the same commit, its hash kept; a checkpoint's files the same
+        but for erased texts): what an erase stopped before deleting the old versions leaves, which
+        only erasing again may finish. Anything else in its place is a rewrite."""
         if current == first:
             return True
         try:
@@ -115,6 +115,19 @@ class StoredVersions:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
         return decoded
 
+    async def first_checkpoints(self) -> dict[int, State]:
+        """The first stored version of every checkpoint, decoded, by seq; damaged ones left out
+        (read once: callers that change one take a copy)."""
+        if self._checkpoints is None:
+            self._checkpoints = {}
+            for seq, key in self.keys(CHECKPOINT_PREFIX):
+                try:
+                    data = await self.read(self.first(key))
+                    self._checkpoints[seq] = await read_checkpoint(self.location, key, data, self.format)
+                except CorruptObjectError:
+                    continue
+        return self._checkpoints
+
     async def longest_chain(self, firsts: dict[str, Commit]) -> tuple[int, int]:
         """The base (a checkpoint's seq, or 0) and head of the longest run of first versions that chain,
         from a checkpoint of this memory (not of a log begun after a wipe, nor one the first versions
@@ -148,12 +161,7 @@ class StoredVersions:
         the admitted limit)."""
         by_seq = {commit.seq: commit for commit in firsts.values()}
         genesis = by_seq.get(1)
-        states: dict[int, State] = {}
-        for seq, key in self.keys(CHECKPOINT_PREFIX):
-            try:
-                states[seq] = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
-            except CorruptObjectError:
-                continue
+        states = await self.first_checkpoints()
         verdicts = {
             seq: seq in by_seq
             and state.head_hash == by_seq[seq].hash
@@ -193,8 +201,7 @@ class StoredVersions:
             if base:
                 if not await self.fits(base):
                     continue  # of another log, or not what the log replays to
-                key = checkpoint_key(base)
-                state = await read_checkpoint(self.location, key, await self.read(self.first(key)), self.format)
+                state = (await self.first_checkpoints())[base].copy()
             for seq in range(base + 1, target + 1):
                 state.apply(commits[seq], self.location)
             return state
