@@ -17,8 +17,12 @@ from .batch import HandedOver, Request, folds_of, plan_batch, resolve
 from .codec import Commit, off_loop, text_bytes
 from .head import Head
 from .options import LogOptions
-from .settle import Fenced, Landed, Lost, Passed, Settler, Unknown
+from .settle import LOSER_READS, Fenced, Landed, Lost, Passed, Settler, Unknown
 from .state import State
+
+# Keys a refused create reads when its batch goes on as intents: the winner, and one after it (a
+# 404 there proves the head for free).
+HANDING_OVER_READS = 2
 
 
 def unconfirmed(location: str, seq: int) -> MemoryStoreError:
@@ -97,7 +101,10 @@ class Committer:
                 Commit.create, seq, state.head_hash, changes, first, at=at, sealed=self.options.erasable, folded=folds
             )
             commit = await off_loop(text_bytes(changes), make)
-            match await self.settler.settle(commit):
+            # A batch that goes on as intents if it loses needs only the winner (whether it took
+            # our place) and no catch-up: publishing an intent lists the log itself.
+            handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
+            match await self.settler.settle(commit, loser_reads=HANDING_OVER_READS if handing else LOSER_READS):
                 case Landed(after, proven_at):
                     scratch.advance(commit)
                     head.advance(scratch, commit)
@@ -108,7 +115,7 @@ class Committer:
                 case Lost(run, proven_at):
                     telemetry.count("conflicts")
                     head.traffic.lost_at = clock()
-                    await self._take(run, proven_at)
+                    await self._take(run, proven_at, catch_up=not handing)
                     if once:
                         raise Outraced
                     batch = self._hand_over(batch)
@@ -146,13 +153,14 @@ class Committer:
                 staying.append(request)
         return staying
 
-    async def _take(self, run: Sequence[Commit], proven_at: float | None) -> None:
-        """Apply commits read past the head; prove the head as of `proven_at`, or catch up to it."""
+    async def _take(self, run: Sequence[Commit], proven_at: float | None, *, catch_up: bool = True) -> None:
+        """Apply commits read past the head; prove the head as of `proven_at`, or catch up to it
+        (unless not `catch_up`: the head is then left behind, unproven, as a stale one is)."""
         for commit in run:
             self.head.apply(commit)
         if proven_at is not None:
             self.head.prove(proven_at)
-        else:
+        elif catch_up:
             await self.head.catch_up()
 
     async def _after_loss(self, losses: int) -> None:

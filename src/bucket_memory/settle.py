@@ -98,8 +98,9 @@ class Settler:
     def location(self) -> str:
         return self.head.reader.location
 
-    async def settle(self, commit: Commit) -> Settled:
-        """Create `commit` at its seq and find out whose commit the key holds."""
+    async def settle(self, commit: Commit, *, loser_reads: int = LOSER_READS) -> Settled:
+        """Create `commit` at its seq and find out whose commit the key holds (a refused create
+        reads `loser_reads` keys from it on at once)."""
         first_sent = self.head.options.clock()
         doubtful = False  # an attempt may have landed without our knowing
         fence: Commit | None = None
@@ -109,7 +110,7 @@ class Settler:
                 candidate = candidate or (fence := self._fence(commit))
                 for attempt in range(self.attempts):
                     try:
-                        held = await self._attempt(candidate)
+                        held = await self._attempt(candidate, loser_reads)
                     except Overtaken:
                         return Unknown(reload=True) if doubtful else Passed()
                     if held is None:
@@ -140,7 +141,7 @@ class Settler:
             sealed=commit.sealed,
         )
 
-    async def _attempt(self, commit: Commit) -> _Held | None:
+    async def _attempt(self, commit: Commit, loser_reads: int) -> _Held | None:
         """One attempt to create the commit's key, and what the key then holds (None: unknown).
 
         A head too old to trust is first re-confirmed by listing (invariant 2). When the create is
@@ -170,7 +171,7 @@ class Settler:
         if created:
             return _Held((commit,), sent)
         try:  # refused: another writer's commit is there, or our own create, sent twice by the transport
-            run, proven_at = await head.run_from(commit.seq, LOSER_READS)
+            run, proven_at = await head.run_from(commit.seq, loser_reads)
         except CorruptObjectError:
             raise
         except MemoryStoreError:
