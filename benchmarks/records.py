@@ -71,7 +71,7 @@ async def seeded(records: int, vectors: bool) -> tuple[MemoryObjectStore, list[s
     stored = [packed(row) for row in rows] if vectors else []
     bodies = {
         f"{n:032x}.json": RecordBody(
-            " ".join(chance.choices(words, k=12)), time_text(1.7e9), Embedding(MODEL, stored[n]) if vectors else None
+            " ".join(chance.choices(words, k=12)), time_text(1.7e9), (Embedding(MODEL, stored[n]),) if vectors else ()
         ).encode()
         for n in range(records)
     }
@@ -217,10 +217,47 @@ def tables(results: dict[str, Any]) -> str:
             for ranking, shares in results["recall"].items()
         ),
         "",
+        "### Two models on one memory (a model change half rolled out)",
+        "",
+        "Two stores, one with each of two offline models, search in turn over records stored without "
+        "vectors; each writes back the vectors it makes. Texts embedded (less the queries) and commits.",
+        "",
+        "| records | searches | texts embedded | per search | commits | per search |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| {records} | {searches} | {embedded} | {per:.1f} | {commits} | {commits_per:.2f} |".format(
+            **results["rollout"],
+            per=results["rollout"]["embedded"] / results["rollout"]["searches"],
+            commits_per=results["rollout"]["commits"] / results["rollout"]["searches"],
+        ),
+        "",
         f"Machine: {results['machine']}",
         "",
     ]
     return "\n".join(lines)
+
+
+async def rollout(records: int = 200, searches: int = 6) -> dict[str, float]:
+    """A model change half rolled out: two stores (two processes' worth) on one memory of records
+    stored without vectors, one with each of two models, searching in turn; texts embedded (less
+    the queries) and commits, per search."""
+    objects = MemoryObjectStore()
+    seeder = LogFileStore(objects)
+    await MemoryAdmin(seeder).put_files(
+        {
+            f"{n:032x}.json": RecordBody(f"team {n % 7} owns release {n}", time_text(1.7e9)).encode()
+            for n in range(records)
+        },
+        replace=False,
+        origin=ORIGIN,
+    )
+    models = [HashingEmbeddingModel("hashing-v1", 64), HashingEmbeddingModel("hashing-v2", 32)]
+    stores = [LogRecordStore(LogFileStore(objects), embedder=Embedder(model), origin=ORIGIN) for model in models]
+    before = (await seeder.log.fresh_state()).head
+    for n in range(searches):
+        await stores[n % 2].search("which team owns the release", limit=5)
+    commits = (await seeder.log.fresh_state()).head - before
+    embedded = sum(len(model.embedded) for model in models) - searches
+    return {"records": records, "searches": searches, "embedded": embedded, "commits": commits}
 
 
 async def run(quick: bool) -> dict[str, Any]:
@@ -232,6 +269,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "bm25": [await bm25_search(records, runs) for records in (1_000, 10_000)],
         "recall": await recall_at_5(),
         "recall_questions": questions_per_kind(),
+        "rollout": await rollout(),
     }
 
 

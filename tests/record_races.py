@@ -77,3 +77,25 @@ async def _search(barrier: Barrier, url: str, rounds: int, embedded: bool) -> tu
                     return f"a search found {record.text!r}, which no writer wrote"
             found.append(len(records))
     return "seen", found
+
+
+def search_with_model(
+    barrier: Barrier, results: multiprocessing.Queue[object], url: str, model: str, dimensions: int, rounds: int
+) -> None:
+    """Search `rounds` times with the offline embedder named `model`, in step with the others (each
+    round a race); report ("embedded", [record texts embedded by each search])."""
+    _report(results, lambda: _search_with_model(barrier, url, model, dimensions, rounds))
+
+
+async def _search_with_model(
+    barrier: Barrier, url: str, model: str, dimensions: int, rounds: int
+) -> tuple[str, list[int]]:
+    embedding = HashingEmbeddingModel(model, dimensions)
+    embedded: list[int] = []
+    async with open_record_store(url, embedder=Embedder(embedding), embed_batch=50) as store:
+        for _ in range(rounds):
+            barrier.wait()
+            before = len(embedding.embedded)
+            await store.search("which team owns the release", limit=5)
+            embedded.append(len(embedding.embedded) - before - 1)  # less the query
+    return "embedded", embedded

@@ -17,9 +17,9 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.cli import EXIT_STORE, EXIT_USAGE, app
+from bucket_memory.cli import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 from bucket_memory.objects import LocalObjectStore
-from bucket_memory.record_format import RecordBody
+from bucket_memory.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.wire_values import time_text
 
@@ -167,11 +167,8 @@ def test_a_missing_records_extra_names_the_install_command(tmp_path: Path, monke
 
 
 def _seed(url: str, texts: dict[str, str]) -> None:
-    import asyncio
 
-    bodies = {f"{key}.json": RecordBody(text, time_text(1.7e9)).encode() for key, text in texts.items()}
-    admin = MemoryAdmin(LogFileStore(LocalObjectStore(url)))
-    asyncio.run(admin.put_files(bodies, replace=False, origin=Origin(run_id="seed")))
+    _put(url, {f"{key}.json": RecordBody(text, time_text(1.7e9)).encode() for key, text in texts.items()})
 
 
 def _files(url: str) -> dict[str, str]:
@@ -188,3 +185,50 @@ def test_an_embedder_of_ones_own_is_named_module_attribute(tmp_path: Path) -> No
     assert {json.loads(text)["embedding"]["model"] for text in _files(url).values()} == {"test:hashing-v1"}
     found = json.loads(run("records", "search", url, "green tea", "--embedder", own, "--json"))
     assert found[0]["text"].startswith("The team drinks")
+
+
+def test_records_doctor_names_the_texts_a_model_refused(tmp_path: Path) -> None:
+    """Issue 42: a refused text is named once, by `records doctor` (exit 1), not met on every search."""
+    url, model = str(tmp_path / "facts"), "<b>openai</b>:small\x1b[31m"
+    vector = packed_vector([1.0, 0.0])
+    ids = ["a" * 32, "b" * 32, "c" * 32]
+    at = time_text(1.7e9)
+    bodies = {
+        f"{ids[0]}.json": RecordBody("tea", at, (Embedding(model, vector), Embedding("test:other", vector))).encode(),
+        f"{ids[1]}.json": RecordBody("coffee " * 500, at, (Embedding(model, ""),)).encode(),
+        f"{ids[2]}.json": RecordBody("water", at).encode(),
+    }
+    _put(url, bodies)
+    printed = run("records", "doctor", url, expect=EXIT_PROBLEMS)
+    assert "3 records; 1 with no vector" in printed and f"refused {ids[1]}" in printed and "Shorten or split" in printed
+    found = json.loads(run("records", "doctor", url, "--json", expect=EXIT_PROBLEMS))
+    assert found == {
+        "records": 3,
+        "without": 1,
+        "models": [
+            {"model": model, "vectors": 1, "refused": [ids[1]]},
+            {"model": "test:other", "vectors": 1, "refused": []},
+        ],
+    }
+    run("records", "rm", url, ids[1])
+    assert "0 refused" in run("records", "doctor", url)
+
+
+def test_a_search_that_finds_nothing_exits_1_as_grep_does(tmp_path: Path) -> None:
+    url = str(tmp_path / "facts")
+    run("records", "add", url, "The team drinks green tea at standup.")
+    assert json.loads(run("records", "search", url, "volcano", "--json", expect=EXIT_PROBLEMS)) == []
+    assert json.loads(run("records", "search", url, "tea", "--json"))[0]["text"].startswith("The team")
+
+
+def packed_vector(values: list[float]) -> str:
+    import numpy
+
+    return packed(numpy.asarray(values, dtype=numpy.float32))
+
+
+def _put(url: str, bodies: dict[str, str]) -> None:
+    import asyncio
+
+    admin = MemoryAdmin(LogFileStore(LocalObjectStore(url)))
+    asyncio.run(admin.put_files(bodies, replace=False, origin=Origin(run_id="seed")))

@@ -23,6 +23,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogRecordStore, open_record_store
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
+from bucket_memory.record_format import RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter
 
@@ -112,8 +113,14 @@ async def test_a_record_the_embedder_refuses_is_searched_by_words_and_not_asked_
     assert {record.id for record in await store.search("green tea", limit=10)} == set(ids)
     assert model.calls == calls + 1, "only the query: the refused text is not asked for on every search"
     state = await store.files.log.fresh_state()
-    vectors = {path: "embedding" in live.text for path, live in state.files.items()}
-    assert sum(vectors.values()) == others, "every other record's vector was made and kept"
+    bodies = {path.removesuffix(".json"): RecordBody.decode(live.text) for path, live in state.files.items()}
+    stored = {found: body.embeddings[0] for found, body in bodies.items() if body and body.embeddings}
+    assert sum(not one.refused for one in stored.values()) == others, "every other record's vector was made and kept"
+    assert stored[ids[-1]].refused, "the refused text is marked for its model in the memory"
+    another = Refusing(lambda text: text.startswith("REFUSE"))
+    elsewhere = LogRecordStore(LogFileStore(objects), embedder=Embedder(another), embed_batch=4, origin=ORIGIN)
+    assert {record.id for record in await elsewhere.search("green tea", limit=10)} == set(ids)
+    assert another.calls == 1, "another process reads the mark: it asks only for its query"
 
 
 async def test_an_embedder_that_fails_every_batch_is_unavailable_and_marks_nothing() -> None:

@@ -17,13 +17,13 @@ import Stemmer
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.canonical_json import canonical
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
-from bucket_memory.record_format import Embedding, RecordBody, packed
+from bucket_memory.record_format import MAX_VECTORS, Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter
 from bucket_memory.wire_values import Time, time_text
@@ -148,6 +148,15 @@ class _ReferenceBody(BaseModel):
     text: str
     updated_at: Time
     embedding: _ReferenceEmbedding | None = None
+    embeddings: Annotated[list[_ReferenceEmbedding], Field(min_length=2, max_length=MAX_VECTORS)] | None = None
+
+    @model_validator(mode="after")
+    def _one_vector_a_model(self) -> _ReferenceBody:
+        if self.embedding is not None and self.embeddings is not None:
+            raise ValueError("one form")
+        if self.embeddings is not None and len({one.model for one in self.embeddings}) < len(self.embeddings):
+            raise ValueError("one vector a model")
+        return self
 
 
 def reference(text: str) -> RecordBody | None:
@@ -157,16 +166,24 @@ def reference(text: str) -> RecordBody | None:
         return None
     if canonical(body.model_dump(mode="json", exclude_none=True)).decode() != text:
         return None
-    stored = body.embedding
-    return RecordBody(body.text, body.updated_at, Embedding(stored.model, stored.vector) if stored else None)
+    stored = [body.embedding] if body.embedding is not None else body.embeddings or []
+    return RecordBody(body.text, body.updated_at, tuple(Embedding(one.model, one.vector) for one in stored))
+
+
+def _model_of(embedding: Any) -> str:
+    return str(embedding["model"])
 
 
 _TIMES = st.floats(min_value=0, max_value=4e9).map(time_text)
 _BASE64 = st.from_regex(r"\A[A-Za-z0-9+/]*={0,2}\Z")
-_VALID = st.fixed_dictionaries(
-    {"text": st.text(), "updated_at": _TIMES},
-    optional={"embedding": st.fixed_dictionaries({"model": st.text(min_size=1), "vector": _BASE64})},
+_EMBEDDING: st.SearchStrategy[dict[str, str]] = st.fixed_dictionaries(
+    {"model": st.text(min_size=1, max_size=3), "vector": _BASE64}
 )
+_VECTORS: dict[str, st.SearchStrategy[Any]] = {
+    "embedding": _EMBEDDING,
+    "embeddings": st.lists(_EMBEDDING, min_size=2, max_size=MAX_VECTORS, unique_by=_model_of),
+}
+_VALID = st.fixed_dictionaries({"text": st.text(), "updated_at": _TIMES}, optional=_VECTORS)
 _HOSTILE = st.fixed_dictionaries(
     {
         "text": st.one_of(st.text(), st.integers(), st.none()),
@@ -186,6 +203,7 @@ _HOSTILE = st.fixed_dictionaries(
             st.none(),
             st.text(max_size=5),
         ),
+        "embeddings": st.one_of(st.lists(_EMBEDDING, max_size=MAX_VECTORS + 2), st.none(), st.text(max_size=5)),
         "extra": st.text(max_size=3),
     },
 )
@@ -219,7 +237,7 @@ async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking:
         rows = numpy.asarray((await embedder.embed_documents(texts)).embeddings, dtype=numpy.float32)
         rows /= numpy.linalg.norm(rows, axis=1, keepdims=True)
         bodies = {
-            path: RecordBody(body.text, body.updated_at, Embedding("test:hashing-v1", packed(row)))
+            path: RecordBody(body.text, body.updated_at, (Embedding("test:hashing-v1", packed(row)),))
             for (path, body), row in zip(bodies.items(), rows, strict=True)
         }
     seeding = LogFileStore(objects, max_bytes=2**30)

@@ -21,7 +21,7 @@ from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.wire_values import time_text
 
 from .races import run_processes
-from .record_races import write_or_search
+from .record_races import search_with_model, write_or_search
 
 # Before the fix, every run failed with these (an IndexError from another search's index, or its records).
 ROUNDS, SEEDED = 100, 200
@@ -88,3 +88,37 @@ async def _seed(url: str) -> None:
 async def _held(url: str) -> dict[str, str]:
     async with open_record_store(url) as store:
         return {record.id: record.text for record in (await store.list(limit=1000)).records}
+
+
+def test_two_models_in_racing_processes_embed_each_record_once_and_keep_both(tmp_path: Path) -> None:
+    """A model change half rolled out: two processes search in step, each with its own model, over
+    200 records stored without vectors. Each embeds every record once (its first search) and
+    never again: the other's write-backs keep its vectors beside theirs, where one vector a record
+    made each search re-embed everything the other had just replaced."""
+    url = str(tmp_path / "facts")
+    seeded = asyncio.run(_seed_many(url, 200))
+    rounds = 4
+    reports = run_processes(search_with_model, [(url, "hashing-v1", 64, rounds), (url, "hashing-v2", 32, rounds)])
+    for _, embedded in cast(list[tuple[str, list[int]]], reports):
+        assert embedded[0] == 200 and embedded[1:] == [0] * (rounds - 1), embedded
+    bodies, seq = asyncio.run(_bodies(url))
+    assert seq - seeded == 2 * 4, "one write-back commit a batch of 50, a model"
+    for body in bodies:
+        assert [one.model for one in body.embeddings] in (
+            ["test:hashing-v1", "test:hashing-v2"],
+            ["test:hashing-v2", "test:hashing-v1"],
+        )
+
+
+async def _seed_many(url: str, count: int) -> int:
+    async with open_record_store(url) as store:
+        for n in range(count):
+            await store.add(f"team {n % 7} owns release {n}")
+        return (await store.files.log.fresh_state()).head
+
+
+async def _bodies(url: str) -> tuple[list[RecordBody], int]:
+    async with open_record_store(url) as store:
+        state = await store.files.log.fresh_state()
+        bodies = [RecordBody.decode(live.text) for live in state.files.values()]
+        return [body for body in bodies if body is not None], state.head

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -41,7 +40,7 @@ type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the ve
 # facts (70) was 0.625 and 0.929 at 0.3, 0.637 and 0.900 at 0.5, 0.619 and 0.886 at 0.7; where
 # a model is much weaker than BM25 (conversations: 0.438 against 0.594) a low share lets it drag.
 WORDS_WEIGHT = 0.5
-# Seconds before a text an embedder refused alone is asked for again (a provider's limits change).
+# Seconds before a store that could not write a refusal mark back asks for the text again.
 REFUSAL_RETRY = 3600.0
 
 
@@ -87,8 +86,8 @@ class Recall:
     ) -> Snapshot:
         """`snapshot` with vectors for the records stored without one of `space`, made batch by
         batch; each batch is kept (in the index and through `keep`) before the next is asked for.
-        A batch the embedder fails is split to find the texts it refuses alone: those are ranked
-        by words, and asked for again only after `REFUSAL_RETRY` seconds."""
+        A batch the embedder fails is split to find the texts it refuses alone: those are kept
+        marked refused for the model (ranked by words, never sent again while their text stays)."""
         now = time.monotonic()
         wanted = [record for record in missing if now >= self._refused.get((space.model, *record[:2]), now)]
         if not wanted:
@@ -98,8 +97,9 @@ class Recall:
         try:
             for start in range(0, len(wanted), self.batch):
                 batch = wanted[start : start + self.batch]
-                made = await self._made(embedder, batch, space)
-                await keep([_with_vector(record, vectors.space, row) for record, vectors, row in made])
+                made, refused = await self._made(embedder, batch, space)
+                marks = [_with(record, Embedding(space.model, "")) for record in refused]
+                await keep([*(_with(record, _stored(vectors.space, row)) for record, vectors, row in made), *marks])
                 fitting = [(record, row) for record, vectors, row in made if vectors.space == space]
                 if fitting:
                     import numpy
@@ -119,11 +119,12 @@ class Recall:
             ) from None
         return snapshot
 
-    async def _made(self, embedder: Embedder, batch: list[Record], space: Space) -> list[Made]:
-        """The vectors of a batch's records, less those of the texts the embedder refuses alone
-        (marked). When every text of a failed batch of several fails alone, the embedder is
-        failing, not the texts: its error is raised. (A lone text that fails is refused: the
-        embedder answered this search's query just before.)"""
+    async def _made(self, embedder: Embedder, batch: list[Record], space: Space) -> tuple[list[Made], list[Record]]:
+        """The vectors of a batch's records, and the records whose texts the embedder refuses
+        alone (also marked in this process, for a store that cannot write the mark back). When
+        every text of a failed batch of several fails alone, the embedder is failing, not the
+        texts: its error is raised. (A lone text that fails is refused: the embedder answered
+        this search's query just before.)"""
         made, refused, failure = await _split(embedder, batch)
         if failure is not None and not made and len(batch) > 1:
             raise failure
@@ -131,7 +132,7 @@ class Recall:
             self._refused[(space.model, found, version)] = time.monotonic() + REFUSAL_RETRY
             telemetry.count("embeddings_refused")
             logger.warning("%s refused the text of record %s; it is searched by words alone", space.model, found)
-        return made
+        return made, refused
 
 
 type Made = tuple[Record, Vectors, "numpy.ndarray"]
@@ -155,9 +156,13 @@ async def _split(embedder: Embedder, batch: list[Record]) -> tuple[list[Made], l
     return [(record, vectors, row) for record, row in zip(batch, vectors.rows, strict=True)], [], None
 
 
-def _with_vector(record: Record, space: Space, row: numpy.ndarray) -> Record:
+def _stored(space: Space, row: numpy.ndarray) -> Embedding:
+    return Embedding(space.model, packed(row))
+
+
+def _with(record: Record, embedding: Embedding) -> Record:
     found, version, body = record
-    return found, version, replace(body, embedding=Embedding(space.model, packed(row)))
+    return found, version, body.with_vector(embedding)
 
 
 def _by_words(snapshot: Snapshot, analyzer: Analyzer, query: str, depth: int) -> Found:

@@ -11,10 +11,10 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy
@@ -23,45 +23,71 @@ ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 SUFFIX = ".json"
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-_REQUIRED, _ALL = frozenset({"text", "updated_at"}), frozenset({"text", "updated_at", "embedding"})
+_REQUIRED, _ALL = frozenset({"text", "updated_at"}), frozenset({"text", "updated_at", "embedding", "embeddings"})
 
 
 @dataclass(frozen=True, slots=True)
 class Embedding:
-    """A record's vector: the embedding model that made it (as "provider:model") and its values as
-    base64 of little-endian float16 (2 bytes a dimension: 10,000 records of 1,536 dimensions take 40
-    MB). Neither has a length limit of its own: the file's (`FileFormat.max_file_bytes`) bounds both."""
+    """A record's vector of one model: the model that made it (as "provider:model") and its values
+    as base64 of little-endian float16 (2 bytes a dimension: 10,000 records of 1,536 dimensions take
+    40 MB). An empty vector marks a text the model refused alone (`refused`): it is searched by
+    words, and not sent again until its text changes. Neither field has a length limit of its
+    own: the file's (`FileFormat.max_file_bytes`) bounds both."""
 
     model: str
     vector: str  # in base64's alphabet, so its JSON needs no escapes
+
+    @property
+    def refused(self) -> bool:
+        return not self.vector
+
+    def encode(self) -> str:
+        return f'{{"model":{encode_basestring(self.model)},"vector":"{self.vector}"}}'
+
+
+# Vectors a record keeps, one a model, the latest written first: a fleet rolling out a new model
+# has two at once; a fifth model's vector drops the one written longest ago.
+MAX_VECTORS = 4
 
 
 @dataclass(frozen=True, slots=True)
 class RecordBody:
     """What a record's file holds: its text, when it was written (as commits record times), and its
-    vector when an embedder made one. Its file is the canonical JSON of these (sorted keys, no
-    spaces, UTF-8), `embedding` left out when there is none."""
+    vectors, at most one a model, latest first. Its file is the canonical JSON of these (sorted
+    keys, no spaces, UTF-8): one vector as `embedding` (as versions before several models wrote,
+    so they still read it), several as the list `embeddings`, none left out."""
 
     text: str
     updated_at: str
-    embedding: Embedding | None = None
+    embeddings: tuple[Embedding, ...] = ()
+
+    def vector_of(self, model: str) -> Embedding | None:
+        return next((stored for stored in self.embeddings if stored.model == model), None)
+
+    def with_vector(self, embedding: Embedding) -> RecordBody:
+        """This record with `embedding` as its model's vector, first; the others kept, up to `MAX_VECTORS`."""
+        others = tuple(stored for stored in self.embeddings if stored.model != embedding.model)
+        return replace(self, embeddings=(embedding, *others)[:MAX_VECTORS])
 
     def encode(self) -> str:
         # The canonical JSON of a record, whose keys and nesting are fixed, without walking a dict:
         # the same text as `canonical_json.canonical`, at a third of the cost.
         fields = f'"text":{encode_basestring(self.text)},"updated_at":{encode_basestring(self.updated_at)}}}'
-        if self.embedding is None:
-            return "{" + fields
-        model = encode_basestring(self.embedding.model)
-        return f'{{"embedding":{{"model":{model},"vector":"{self.embedding.vector}"}},' + fields
+        match self.embeddings:
+            case ():
+                return "{" + fields
+            case (one,):
+                return f'{{"embedding":{one.encode()},' + fields
+            case several:
+                return f'{{"embeddings":[{",".join(stored.encode() for stored in several)}],' + fields
 
     @classmethod
     def decode(cls, text: str) -> RecordBody | None:
         """The record a file holds, or None for a file that is not one exactly (another shape, a
-        time that is not one, a vector that is not base64, not canonical): files written through
-        the file tools, say, are skipped, never served as records. A cold start decodes every
-        record of the memory, so this costs a JSON parse and a few C calls (pydantic's validation
-        took four times as long)."""
+        time that is not one, a vector that is not base64, two of one model, not canonical): files
+        written through the file tools, say, are skipped, never served as records. A cold start
+        decodes every record of the memory, so this costs a JSON parse and a few C calls
+        (pydantic's validation took four times as long)."""
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):
@@ -71,13 +97,13 @@ class RecordBody:
         said, updated = value["text"], value["updated_at"]
         if type(said) is not str or type(updated) is not str or not _real_time(updated):
             return None
-        embedding = None
-        if "embedding" in value:
-            stored = value["embedding"]
-            if type(stored) is not dict or stored.keys() != {"model", "vector"} or not _embedding(stored):
-                return None
-            embedding = Embedding(stored["model"], stored["vector"])
-        body = cls(said, updated, embedding)
+        stored = [value["embedding"]] if "embedding" in value else value.get("embeddings", [])
+        if type(stored) is not list or len(stored) > MAX_VECTORS or not all(map(_embedding, stored)):
+            return None
+        embeddings = tuple(Embedding(one["model"], one["vector"]) for one in stored)
+        if len({one.model for one in embeddings}) < len(embeddings):
+            return None
+        body = cls(said, updated, embeddings)
         return body if body.encode() == text else None
 
 
@@ -92,9 +118,11 @@ def _real_time(text: str) -> bool:
     return True
 
 
-def _embedding(stored: dict[str, Any]) -> bool:
+def _embedding(stored: object) -> bool:
     """Whether a stored embedding has a model name and a vector in base64's alphabet (its bytes are
     checked when it is used: one that does not decode is missing, not a reason to skip the record)."""
+    if type(stored) is not dict or stored.keys() != {"model", "vector"}:
+        return False
     model, vector = stored["model"], stored["vector"]
     return type(model) is str and bool(model) and type(vector) is str and _BASE64.fullmatch(vector) is not None
 

@@ -201,15 +201,17 @@ class Snapshot:
         return Corpus(self.count(), sum(segment.words(analyzer) for segment in self.segments))
 
     def missing(self, space: Space) -> list[Record]:
-        """The live records with no usable vector of `space`, stored or made."""
+        """The live records with no usable vector of `space`, stored or made, nor marked refused by its model."""
         made = self.made.get(space)
         have = set(made.ids) if made is not None else set()
         found = []
         for segment in self.segments:
             absent = segment.rows(space).missing
             for slot in absent[segment.live[absent]].tolist():
-                if segment.ids[slot] not in have:
-                    found.append((segment.ids[slot], segment.versions[slot], segment.bodies[slot]))
+                body = segment.bodies[slot]
+                marked = body.vector_of(space.model)
+                if segment.ids[slot] not in have and (marked is None or not marked.refused):
+                    found.append((segment.ids[slot], segment.versions[slot], body))
         return found
 
 

@@ -1,8 +1,8 @@
 """Record memory: the harness `RecordStore` contract on the commit log, one file per record.
 
 A record memory is a memory like any other, under its own prefix: each record is the file
-`<id>.json`, the canonical JSON of a `RecordBody` (its text, when it was written, and its vector
-when an embedder made one). Every add, update and delete is one commit, so history, restore,
+`<id>.json`, the canonical JSON of a `RecordBody` (its text, when it was written, and a vector
+for each embedding model that made one). Every add, update and delete is one commit, so history, restore,
 recover, verify and export work on records as they do on files.
 """
 
@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import (
@@ -33,6 +34,7 @@ from .live_file import LiveFile
 from .operations import checked_size
 from .options import RANKINGS, Ranking
 from .recall import Recall
+from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Record, Snapshot
 from .state import State
@@ -180,6 +182,11 @@ class LogRecordStore:
             scored = await self._recall.search(query, snapshot, limit, self.embedder, self._keep)
         return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
 
+    async def census(self) -> VectorCensus:
+        """Which models' vectors the live records hold, and which texts each model refused."""
+        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        return await off_loop(64 * snapshot.count(), lambda: census(snapshot))
+
     async def full_id(self, given: str) -> str:
         """The id of the one record whose id starts with `given` (at least 4 hex digits, as git takes
         a commit's), or `record_not_found` saying there is none, or which ones it could be."""
@@ -230,9 +237,11 @@ class LogRecordStore:
         return self.files.log.options.operation_timeout
 
     async def _keep(self, made: Sequence[Record]) -> None:
-        """Write vectors made at a search back to their records, in one commit, so that no other
-        process pays for them again. A record changed since it was read keeps the change (its new
-        text has its own vector or none); one that no longer fits is left as it is."""
+        """Write vectors (or refusal marks) made at a search back to their records, in one commit,
+        so that no other process pays for them again. Each joins the vectors of other models its
+        record holds by then (another process's write-back is never undone); a record whose text
+        changed since it was read is left as it is (its new text has its own vectors or none), and
+        one that would outgrow a file drops the vectors written longest ago."""
         if self.files.log.read_only or not made:
             return
 
@@ -242,8 +251,15 @@ class LogRecordStore:
             for found, version, body in made:
                 path = found + SUFFIX
                 current = state.files.get(path)
-                encoded = body.encode()
-                if current is None or current.version != version or not self._fits(encoded):
+                if current is None:
+                    continue
+                if current.version != version:
+                    stored = RecordBody.decode(current.text)
+                    if stored is None or stored.text != body.text:
+                        continue
+                    body = stored.with_vector(body.embeddings[0])
+                encoded = self._fitted(body)
+                if encoded is None:
                     continue
                 more = stored_size(encoded) - current.stored
                 if state.stored_bytes + growth + more > self.files.max_bytes:
@@ -256,6 +272,15 @@ class LogRecordStore:
             await self.files.log.commit(plan, _EMBEDDINGS)
         except MemoryStoreError as error:  # kept in this process; a later search writes them
             logger.warning("%s: vectors made at a search were not written back: %s", self.location, error)
+
+    def _fitted(self, body: RecordBody) -> str | None:
+        """The file of `body`, less the vectors written longest ago until it fits (None: not even
+        with its newest alone)."""
+        for kept in range(len(body.embeddings), 0, -1):
+            encoded = replace(body, embeddings=body.embeddings[:kept]).encode()
+            if self._fits(encoded):
+                return encoded
+        return None
 
     def _fits(self, encoded: str) -> bool:
         try:
@@ -270,7 +295,8 @@ class LogRecordStore:
         embedding = None
         if self.embedder is not None:
             embedding = await self._recall.embed_document(self.embedder, text)
-        body = RecordBody(text=text, updated_at=time_text(await self.files.log.objects.now()), embedding=embedding)
+        at = time_text(await self.files.log.objects.now())
+        body = RecordBody(text=text, updated_at=at, embeddings=(embedding,) if embedding else ())
         encoded = body.encode()
         if not self._fits(encoded):
             vector = f" and its {embedding.model} vector" if embedding is not None else ""

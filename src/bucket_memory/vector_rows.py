@@ -37,7 +37,7 @@ class Rows:
         encoded = 4 * ((width + 2) // 3)  # the base64 of exactly `width` bytes
         slots, texts = [], []
         for slot, body in enumerate(bodies):
-            stored = body.embedding
+            stored = body.vector_of(space.model)
             if stored is not None and stored.model == space.model and len(stored.vector) == encoded:
                 slots.append(slot)
                 texts.append(stored.vector)

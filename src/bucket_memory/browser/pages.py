@@ -217,17 +217,15 @@ class ShownRecord:
 
     text: str
     updated_at: str
-    model: str | None
-    dimensions: int | None
+    vectors: tuple[tuple[str, int], ...]  # model and dimensions (0: the model refused the text)
 
 
 def _record_of(path: str, shown: FileText | None) -> ShownRecord | None:
     """The record a file holds, when it is a record's file and holds one exactly."""
     if shown is None or not is_record_path(path) or (body := RecordBody.decode(shown.text)) is None:
         return None
-    embedding = body.embedding
-    dimensions = len(base64.b64decode(embedding.vector)) // 2 if embedding is not None else None
-    return ShownRecord(body.text, body.updated_at, embedding.model if embedding else None, dimensions)
+    vectors = tuple((stored.model, len(base64.b64decode(stored.vector)) // 2) for stored in body.embeddings)
+    return ShownRecord(body.text, body.updated_at, vectors)
 
 
 async def diff_view(request: Request) -> Response:

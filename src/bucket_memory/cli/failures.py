@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
 EXIT_CODES = (
-    "Exit codes: 0 done; 1 verify or doctor found a problem, or a change was declined; 2 the command line "
+    "Exit codes: 0 done; 1 verify or doctor found a problem, grep or records search found nothing, or a change "
+    "was declined; 2 the command line "
     "was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the message says why "
     "and what to do); 4 no memory at the URL (nothing was ever written there)."
 )

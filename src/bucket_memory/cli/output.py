@@ -9,6 +9,7 @@ from a13n_harness.providers.memory import MemoryErrorCode
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ..admin import Stats
+from ..record_census import VectorCensus
 
 
 class _Output(BaseModel):
@@ -157,6 +158,27 @@ class Checked(_Output):
     versioning: str | None
 
 
+class ModelShare(_Output):
+    """One embedding model's vectors of a record memory: `records doctor`."""
+
+    model: str
+    vectors: int
+    refused: list[str]
+
+
+class Vectors(_Output):
+    """`records doctor`: the live records, those with no vector, and each model's share."""
+
+    records: int
+    without: int
+    models: list[ModelShare]
+
+    @classmethod
+    def of(cls, found: VectorCensus) -> Vectors:
+        shares = [ModelShare(model=one.model, vectors=one.vectors, refused=list(one.refused)) for one in found.models]
+        return cls(records=found.records, without=found.without, models=shares)
+
+
 class Memory(_Output):
     """A memory found under a bucket or prefix: `memories`."""
 
@@ -236,6 +258,7 @@ OUTPUTS: dict[str, Any] = {
     "records-add": Record,
     "records-rm": Removed,
     "records-erase": Erased,
+    "records-doctor": Vectors,
 }
 
 

@@ -1,4 +1,4 @@
-"""Commands on a record memory: records ls, search, add, rm."""
+"""Commands on a record memory: records ls, search, add, rm, erase, doctor."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import typer
 from ..options import RANKINGS, Ranking
 from .base import Json, Url, Yes, app, command, emit, named, out, run
 from .erase import DryRun
+from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
     from ..admin import MemoryAdmin
     from ..records import LogRecordStore
-    from .output import Record
+    from .output import Record, Vectors
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
@@ -148,7 +149,7 @@ def search(
 ) -> None:
     """Find the records closest to a query: by BM25 over the texts, and with --embedder by meaning
     too (records stored without a vector of that model are embedded for this search only: the
-    command only reads).
+    command only reads). Exits 1 when no record is found, as grep does.
 
     Example: bucket-memory records search s3://my-memories/facts "tea" --embedder openai:text-embedding-3-small
     """
@@ -159,6 +160,8 @@ def search(
     work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
     found = [_record(record) for record in run(work, url, read_only=True)]
     emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
+    if not found:  # as grep: a script can tell a search that found nothing
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @command("add", group=records)
@@ -235,3 +238,34 @@ def erase(
         url, lambda admin: LogRecordStore(admin.store).preview_erase(record_id), "records erase", dry_run, yes
     )
     emit(erased, as_json, lambda: report(erased))
+
+
+@command("doctor", group=records)
+def doctor(url: Url, as_json: Json = False) -> None:
+    """Show which embedding models have vectors of the records, and name the records whose text a
+    model refused (searched by words alone; exit 1 when there are any). The command only reads.
+
+    Example: bucket-memory records doctor s3://my-memories/facts
+    """
+    from .output import Vectors
+
+    found = run(_on_records(lambda store: store.census(), "doctor", url), url, read_only=True)
+    shown = Vectors.of(found)
+    emit(shown, as_json, lambda: _census(shown))
+    if any(model.refused for model in shown.models):
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _census(shown: Vectors) -> None:
+    out.print(f"{shown.records} records; {shown.without} with no vector (the next search with a model embeds them)")
+    for model in shown.models:
+        out.print(f"{model.model}: {model.vectors} with a vector, {len(model.refused)} refused")
+        for found in model.refused[:20]:
+            out.print(f"  refused {found}")
+        if len(model.refused) > 20:
+            out.print(f"  and {len(model.refused) - 20} more (--json lists them all)")
+    if any(model.refused for model in shown.models):
+        out.print(
+            "A refused record is searched by words alone. Shorten or split its text (records rm, then records add) "
+            "for the model to embed it."
+        )
