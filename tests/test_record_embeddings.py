@@ -18,7 +18,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 
 from bucket_memory import LogFileStore, LogOptions, LogRecordStore, MemoryAdmin
 from bucket_memory.objects import MemoryObjectStore, ObjectStore
-from bucket_memory.record_format import RecordBody
+from bucket_memory.record_format import Embedding, RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.wire_values import time_text
 
@@ -354,3 +354,69 @@ async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeyp
         await refused("unavailable", fresh.add("a fact"), "numpy", install)
     else:
         await fresh.add("a fact")  # nothing to rank: no numpy needed
+
+
+async def stored_vectors(objects: ObjectStore) -> dict[str, list[tuple[str, bool]]]:
+    """Each record's stored vectors: their models, latest first, and whether each is a refusal mark."""
+    state = await LogFileStore(objects).log.fresh_state()
+    bodies = {path.removesuffix(".json"): RecordBody.decode(live.text) for path, live in state.files.items()}
+    return {found: [(one.model, one.refused) for one in body.embeddings] for found, body in bodies.items() if body}
+
+
+async def test_a_write_back_keeps_the_vectors_another_model_wrote_meanwhile() -> None:
+    """Issue 42: two models in two processes; the one that writes back second joins the first's
+    vectors (it re-reads the record at its commit) rather than replacing them."""
+    objects = MemoryObjectStore()
+    ids = await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
+    first, second = ScriptedModel("first"), ScriptedModel("second", 32)
+    searcher, other = store_on(objects, first), store_on(objects, second)
+
+    async def other_model_writes_back() -> None:
+        await other.search("deploys", limit=1)
+
+    first.during = other_model_writes_back
+    await searcher.search("standup", limit=2)
+    vectors = await stored_vectors(objects)
+    assert vectors == {found: [("test:first", False), ("test:second", False)] for found in ids}
+    first.calls.clear()
+    second.calls.clear()
+    for store in (searcher, other, store_on(objects, ScriptedModel("first")), store_on(objects, second)):
+        await store.search("tea", limit=1)
+    assert first.calls == [1] and second.calls == [1, 1], "only the queries: nothing was undone"
+
+
+def test_a_fifth_model_drops_the_vector_written_longest_ago() -> None:
+    body = RecordBody("green tea", time_text(1.7e9))
+    for name in ("a", "b", "c", "d", "e", "c"):
+        body = body.with_vector(Embedding(name, "AAAA"))
+    assert [one.model for one in body.embeddings] == ["c", "e", "d", "b"]
+    assert RecordBody.decode(body.encode()) == body
+
+
+async def test_a_vector_that_would_outgrow_the_file_drops_the_other_models() -> None:
+    """Two vectors of 13,000 dimensions take 69 KB, more than a file holds; one fits."""
+    objects = MemoryObjectStore()
+    added = await store_on(objects, ScriptedModel("old", 13_000)).add("green tea at standup")
+    new = ScriptedModel("new", 13_000)
+    await store_on(objects, new).search("tea", limit=1)
+    assert (await stored_vectors(objects))[added.id] == [("test:new", False)]
+    new.calls.clear()
+    await store_on(objects, new).search("tea", limit=1)
+    assert new.calls == [1], "kept: a later search embeds only its query"
+
+
+async def test_a_refusal_mark_forged_by_a_writer_costs_only_the_vector_and_a_new_text_clears_it() -> None:
+    """A writer with PutObject can mark a record refused for a model: it is searched by words (and
+    named by `records doctor`), as it could have made the record say anything; an update clears it."""
+    objects = MemoryObjectStore()
+    model = ScriptedModel()
+    marked = RecordBody("green tea at standup", time_text(1.7e9), (Embedding("test:hashing-v1", ""),))
+    await MemoryAdmin(LogFileStore(objects)).put_files(
+        {"ab" * 16 + ".json": marked.encode()}, replace=False, origin=ORIGIN
+    )
+    store = store_on(objects, model)
+    assert [record.id for record in await store.search("green tea", limit=1)] == ["ab" * 16]
+    assert model.calls == [1], "the marked text is not sent"
+    assert await store.search("deploys", limit=1) == (), "no vector: not a candidate by meaning alone"
+    await store.update("ab" * 16, "green tea at the standup")
+    assert (await stored_vectors(objects))["ab" * 16] == [("test:hashing-v1", False)]
