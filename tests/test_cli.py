@@ -31,6 +31,49 @@ def test_the_installed_command_runs(tmp_path: Path) -> None:
     assert done.returncode == 4 and "no memory at" in done.stderr
 
 
+# A native thread (obstore's tokio) stalled inside `call_soon_threadsafe` once it woke the loop, with
+# the GIL let go (as `socket.send` lets it go), back for it only when the interpreter finalizes;
+# and a finalization slowed down so that it is still under way then. Before issue 45's fix the
+# process aborted every time; the chance alone hit about one run in two hundred on a loaded machine.
+_NATIVE_THREAD_AT_EXIT = """
+import asyncio.selector_events as selector_events
+import atexit, sys, threading, time
+
+stalled = []
+write = selector_events.BaseSelectorEventLoop._write_to_self
+
+def stalling_write(self, sleep=time.sleep, finalizing=sys.is_finalizing):
+    write(self)
+    if isinstance(threading.current_thread(), threading._DummyThread):  # a thread Python did not start
+        stalled.append(threading.get_ident())
+        while not finalizing():
+            sleep(0.001)
+
+selector_events.BaseSelectorEventLoop._write_to_self = stalling_write
+atexit.register(lambda: print(f"stalled {len(stalled)} native threads", file=sys.stderr))
+
+class SlowFinalization:
+    def __del__(self, sleep=time.sleep):
+        sleep(0.5)
+
+slow = SlowFinalization()  # freed with __main__'s globals, after finalization began
+sys.argv = ["bucket-memory", *sys.argv[1:]]
+from bucket_memory.cli import main
+main()
+"""
+
+
+def test_a_native_thread_still_in_the_loop_cannot_abort_the_exit(s3_endpoint: str) -> None:
+    """Issue 45: `cat` printed its error, then died by SIGABRT instead of exiting with its code."""
+    from .conftest import BUCKET, unique_prefix
+
+    url = f"s3://{BUCKET}/{unique_prefix()}"  # read through obstore: `cat` opens the store read-only
+    command = [sys.executable, "-c", _NATIVE_THREAD_AT_EXIT, "cat", url, "notes/tea.md"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "stalled 0 " not in done.stderr and "native threads" in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 4 and "no memory at" in done.stderr, (done.returncode, done.stderr[-2000:])
+
+
 @pytest.fixture(params=["local", "s3"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "local":

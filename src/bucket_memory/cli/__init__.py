@@ -8,7 +8,10 @@ their bodies: `--help` and `--version` then import neither the harness's memory 
 a second) nor a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """
 
+import atexit
 import os
+import sys
+import traceback
 
 # pydantic loads its plugins at the first model it builds, which importing the commands does:
 # logfire's (the harness brings logfire) is there to trace an application's validation, costs a
@@ -22,8 +25,40 @@ from .failures import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
 
 
 def main() -> None:
-    """The `bucket-memory` program."""
-    app()
+    """The `bucket-memory` program. It ends with `os._exit` once its output is flushed and the exit
+    hooks have run, never by finalizing the interpreter: obstore's runtime (tokio) hands each result
+    to the event loop from a thread of its own, which lets go of the GIL inside
+    `call_soon_threadsafe` and takes it back later; a command that ends before it does left that
+    thread to take the GIL from a finalizing interpreter, which on Python 3.13 ends it with
+    `pthread_exit`, and the unwind through Rust's frames aborted the process (issue 45: exit -6
+    after the command's own error, once in a few hundred runs on a loaded machine)."""
+    try:
+        app()
+        code = 0
+    except SystemExit as done:
+        code = _status(done.code)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # what click does not catch: its traceback, as Python would print it
+        traceback.print_exc()
+        code = 1
+    atexit._run_exitfuncs()  # logging's flush, a host's OpenTelemetry exporters, coverage, temporary files
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone (`| head`): 120, as Python's own exit says
+            code = code or 120
+    os._exit(code)
+
+
+def _status(code: object) -> int:
+    """The exit status `sys.exit(code)` asks for, as the interpreter would make it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
 
 __all__ = [
