@@ -20,7 +20,7 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import Change, Commit
+from .codec import Change, Commit, CorruptObjectError
 from .forks import Fork, fork_commits, reapplied
 from .history import Problem
 from .lineage import erasures_in
@@ -73,6 +73,8 @@ class PastState:
     erased: frozenset[str]
 
 
+# Rounds of restoring while writers with stale heads go on committing off the restored chain.
+_RESTORE_ROUNDS = 4
 _RECOVER_PUTS_BACK = "the bucket keeps the version the log made, and `bucket-memory recover` puts it back"
 
 
@@ -109,14 +111,33 @@ class Recovery:
         chain of first versions (so a writer that resumes meanwhile can only extend that chain),
         repairs keys that hold other bytes, and re-applies the commits of forks made after a wipe
         as new commits on top, each marked with the fork commit's id so that it is re-applied once.
-        Safe to run again, at once in several processes, and while writers run.
+        Safe to run again, at once in several processes, and while writers run: a writer whose
+        cached head is a fork commit this run put back may commit after it, off the restored chain,
+        while the forks are re-applied; the run then meets that commit and restores again.
         """
         self.log.check_writable()
+        restored: list[str] = []
+        repaired: list[str] = []
+        reapplied: list[tuple[int, int | None]] = []
+        for round_ in range(1, _RESTORE_ROUNDS + 1):
+            try:
+                await self._restore_once(restored, repaired, reapplied)
+                break
+            except CorruptObjectError as error:
+                if round_ == _RESTORE_ROUNDS:
+                    raise
+                logger.warning("%s; restoring again (a writer committed off the restored chain meanwhile)", error)
+                self.log.forget()
+        head = (await self.log.proven_state()).head
+        return Restoration(tuple(dict.fromkeys(restored)), tuple(dict.fromkeys(repaired)), tuple(reapplied), head)
+
+    async def _restore_once(
+        self, restored: list[str], repaired: list[str], reapplied: list[tuple[int, int | None]]
+    ) -> None:
+        """One round of `restore`, adding what it did to the lists as it goes."""
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
             plan = await self._plan()
-            restored: list[str] = []
-            repaired: list[str] = []
             for key in sorted(plan.kept, key=_newest_first):
                 outcome = await self._put_back(plan.stored, key, key in plan.live)
                 if outcome == "restored":
@@ -128,10 +149,8 @@ class Recovery:
                 logger.info("%s: removed %s, which is not of the memory's chain", location, key)
             self.log.forget()
         reapplying = _Reapplying(self.log, plan.head)
-        reapplied = [
-            (commit.seq, await reapplying.commit(commit, changes)) for commit, changes in sorted(plan.forks, key=_made)
-        ]
-        return Restoration(tuple(restored), tuple(repaired), tuple(reapplied), (await self.log.proven_state()).head)
+        for commit, changes in sorted(plan.forks, key=_made):
+            reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
 
     async def survey(self) -> list[Problem]:
         """What `restore` would change, found without changing anything: for `verify` on a bucket
