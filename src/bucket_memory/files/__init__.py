@@ -1,0 +1,1 @@
+"""File memory: the harness's FileStore contract on the log, and line search."""

@@ -1,0 +1,1 @@
+"""The past: the retained log as a checked chain, lineages, stored versions, recovery and erasure."""
