@@ -27,7 +27,7 @@ from benchmarks.naive import demonstrate_write_skew, naive_request_counts
 from benchmarks.page import publish
 from benchmarks.stats import percentile
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.objects.interface import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 ROOT = Path(__file__).parent.parent
@@ -495,7 +495,7 @@ async def http_single_agent(runs: int) -> dict[str, dict[str, float]]:
 
     from aiobotocore.session import get_session
 
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
     from bucket_memory.testing.emulators import moto_server
 
     with moto_server() as endpoint:

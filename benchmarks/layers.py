@@ -28,8 +28,8 @@ from a13n_harness.providers.memory import Origin
 from benchmarks.page import publish
 from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.s3 import S3ObjectStore
-from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+from bucket_memory.objects.s3 import S3ObjectStore
+from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 from bucket_memory.testing.emulators import moto_server
 
 BUCKET = "bucket-memory-bench"

@@ -24,10 +24,10 @@ from typing import Any
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
-from bucket_memory.local_embedding import local_embedder
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.record_format import RecordBody
-from bucket_memory.wire_values import time_text
+from bucket_memory.format.wire_values import time_text
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.records.local_embedding import local_embedder
+from bucket_memory.records.record_format import RecordBody
 
 from .page import publish
 
@@ -99,7 +99,7 @@ def reference_rankings(labelled: Labelled) -> dict[str, list[list[str]]]:
     import numpy
     import Stemmer
 
-    from bucket_memory.local_embedding import embedded
+    from bucket_memory.records.local_embedding import embedded
 
     keys = list(labelled.records)
     texts = [labelled.records[key] for key in keys]

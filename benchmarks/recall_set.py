@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.options import RANKINGS
-from bucket_memory.record_format import RecordBody
-from bucket_memory.wire_values import time_text
+from bucket_memory.format.wire_values import time_text
+from bucket_memory.log.options import RANKINGS
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.records.record_format import RecordBody
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder

@@ -16,7 +16,7 @@ from a13n_harness.providers.memory import FileFormat
 from hypothesis import settings
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.emulators import fake_gcs_server, moto_server
 
 from .helpers import point_at_moto
@@ -102,16 +102,16 @@ def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         case "local":
             return LocalObjectStore(tmp_path / "memory")
         case "s3":
-            from bucket_memory.s3 import S3ObjectStore
+            from bucket_memory.objects.s3 import S3ObjectStore
 
             return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=BUCKET, prefix=unique_prefix())
         case "s3-obstore":
-            from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+            from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 
             request.getfixturevalue("s3_endpoint")
             return ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
         case _:
-            from bucket_memory.gcs import GCSObjectStore
+            from bucket_memory.objects.gcs import GCSObjectStore
 
             return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=BUCKET, prefix=unique_prefix())
 

@@ -15,11 +15,11 @@ import pytest
 import typer.main
 from a13n_harness.providers.memory import FileFormat
 
-from bucket_memory.codec import Commit
-from bucket_memory.objects import ObjectStore
-from bucket_memory.retry import retrying
-from bucket_memory.state import State
-from bucket_memory.wire_values import LOG_PREFIX, key_seq, run_seq
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, run_seq
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.retry import retrying
+from bucket_memory.state.state import State
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:

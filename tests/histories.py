@@ -21,9 +21,9 @@ from dataclasses import replace
 from a13n_harness.providers.memory import Changes, FileText, FullResync, MemoryStoreError
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.codec import Commit
-from bucket_memory.objects import ObjectInfo, ObjectStore
-from bucket_memory.wire_values import LOG_PREFIX, key_seq
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.wire_values import LOG_PREFIX, key_seq
+from bucket_memory.objects.interface import ObjectInfo, ObjectStore
 
 from .linearizability import Done, Failed, Operation, Recorder
 

@@ -31,8 +31,8 @@ from typing import Literal
 
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, MemoryStoreError, Origin
 
-from bucket_memory.codec import Change, Commit, Delete, Edit, Move, Purge, Write
-from bucket_memory.delta import spliced
+from bucket_memory.format.codec import Change, Commit, Delete, Edit, Move, Purge, Write
+from bucket_memory.format.delta import spliced
 
 type Kind = Literal["read", "list", "changes", "write", "move", "delete", "purge"]
 type Seen = tuple[str, str | None] | None  # a file as a read saw it: (version, text or None if not read), or absent

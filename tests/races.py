@@ -159,11 +159,11 @@ def random_history(
 async def _random_history(
     barrier: Barrier, url: str, name: str, seed: int, operations: int, layer: str
 ) -> list[object]:
-    from bucket_memory.objects import LocalObjectStore, ObjectStore
-    from bucket_memory.s3 import S3ObjectStore
-    from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+    from bucket_memory.objects.interface import LocalObjectStore, ObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
+    from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
+    from bucket_memory.objects.urls import parse_url
     from bucket_memory.testing.faults import FaultyObjectStore
-    from bucket_memory.urls import parse_url
 
     from .histories import random_client
     from .linearizability import Operation
@@ -256,8 +256,8 @@ def erase_killed_at(url: str, kill_at: int, before: bool) -> None:
     import signal
 
     from bucket_memory import LogOptions, MemoryAdmin
-    from bucket_memory.objects import LocalObjectStore
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.interface import LocalObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     sent = 0
 
@@ -295,7 +295,7 @@ def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
     published; "log/": a commit of its fold landed, before anything after it ran): kill -9 there."""
     import signal
 
-    from bucket_memory.objects import LocalObjectStore
+    from bucket_memory.objects.interface import LocalObjectStore
 
     create = LocalObjectStore.create
 
@@ -323,8 +323,8 @@ def recover_after_an_erase(url: str, listed: Event, go: Event, kill_at: int | No
     import signal
 
     from bucket_memory import LogOptions, MemoryAdmin
-    from bucket_memory.s3 import S3ObjectStore
-    from bucket_memory.versions import StoredVersions
+    from bucket_memory.history.versions import StoredVersions
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     original = StoredVersions.listed.__func__  # type: ignore[attr-defined]
 

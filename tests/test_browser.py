@@ -25,7 +25,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.browser.times import ago, exact
-from bucket_memory.records import LogRecordStore
+from bucket_memory.records.store import LogRecordStore
 
 from .conftest import BUCKET, unique_prefix
 

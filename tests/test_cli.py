@@ -12,7 +12,7 @@ import pytest
 from a13n_harness.providers.memory import DirectoryFileStore, Origin
 
 from bucket_memory import open_store
-from bucket_memory.wire_values import log_key
+from bucket_memory.format.wire_values import log_key
 
 from .helpers import cli
 
@@ -175,7 +175,7 @@ def test_help_and_version_import_nothing_of_the_store(words: list[str]) -> None:
         "import sys\nfrom bucket_memory.cli import app\n"
         f"try:\n    app({words!r})\nexcept SystemExit:\n    pass\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(('a13n_harness.providers.memory', 'aiobotocore', "
-        "'google.cloud', 'bucket_memory.store', 'numpy')))\nprint('HEAVY', heavy)\n"
+        "'google.cloud', 'bucket_memory.files.store', 'numpy')))\nprint('HEAVY', heavy)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "HEAVY []" in done.stdout, done.stdout[-500:]

@@ -24,7 +24,7 @@ from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 from bucket_memory.cli.base import store_errors
 from bucket_memory.cli.tables import age
-from bucket_memory.wire_values import log_key
+from bucket_memory.format.wire_values import log_key
 
 from .conftest import BUCKET, VERSIONED, unique_prefix
 from .helpers import CliRunner, cli

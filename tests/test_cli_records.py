@@ -18,10 +18,10 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.cli import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
-from bucket_memory.objects import LocalObjectStore
-from bucket_memory.record_format import Embedding, RecordBody, packed
+from bucket_memory.format.wire_values import time_text
+from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.records.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
-from bucket_memory.wire_values import time_text
 
 from .helpers import CliRunner, cli
 
@@ -120,7 +120,7 @@ def test_a_providers_refusal_is_a_message_with_its_words(endpoint: Endpoint, tmp
         ("<b>x</b>:y" * 50, "cannot be used here"),
         ("json:dumps", "missing 1 required positional argument"),
         ("bucket_memory.testing.embeddings:nothing_here", "has no 'nothing_here'"),
-        ("bucket_memory.record_format:SUFFIX", "not an Embedder or an EmbeddingModel"),
+        ("bucket_memory.records.record_format:SUFFIX", "not an Embedder or an EmbeddingModel"),
     ],
 )
 def test_an_embedder_this_installation_cannot_use_is_a_usage_error(

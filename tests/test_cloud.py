@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, open_store
-from bucket_memory.codec import OFF_LOOP_BYTES
+from bucket_memory.format.codec import OFF_LOOP_BYTES
 
 from .conftest import BUCKET, unique_prefix
 
@@ -63,7 +63,7 @@ async def test_stores_share_the_s3_models_botocore_parsed_once(
     service models again: 0.2 s of CPU for every store a process opened."""
     from botocore.loaders import JSONFileLoader
 
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     parsed: list[str] = []
     original = JSONFileLoader.load_file
@@ -200,7 +200,7 @@ async def test_a_directory_bucket_listing_is_sorted_and_filtered_client_side() -
     fails botocore's CreateSession), so a stand-in client answers with unordered pages."""
     from datetime import UTC, datetime
 
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     stamp = datetime(2026, 1, 1, tzinfo=UTC)
     pages = [
@@ -228,7 +228,7 @@ async def test_a_directory_bucket_listing_is_sorted_and_filtered_client_side() -
 async def test_an_s3_listing_never_makes_an_object_older_than_it_is(s3_client: Any) -> None:
     """LastModified comes in whole seconds; compaction ages objects by it, so rounding down would let
     it delete a checkpoint up to a second before its grace period ends."""
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     objects = S3ObjectStore(s3_client, bucket=BUCKET, prefix=unique_prefix())
     before = time.time()
@@ -243,7 +243,7 @@ def test_the_upload_checksum_is_the_one_the_sdk_would_send(data: bytes) -> None:
     """moto accepts any CRC32 header, so the one we compute off the loop is checked against botocore's."""
     from botocore.httpchecksum import Crc32Checksum
 
-    from bucket_memory.s3 import _checksum
+    from bucket_memory.objects.s3 import _checksum
 
     expected = Crc32Checksum()
     expected.update(data)

@@ -9,7 +9,7 @@ import tracemalloc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bucket_memory.directories import counted, directory_counts, located, names_a_file, row_of
+from bucket_memory.format.directories import counted, directory_counts, located, names_a_file, row_of
 
 # Characters on either side of "/" in code point order ("." and "0"), so that a bisection that
 # mistook a sibling for a child ("a.b", "a0" beside "a/") would miscount.

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore
-from bucket_memory.delta import splice, spliced
-from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.format.delta import splice, spliced
+from bucket_memory.objects.interface import MemoryObjectStore
 
 from .helpers import replay
 

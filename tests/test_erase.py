@@ -23,13 +23,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Change, Commit, Edit, Write
-from bucket_memory.gcs import GCSObjectStore
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Change, Commit, Edit, Write
+from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
+from bucket_memory.objects.gcs import GCSObjectStore
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
-from bucket_memory.wire_values import LOG_PREFIX, key_seq, log_key
 
 from .conftest import VERSIONED, unique_prefix
 
@@ -395,7 +395,7 @@ def test_writers_racing_an_erase_lose_nothing_and_never_write_the_text_back(s3_e
 async def test_a_file_written_anew_at_its_path_meanwhile_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Between reading the history and committing, another writer deletes the file and writes an
     unrelated one at its path: the erasure cannot tell it from an append, deletes it, and puts it back."""
-    from bucket_memory import erasure
+    from bucket_memory.history import erasure
 
     objects = VersionedMemoryObjectStore()
     store = LogFileStore(objects, options=OFTEN)

@@ -19,11 +19,11 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.rewriting import Rewriting
+from bucket_memory.history.rewriting import Rewriting
+from bucket_memory.history.versions import StoredVersions
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot
-from bucket_memory.versions import StoredVersions
 
 from .test_erase import DPO, FRAGMENTS, OFTEN, check_other_history, every_stored_version, leaks, remembered
 

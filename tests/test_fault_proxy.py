@@ -14,7 +14,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.objects import ObjectStore
+from bucket_memory.objects.interface import ObjectStore
 from bucket_memory.testing.proxy import Fault, FaultProxy, Plan, fault_proxy
 
 from .conftest import BUCKET, unique_prefix
@@ -61,7 +61,7 @@ async def behind_proxy(
     prefix = unique_prefix()
     monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     if backend == "s3":
-        from bucket_memory.s3 import S3ObjectStore
+        from bucket_memory.objects.s3 import S3ObjectStore
 
         async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
             monkeypatch.setenv("AWS_ENDPOINT_URL", url)
@@ -71,7 +71,7 @@ async def behind_proxy(
             finally:
                 await objects.aclose()
     elif backend == "s3-obstore":
-        from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+        from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 
         async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
             monkeypatch.setenv("AWS_ENDPOINT_URL", url)
@@ -79,7 +79,7 @@ async def behind_proxy(
     else:
         from google.cloud import storage
 
-        from bucket_memory.gcs import GCSObjectStore
+        from bucket_memory.objects.gcs import GCSObjectStore
 
         async with fault_proxy(request.getfixturevalue("gcs_endpoint"), plan) as (url, proxy):
             monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
@@ -107,7 +107,7 @@ async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
         await proxy.released.wait()
     assert proxy.held == 0
     if backend == "gcs":
-        from bucket_memory.gcs import _WORKERS
+        from bucket_memory.objects.gcs import _WORKERS
 
         # All the workers at once: a thread still stuck on a dripping socket would break the barrier.
         barrier = threading.Barrier(_WORKERS._max_workers, timeout=15)

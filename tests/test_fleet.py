@@ -17,18 +17,18 @@ import pytest
 from a13n_harness.providers.memory import FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Commit, Fold, Write
-from bucket_memory.folds import FOLD_WINDOW
-from bucket_memory.intents import MAX_INTENT_BYTES, Intent
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
-from bucket_memory.operations import WriteOp
-from bucket_memory.reader import LogReader
-from bucket_memory.runs import RUN_EVERY, Run
-from bucket_memory.state import State
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Commit, Fold, Write
+from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
+from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
+from bucket_memory.log.reader import LogReader
+from bucket_memory.log.runs import RUN_EVERY, Run
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.state.folds import FOLD_WINDOW
+from bucket_memory.state.operations import WriteOp
+from bucket_memory.state.state import State
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
-from bucket_memory.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
 
 from .helpers import replay
 from .linearizability import check
@@ -448,7 +448,7 @@ async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
 def test_a_record_of_another_intent_with_our_id_is_not_our_outcome() -> None:
     """An attacker who swaps in a copy of a pending intent (same id, its own write) gets the copy
     folded; the author must not take that record for its write: its id is spent, so it plans again."""
-    from bucket_memory.fleet import Replan, Settled, _outcome
+    from bucket_memory.log.fleet import Replan, Settled, _outcome
 
     ours = an_intent("mine.md", "mine", base=1, genesis=None)
     swapped = an_intent("mine.md", "theirs", base=1, genesis=None)
@@ -515,7 +515,7 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     """The head of an author's process can move past its intent's window by other means (a fold's
     catch-up, a run, another write of the process) without the author reading the commit that
     settled it: that is no proof it was never applied. The author looks in the window first."""
-    from bucket_memory.fleet import Replan, Settled, _Waiting
+    from bucket_memory.log.fleet import Replan, Settled, _Waiting
 
     objects = MemoryObjectStore()
     author, folder = LogFileStore(objects), LogFileStore(objects)

@@ -18,9 +18,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
-from bucket_memory.canonical_json import canonical
-from bucket_memory.codec import Checkpoint, Commit, Write
-from bucket_memory.wire_values import _wire_path, _wire_paths, checked_path
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Checkpoint, Commit, Write
+from bucket_memory.format.wire_values import _wire_path, _wire_paths, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"
 # Written by main when erasure came: sealed commits (format 3) with an edit, a move and a delete, one

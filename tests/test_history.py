@@ -13,8 +13,8 @@ import pytest
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, describe
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.wire_values import checkpoint_key, log_key
+from bucket_memory.format.wire_values import checkpoint_key, log_key
+from bucket_memory.objects.interface import MemoryObjectStore
 
 from .conftest import VERSIONED, StoreFactory, unique_prefix
 
@@ -207,7 +207,7 @@ async def checkpointed(objects: MemoryObjectStore) -> int:
 
 async def test_a_cold_start_takes_descriptions_from_the_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parsing every file's frontmatter again was 98% of a cold start at 10,000 files."""
-    import bucket_memory.state
+    import bucket_memory.state.state
 
     objects = MemoryObjectStore()
     await checkpointed(objects)
@@ -218,7 +218,7 @@ async def test_a_cold_start_takes_descriptions_from_the_checkpoint(monkeypatch: 
         calls.append(text)
         return real(text, fmt)
 
-    monkeypatch.setattr(bucket_memory.state, "describe", counted)
+    monkeypatch.setattr(bucket_memory.state.state, "describe", counted)
     entries = {entry.path: entry.description for entry in await LogFileStore(objects).list()}
     assert entries["notes/7.md"] == "Note 7"
     assert not [text for text in calls if text.startswith("---")], "no frontmatter parsed again"
@@ -233,7 +233,7 @@ async def test_a_cold_start_takes_descriptions_from_the_checkpoint(monkeypatch: 
 
 
 async def test_verify_finds_a_checkpoint_whose_descriptions_lie() -> None:
-    from bucket_memory.packed import decode_checkpoint
+    from bucket_memory.format.packed import decode_checkpoint
 
     objects = MemoryObjectStore()
     seq = await checkpointed(objects)

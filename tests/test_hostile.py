@@ -20,13 +20,13 @@ import regex
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory import search as search_module
-from bucket_memory.canonical_json import canonical
 from bucket_memory.cli import app
-from bucket_memory.codec import Commit, CorruptObjectError
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ServerClock
+from bucket_memory.files import search as search_module
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ServerClock
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
-from bucket_memory.wire_values import log_key
 
 from .helpers import CliRunner, replay
 
@@ -62,7 +62,7 @@ async def test_a_bad_origin_fails_its_caller_alone(bad: Origin) -> None:
 
 
 def test_a_memory_cannot_be_opened_inside_another_ones_folders(tmp_path: Path) -> None:
-    from bucket_memory.urls import parse_url
+    from bucket_memory.objects.urls import parse_url
 
     for url in ("file:///tmp/a\x00b", "s3://[", "A://["):
         with pytest.raises(MemoryStoreError) as caught:
@@ -136,7 +136,7 @@ async def test_one_cpu_budget_covers_the_whole_regex_search(monkeypatch: pytest.
     """Every line is cheap, but the search as a whole spends more CPU than its budget: it must stop.
     A literal has no budget (its matching is linear): the same lines are searched whole."""
     ticks = count()
-    monkeypatch.setattr("bucket_memory.search._cpu_clock", lambda: float(next(ticks)) * 0.5)
+    monkeypatch.setattr("bucket_memory.files.search._cpu_clock", lambda: float(next(ticks)) * 0.5)
     store = LogFileStore(MemoryObjectStore())
     await store.write("a.md", "x\n" * 100, expected=None, origin=ORIGIN)
     with pytest.raises(MemoryStoreError) as caught:
@@ -414,8 +414,8 @@ async def test_stats_ignore_keys_the_store_does_not_own() -> None:
 def test_timeouts_that_are_not_positive_seconds_are_refused_at_construction(seconds: object) -> None:
     from google.cloud import storage
 
-    from bucket_memory.gcs import GCSObjectStore
-    from bucket_memory.s3 import S3ObjectStore
+    from bucket_memory.objects.gcs import GCSObjectStore
+    from bucket_memory.objects.s3 import S3ObjectStore
 
     with pytest.raises(ValueError, match="request_timeout must be a positive number of seconds"):
         S3ObjectStore(bucket="bucket", request_timeout=seconds)  # type: ignore[arg-type]

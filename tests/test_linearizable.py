@@ -19,10 +19,10 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.codec import GENESIS_HASH, Change, Commit, Delete, Move, Write
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.format.codec import GENESIS_HASH, Change, Commit, Delete, Move, Write
+from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
-from bucket_memory.wire_values import LOG_PREFIX, key_seq, log_key
 
 from .conftest import BUCKET, unique_prefix
 from .helpers import replay
@@ -208,12 +208,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Obje
             return lambda: LocalObjectStore(tmp_path / unique_prefix())
         case "s3-obstore":
             request.getfixturevalue("s3_endpoint")
-            from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+            from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 
             return lambda: ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
         case _:
             request.getfixturevalue("s3_endpoint")
-            from bucket_memory.s3 import S3ObjectStore
+            from bucket_memory.objects.s3 import S3ObjectStore
 
             return lambda: S3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
 
@@ -225,7 +225,7 @@ async def test_random_histories_are_linearizable(backend: Callable[[], ObjectSto
 
 async def test_random_histories_through_obstore_are_linearizable(s3_endpoint: str) -> None:
     """One seed on the `fast` extra's layer in `make test` (every seed in `make test-slow`)."""
-    from bucket_memory.s3_obstore import ObstoreS3ObjectStore
+    from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 
     assert (
         await run_random(ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix()), 0, clients=4, operations=40) > 120

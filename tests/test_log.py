@@ -9,10 +9,10 @@ import pytest
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.codec import Commit, CorruptObjectError
-from bucket_memory.objects import MemoryObjectStore
+from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
+from bucket_memory.objects.interface import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
-from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
 
 from .helpers import replay
 
@@ -285,7 +285,7 @@ async def test_a_warm_store_refuses_a_corrupt_successor() -> None:
 
 
 def test_commit_encoding_round_trips() -> None:
-    from bucket_memory.codec import Delete, Move, Purge, Write
+    from bucket_memory.format.codec import Delete, Move, Purge, Write
 
     changes = (Write(path="é.md", text="ü\n"), Delete(path="x"), Move(source="a", destination="b"), Purge())
     commit = Commit.create(7, "ab" * 32, changes, ORIGIN, at=1_700_000_000.123)

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, open_store
-from bucket_memory.objects import TransientError
-from bucket_memory.s3_obstore import CreateClock, ObstoreS3ObjectStore, _Exists, _mapped, _Missing
+from bucket_memory.objects.interface import TransientError
+from bucket_memory.objects.s3_obstore import CreateClock, ObstoreS3ObjectStore, _Exists, _mapped, _Missing
 from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
@@ -262,7 +262,7 @@ def test_a_key_refused_in_a_batch_delete_is_forbidden() -> None:
 def test_the_profile_endpoint_is_the_one_aws_cli_uses(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     import botocore.session
 
-    from bucket_memory.s3_obstore import _endpoint
+    from bucket_memory.objects.s3_obstore import _endpoint
 
     config = tmp_path / "config"
     config.write_text("[profile local]\nendpoint_url = http://127.0.0.1:9000\n")

@@ -17,16 +17,17 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, packed
-from bucket_memory.canonical_json import canonical
-from bucket_memory.checkpoint_state import from_checkpoint
-from bucket_memory.codec import Checkpoint, CheckpointContent, CorruptObjectError, Write
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
-from bucket_memory.state import State
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.format import packed
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Checkpoint, CheckpointContent, CorruptObjectError, Write
+from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
+from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.state.checkpoint_state import from_checkpoint
+from bucket_memory.state.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot
-from bucket_memory.wire_values import CHECKPOINT_PREFIX, checkpoint_key
 
 GOLDEN = Path(__file__).parent / "golden" / "packed" / "00000000000000000007.json"
 KEY = checkpoint_key(7)

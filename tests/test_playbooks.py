@@ -21,7 +21,7 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogOptions, MemoryAdmin, open_store
-from bucket_memory.wire_values import log_key
+from bucket_memory.format.wire_values import log_key
 
 from .conftest import VERSIONED, unique_prefix
 from .test_read_only import URL as READABLE_URL

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
+from bucket_memory.objects.urls import parse_url
 from bucket_memory.policy import (
     BUCKET_PATTERNS,
     MAX_PREFIX_CHARS,
@@ -25,7 +26,6 @@ from bucket_memory.policy import (
     memory_prefixes,
     operator_policy,
 )
-from bucket_memory.urls import parse_url
 
 from .helpers import cli
 from .test_terraform import GOOD_PREFIXES, HOSTILE_PREFIXES

@@ -19,16 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
-from bucket_memory.canonical_json import canonical
-from bucket_memory.change_feed import changes_since
-from bucket_memory.checkpoint_state import from_checkpoint
-from bucket_memory.codec import Change, Checkpoint, CheckpointContent, Delete, Move, Purge, Write
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.packed import PackedCheckpoint, decode_checkpoint
-from bucket_memory.packed_files import PackedFiles
-from bucket_memory.state import State, same_files
-from bucket_memory.urls import parse_url
-from bucket_memory.wire_values import checkpoint_key, stored_size
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.codec import Change, Checkpoint, CheckpointContent, Delete, Move, Purge, Write
+from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
+from bucket_memory.format.wire_values import checkpoint_key, stored_size
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.urls import parse_url
+from bucket_memory.state.change_feed import changes_since
+from bucket_memory.state.checkpoint_state import from_checkpoint
+from bucket_memory.state.packed_files import PackedFiles
+from bucket_memory.state.state import State, same_files
 
 from .conftest import BUCKET
 
@@ -214,7 +214,7 @@ def test_an_overlay_is_the_dict_it_would_be_and_merges_into_it(
 ) -> None:
     """Every read of an overlay answers what the same changes made in place would, the base stays
     as it was until `merge`, and then equals the changed copy, in the same order."""
-    from bucket_memory.overlay import Overlay
+    from bucket_memory.state.overlay import Overlay
 
     before, expected = dict(base), dict(base)
     overlay = Overlay(base)

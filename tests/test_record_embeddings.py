@@ -17,10 +17,10 @@ from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from bucket_memory import LogFileStore, LogOptions, LogRecordStore, MemoryAdmin
-from bucket_memory.objects import MemoryObjectStore, ObjectStore
-from bucket_memory.record_format import Embedding, RecordBody
+from bucket_memory.format.wire_values import time_text
+from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.records.record_format import Embedding, RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
-from bucket_memory.wire_values import time_text
 
 ORIGIN = Origin(principal_id="embeddings-test")
 SHORT = LogOptions(operation_timeout=0.5)

@@ -21,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
-from bucket_memory.canonical_json import canonical
-from bucket_memory.objects import MemoryObjectStore, ObjectStore
-from bucket_memory.record_format import MAX_VECTORS, Embedding, RecordBody, packed
+from bucket_memory.format.canonical_json import canonical
+from bucket_memory.format.wire_values import Time, time_text
+from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.records.record_format import MAX_VECTORS, Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter
-from bucket_memory.wire_values import Time, time_text
 
 from .test_event_loop import LONGEST_STALL
 
@@ -261,7 +261,7 @@ def test_hybrid_fuses_scores_so_a_weak_ranking_cannot_drag_a_strong_match_down()
     scores keep how far apart the matches are, and a record with no vector is ranked by words."""
     import numpy
 
-    from bucket_memory.recall import WORDS_WEIGHT, convex
+    from bucket_memory.records.recall import WORDS_WEIGHT, convex
 
     nan = float("nan")
     words = [numpy.array([12.0, 3.0, 0.0]), numpy.array([0.0, 6.0])]
@@ -290,8 +290,8 @@ async def test_the_labelled_set_is_well_formed_and_hybrid_ranking_keeps_what_eac
 async def test_a_numpy_failure_while_indexing_or_ranking_is_unavailable(
     failing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bucket_memory import record_index, vector_rows
-    from bucket_memory.bm25 import Postings
+    from bucket_memory.records import record_index, vector_rows
+    from bucket_memory.records.bm25 import Postings
 
     store = records_on(MemoryObjectStore(), embedded=True)
     await store.add("green tea")

@@ -15,10 +15,10 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin, open_record_store
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.record_format import RecordBody
+from bucket_memory.format.wire_values import time_text
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.records.record_format import RecordBody
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
-from bucket_memory.wire_values import time_text
 
 from .races import run_processes
 from .record_races import search_with_model, write_or_search

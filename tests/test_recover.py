@@ -12,9 +12,9 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.history import Problem
-from bucket_memory.objects import VersionedObjectStore
-from bucket_memory.wire_values import log_key
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.history.chain import Problem
+from bucket_memory.objects.interface import VersionedObjectStore
 
 from .conftest import VERSIONED, unique_prefix
 from .helpers import cli
@@ -111,7 +111,7 @@ async def test_a_writer_committing_off_the_restored_chain_during_recover_is_kept
     writer whose cached head is a fork commit recover has just put the chain's own commit back
     over commits again, off the restored chain, while the forks are re-applied. Recover met that
     commit as corrupt and failed; it restores again and keeps both of the writer's writes."""
-    from bucket_memory import recovery
+    from bucket_memory.history import recovery
 
     stale_origin = Origin(principal_id="stale")
     async with open_store(versioned_url) as stale:
@@ -169,7 +169,7 @@ async def ghost_forks(url: str, monkeypatch: pytest.MonkeyPatch) -> int:
         raise MemoryStoreError("forbidden", "no s3:ListBucketVersions")
 
     with monkeypatch.context() as unknowing:
-        for backend in ("bucket_memory.s3.S3ObjectStore", "bucket_memory.gcs.GCSObjectStore"):
+        for backend in ("bucket_memory.objects.s3.S3ObjectStore", "bucket_memory.objects.gcs.GCSObjectStore"):
             unknowing.setattr(f"{backend}.has_past", may_not_list_versions)
         async with open_store(url) as ghost:
             await ghost.write("notes/0.md", "rewritten after the wipe\n", expected=None, origin=ORIGIN)
@@ -182,7 +182,7 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
     between their re-applications. Each fork lands once, and the agent's text stays (the second run
     used to re-apply both forks again, over the agent's write)."""
     head = await ghost_forks(versioned_url, monkeypatch)
-    from bucket_memory import recovery
+    from bucket_memory.history import recovery
 
     both_found = asyncio.Barrier(2)
     first_done = asyncio.Event()

@@ -18,14 +18,20 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory import objects as objects_module
-from bucket_memory.canonical_json import digest
-from bucket_memory.codec import GENESIS_HASH, Commit
 from bucket_memory.connect import check_create_only
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore, ObjectStore, ObjectVersion, TransientError
-from bucket_memory.settle import FENCE_RUN
+from bucket_memory.format.canonical_json import digest
+from bucket_memory.format.codec import GENESIS_HASH, Commit
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.log.settle import FENCE_RUN
+from bucket_memory.objects import interface as objects_module
+from bucket_memory.objects.interface import (
+    LocalObjectStore,
+    MemoryObjectStore,
+    ObjectStore,
+    ObjectVersion,
+    TransientError,
+)
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
-from bucket_memory.wire_values import log_key
 
 from .conftest import VERSIONED, unique_prefix
 from .races import first_writes, run_processes

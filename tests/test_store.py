@@ -16,8 +16,9 @@ from a13n_harness.providers.memory import (
     SearchableFileStore,
 )
 
-from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, telemetry
-from bucket_memory.objects import LocalObjectStore, MemoryObjectStore
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore
+from bucket_memory.runtime import telemetry
 
 from .conftest import StoreFactory
 from .helpers import replay

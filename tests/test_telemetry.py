@@ -17,9 +17,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from bucket_memory import LogFileStore, LogOptions, telemetry
-from bucket_memory.objects import MemoryObjectStore
-from bucket_memory.records import LogRecordStore
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.records.store import LogRecordStore
+from bucket_memory.runtime import telemetry
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 ORIGIN = Origin(run_id="telemetry")
@@ -191,7 +192,7 @@ async def test_a_raising_span_processor_or_metric_never_fails_an_operation(
     exported: Exported, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write whose commit landed must be acknowledged whatever telemetry does after it."""
-    from bucket_memory import telemetry
+    from bucket_memory.runtime import telemetry
 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("a metric reader failed")

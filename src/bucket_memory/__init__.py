@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .admin import MemoryAdmin
     from .connect import open_record_store, open_store
-    from .objects import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
-    from .options import LogOptions
-    from .records import LogRecordStore
-    from .store import DEFAULT_MAX_BYTES, LogFileStore
+    from .files.store import DEFAULT_MAX_BYTES, LogFileStore
+    from .log.options import LogOptions
+    from .objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .records.store import LogRecordStore
 
 _MODULES = {
-    "DEFAULT_MAX_BYTES": ".store",
-    "LocalObjectStore": ".objects",
-    "LogFileStore": ".store",
-    "LogOptions": ".options",
-    "LogRecordStore": ".records",
+    "DEFAULT_MAX_BYTES": ".files.store",
+    "LocalObjectStore": ".objects.interface",
+    "LogFileStore": ".files.store",
+    "LogOptions": ".log.options",
+    "LogRecordStore": ".records.store",
     "MemoryAdmin": ".admin",
-    "MemoryObjectStore": ".objects",
-    "ObjectInfo": ".objects",
-    "ObjectStore": ".objects",
-    "TransientError": ".objects",
+    "MemoryObjectStore": ".objects.interface",
+    "ObjectInfo": ".objects.interface",
+    "ObjectStore": ".objects.interface",
+    "TransientError": ".objects.interface",
     "open_record_store": ".connect",
     "open_store": ".connect",
 }

@@ -15,18 +15,18 @@ from typing import Literal
 
 from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, Origin
 
-from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_loop
-from .erasure import Erasure, ErasurePlan
-from .history import History, Problem
-from .housekeeping import Compaction
-from .lineage import erasures_in
-from .objects import VersionedObjectStore
-from .operations import checked_size, file_text
-from .recovery import PastState, Recovery, Restoration
-from .retry import FETCH_CONCURRENCY
-from .state import State, texts_of
-from .store import LogFileStore
-from .wire_values import checked_origin, checked_path, stored_size
+from .files.store import LogFileStore
+from .format.codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_loop
+from .format.wire_values import checked_origin, checked_path, stored_size
+from .history.chain import History, Problem
+from .history.erasure import Erasure, ErasurePlan
+from .history.lineage import erasures_in
+from .history.recovery import PastState, Recovery, Restoration
+from .log.housekeeping import Compaction
+from .objects.interface import VersionedObjectStore
+from .objects.retry import FETCH_CONCURRENCY
+from .state.operations import checked_size, file_text
+from .state.state import State, texts_of
 
 logger = logging.getLogger(__name__)
 

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from .analyzer import DEFAULT_LANGUAGE
-from .credentials import no_google_credentials
-from .embedding import DEFAULT_BATCH, embedder_named
-from .objects import ObjectStore
-from .options import LogOptions, Ranking
-from .records import RECORD_CHARS, LogRecordStore
-from .retry import retrying
-from .store import DEFAULT_MAX_BYTES, LogFileStore
-from .urls import parse_url
+from .files.store import DEFAULT_MAX_BYTES, LogFileStore
+from .log.options import LogOptions, Ranking
+from .objects.credentials import no_google_credentials
+from .objects.interface import ObjectStore
+from .objects.retry import retrying
+from .objects.urls import parse_url
+from .records.analyzer import DEFAULT_LANGUAGE
+from .records.embedding import DEFAULT_BATCH, embedder_named
+from .records.store import RECORD_CHARS, LogRecordStore
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
 
-    from .s3 import S3ObjectStore
-    from .s3_obstore import ObstoreS3ObjectStore
+    from .objects.s3 import S3ObjectStore
+    from .objects.s3_obstore import ObstoreS3ObjectStore
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
     """The object layer `layer` names for `s3://bucket/prefix`, or the extra to install for it."""
     if layer == "obstore":
         try:
-            from .s3_obstore import ObstoreS3ObjectStore
+            from .objects.s3_obstore import ObstoreS3ObjectStore
         except ImportError:
             raise MemoryStoreError(
                 "unavailable", "s3_layer='obstore' needs obstore: pip install 'bucket-memory[fast]'."
@@ -157,7 +157,7 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
     if layer != "aiobotocore":
         raise MemoryStoreError("unavailable", f"Unknown S3 layer {layer!r}: use 'aiobotocore' or 'obstore'.")
     try:
-        from .s3 import S3ObjectStore
+        from .objects.s3 import S3ObjectStore
     except ImportError:
         raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
     return S3ObjectStore(bucket=bucket, prefix=prefix)

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .urls import MemoryUrl
-from .wire_values import RESERVED_FOLDERS, intent_key
+from .format.wire_values import RESERVED_FOLDERS, intent_key
+from .objects.urls import MemoryUrl
 
 type Policy = dict[str, Any]
 

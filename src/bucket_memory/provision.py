@@ -21,7 +21,7 @@ from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .credentials import no_aws_credentials, no_google_credentials
+from .objects.credentials import no_aws_credentials, no_google_credentials
 
 NONCURRENT_VERSION_DAYS = 30
 ABORT_MULTIPART_DAYS = 1
@@ -77,7 +77,7 @@ def init_bucket(url: str, options: InitOptions, *, dry_run: bool = False) -> Pla
     An existing bucket with versioning off is refused unless `enable_versioning`: turning it on
     changes what the bucket keeps and bills, so it is the owner's call.
     """
-    from .urls import parse_url
+    from .objects.urls import parse_url
 
     where = parse_url(url)
     if where.scheme == "s3":

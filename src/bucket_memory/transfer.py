@@ -20,8 +20,8 @@ from pathlib import Path
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, validate_path
 
-from .state import texts_of
-from .store import LogFileStore
+from .files.store import LogFileStore
+from .state.state import texts_of
 
 VERSION_CONTROL = frozenset({".git", ".hg", ".svn"})
 type Progress = Callable[[int, int], None]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
 
     from ..admin import Changeset, MemoryAdmin
-    from ..store import LogFileStore
+    from ..files.store import LogFileStore
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
 
@@ -62,7 +62,7 @@ def as_usage(param_hint: str | None = None) -> Iterator[None]:
 
 
 def checked_url(value: str) -> str:
-    from ..urls import parse_url
+    from ..objects.urls import parse_url
 
     with as_usage():
         parse_url(value)
@@ -81,7 +81,7 @@ def checked_version(value: str | None) -> str | None:
 def checked_path(value: str | None) -> str | None:
     from a13n_harness.providers.memory import FileFormat
 
-    from .. import wire_values
+    from ..format import wire_values
 
     if value == "-":  # aws-cli's standard input, never a file name here
         raise typer.BadParameter("- is standard input, not a file's path: name the file, then - (`put URL PATH -`).")
@@ -94,7 +94,7 @@ def checked_path(value: str | None) -> str | None:
 def _checked_principal(value: str | None) -> str | None:
     from a13n_harness.providers.memory import Origin
 
-    from ..wire_values import checked_origin
+    from ..format.wire_values import checked_origin
 
     if value is not None:
         with as_usage():
@@ -281,7 +281,7 @@ def run[T](
 async def _check_memory_there(store: LogFileStore) -> None:
     """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
     did); without loading the memory, so that `verify` can still report a damaged one."""
-    from ..head import deleted
+    from ..log.head import deleted
 
     reader = store.log.reader
     if await reader.list_log() or await reader.list_checkpoints():

@@ -11,7 +11,7 @@ from .base import Json, Url, Yes, ask, checked_path, command, count, emit, err, 
 
 if TYPE_CHECKING:
     from ..admin import MemoryAdmin
-    from ..erasure import ErasurePlan
+    from ..history.erasure import ErasurePlan
     from .output import Erased
 
 DryRun = Annotated[

@@ -192,7 +192,7 @@ def grep(
 
     Example: bucket-memory grep s3://my-memories/team -i "green tea"
     """
-    from ..search import check_pattern, compile_pattern
+    from ..files.search import check_pattern, compile_pattern
     from .output import Match
 
     with as_usage("'PATTERN'"):
@@ -231,7 +231,7 @@ def diff(
     Example: bucket-memory diff s3://my-memories/team notes/tea.md --from 3
     """
     from ..diffs import unified_diff
-    from ..operations import ErasedVersionError
+    from ..state.operations import ErasedVersionError
     from .output import Diff
 
     erased: list[str] = []

@@ -46,7 +46,7 @@ def _aws_identity() -> str | None:
     import botocore.config
     import botocore.session
 
-    from ..s3 import botocore_models
+    from ..objects.s3 import botocore_models
 
     session = botocore.session.get_session()
     credentials = session.get_credentials()

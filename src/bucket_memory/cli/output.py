@@ -9,7 +9,7 @@ from a13n_harness.providers.memory import MemoryErrorCode
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ..admin import Stats
-from ..record_census import VectorCensus
+from ..records.record_census import VectorCensus
 
 
 class _Output(BaseModel):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import click
 import typer
 
-from ..options import RANKINGS, Ranking
+from ..log.options import RANKINGS, Ranking
 from .base import Json, Url, Yes, app, command, emit, named, out, run
 from .erase import DryRun
 from .failures import EXIT_PROBLEMS
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryRecord
 
     from ..admin import MemoryAdmin
-    from ..records import LogRecordStore
+    from ..records.store import LogRecordStore
     from .output import Record, Vectors
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def _on_records[T](
     embedder: Embedder | None = None,
     ranking: Ranking = "hybrid",
 ) -> Callable[[MemoryAdmin], Awaitable[T]]:
-    from ..records import LogRecordStore
+    from ..records.store import LogRecordStore
 
     async def on(admin: MemoryAdmin) -> T:
         # Only commands that commit name their caller (a search writes vectors back under its own origin).
@@ -73,7 +73,7 @@ def _embedder(name: str | None) -> Embedder | None:
     a usage error with the provider's reason (unknown, its package or its key missing)."""
     if name is None:
         return None
-    from ..embedding import embedder_named
+    from ..records.embedding import embedder_named
 
     try:
         return embedder_named(name)
@@ -231,7 +231,7 @@ def erase(
 
     Example: bucket-memory records erase s3://my-memories/facts 5f0c --dry-run
     """
-    from ..records import LogRecordStore
+    from ..records.store import LogRecordStore
     from .erase import erasing, report
 
     erased = erasing(

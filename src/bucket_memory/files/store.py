@@ -21,14 +21,17 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
-from .change_feed import changes_after, changes_since, cursor_of
-from .codec import Purge
-from .fleet import Fleet
-from .housekeeping import Housekeeper
-from .live_file import LiveFile
-from .log import CommitLog
-from .objects import LocalObjectStore, ObjectStore
-from .operations import (
+from ..format.codec import Purge
+from ..format.wire_values import checked_origin, checked_path
+from ..log.commit_log import CommitLog
+from ..log.fleet import Fleet
+from ..log.housekeeping import Housekeeper
+from ..log.options import LogOptions
+from ..objects.interface import LocalObjectStore, ObjectStore
+from ..runtime.telemetry import traced
+from ..state.change_feed import changes_after, changes_since, cursor_of
+from ..state.live_file import LiveFile
+from ..state.operations import (
     DeleteOp,
     MoveOp,
     WriteOp,
@@ -38,11 +41,8 @@ from .operations import (
     file_text,
     version_of,
 )
-from .options import LogOptions
+from ..state.state import State, texts_of
 from .search import search_files
-from .state import State, texts_of
-from .telemetry import traced
-from .wire_values import checked_origin, checked_path
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
@@ -86,7 +86,7 @@ class LogFileStore:
     ) -> LogFileStore:
         """A memory under `s3://bucket/prefix`, through the caller's aiobotocore client (used on its
         event loop only) or, without one, clients the store makes per event loop."""
-        from .s3 import S3ObjectStore
+        from ..objects.s3 import S3ObjectStore
 
         return cls(S3ObjectStore(client, bucket=bucket, prefix=prefix, request_timeout=request_timeout), **settings)
 
@@ -95,7 +95,7 @@ class LogFileStore:
         cls, client: Any, *, bucket: str, prefix: str = "", request_timeout: float = 30.0, **settings: Any
     ) -> LogFileStore:
         """A memory under `gs://bucket/prefix` through a google-cloud-storage client that the caller owns."""
-        from .gcs import GCSObjectStore
+        from ..objects.gcs import GCSObjectStore
 
         return cls(GCSObjectStore(client, bucket=bucket, prefix=prefix, request_timeout=request_timeout), **settings)
 

@@ -1,1 +1,2 @@
-"""The bytes stored objects are: the values they hold, canonical JSON, commits and checkpoints, packed checkpoints, edits."""
+"""The bytes stored objects are: the values they hold, canonical JSON, commits and checkpoints,
+packed checkpoints, edits."""

@@ -10,15 +10,8 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .checkpoint_state import read_checkpoint
-from .codec import Commit, CorruptObjectError, off_loop
-from .intents import read_intent
-from .lineage import erasure_problems
-from .log import CommitLog
-from .retry import FETCH_CONCURRENCY, gather_bounded
-from .runs import read_run
-from .state import State, Void, same_checkpoint
-from .wire_values import (
+from ..format.codec import Commit, CorruptObjectError, off_loop
+from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
     PENDING_PREFIX,
@@ -28,6 +21,13 @@ from .wire_values import (
     log_key,
     run_seq,
 )
+from ..log.commit_log import CommitLog
+from ..log.intents import read_intent
+from ..log.runs import read_run
+from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
+from ..state.checkpoint_state import read_checkpoint
+from ..state.state import State, Void, same_checkpoint
+from .lineage import erasure_problems
 
 # Compaction deletes what verify listed; a check that met it starts again, this many times in all.
 _VANISHED = "vanished while it was read"

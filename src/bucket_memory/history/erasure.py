@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from .canonical_json import canonical
-from .codec import (
+from ..files.store import LogFileStore
+from ..format.canonical_json import canonical
+from ..format.codec import (
     SEALED_FORMAT,
     Change,
     CheckpointContent,
@@ -40,15 +41,14 @@ from .codec import (
     off_loop,
     redacted_content,
 )
-from .history import History
+from ..format.packed import decode_checkpoint
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
+from ..objects.interface import ObjectVersion
+from ..objects.retry import gather_bounded, retrying
+from ..state.state import State
+from .chain import History
 from .lineage import Lineages
-from .objects import ObjectVersion
-from .packed import decode_checkpoint
-from .retry import gather_bounded, retrying
 from .rewriting import Redaction, Rewriting
-from .state import State
-from .store import LogFileStore
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
 
 logger = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
-from .retry import gather_bounded
-from .state import State
+from ..format.codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
+from ..format.wire_values import LOG_PREFIX, log_key, reapplied_fork
+from ..objects.retry import gather_bounded
+from ..state.state import State
 from .versions import StoredVersions
-from .wire_values import LOG_PREFIX, log_key, reapplied_fork
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping
 
-from .codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write
-from .state import State
+from ..format.codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write
+from ..state.state import State
 
 
 class Lineages:

@@ -20,17 +20,17 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .codec import Change, Commit, CorruptObjectError
+from ..format.codec import Change, Commit, CorruptObjectError
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication, run_key, run_seq
+from ..log.commit_log import CommitLog
+from ..log.runs import read_run
+from ..objects.interface import VersionedObjectStore
+from ..objects.retry import retrying
+from ..state.state import State
+from .chain import Problem
 from .forks import Fork, fork_commits, reapplied
-from .history import Problem
 from .lineage import erasures_in
-from .log import CommitLog
-from .objects import VersionedObjectStore
-from .retry import retrying
-from .runs import read_run
-from .state import State
 from .versions import StoredVersions
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication, run_key, run_seq
 
 logger = logging.getLogger(__name__)
 

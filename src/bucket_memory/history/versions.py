@@ -12,12 +12,12 @@ import logging
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from .checkpoint_state import read_checkpoint
-from .codec import GENESIS_HASH, Commit, CorruptObjectError, Edit, Write, off_loop
-from .objects import ObjectVersion, VersionedObjectStore
-from .retry import gather_bounded, retrying
-from .state import State, same_checkpoint
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
+from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError, Edit, Write, off_loop
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
+from ..objects.interface import ObjectVersion, VersionedObjectStore
+from ..objects.retry import gather_bounded, retrying
+from ..state.checkpoint_state import read_checkpoint
+from ..state.state import State, same_checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from .codec import Change, Fold, Write
-from .delta import stored_form
+from ..format.codec import Change, Fold, Write
+from ..format.delta import stored_form
+from ..runtime.telemetry import Tally
+from ..state.operations import Operation, WriteOp
+from ..state.state import State
 from .intents import Intent
-from .operations import Operation, WriteOp
-from .state import State
-from .telemetry import Tally
 
 type Plan = Callable[[State], Sequence[Change]]
 # What a commit did for a request: its seq, the version of a file a write left unchanged, or None

@@ -45,16 +45,16 @@ from typing import overload
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from . import deadline, telemetry
+from ..format.codec import Erase, Purge
+from ..objects.interface import ObjectStore
+from ..runtime import deadline, telemetry
+from ..state.operations import Operation
+from ..state.state import State
 from .batch import Plan, Request, Result, consume, fail
-from .codec import Erase, Purge
 from .committer import Committer, unconfirmed
 from .head import Head
-from .objects import ObjectStore
-from .operations import Operation
 from .options import LogOptions
 from .reader import LogReader
-from .state import State
 
 logger = logging.getLogger(__name__)
 

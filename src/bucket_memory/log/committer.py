@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import deadline, telemetry
+from ..format.codec import Commit, off_loop, text_bytes
+from ..runtime import deadline, telemetry
+from ..state.state import State
 from .batch import HandedOver, Request, folds_of, plan_batch, resolve
-from .codec import Commit, off_loop, text_bytes
 from .head import Head
 from .options import LogOptions
 from .settle import LOSER_READS, Fenced, Landed, Lost, Passed, Settler, Unknown
-from .state import State
 
 # Keys a refused create reads when its batch goes on as intents: the winner, and one after it (a
 # 404 there proves the head for free).

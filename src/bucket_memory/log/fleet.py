@@ -27,18 +27,18 @@ from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from . import deadline, telemetry
+from ..format.codec import Change, Commit, Fold
+from ..format.wire_values import intent_key_parts
+from ..objects.retry import gather_bounded, retrying, within_deadline
+from ..runtime import deadline, telemetry
+from ..state.folds import FOLD_WINDOW, live
+from ..state.operations import Operation
+from ..state.state import State
 from .batch import HandedOver, Plan, Request, Result, consume
-from .codec import Change, Commit, Fold
+from .commit_log import CommitLog
 from .committer import Outraced, unconfirmed
-from .folds import FOLD_WINDOW, live
 from .intents import Intent
-from .log import CommitLog
-from .operations import Operation
 from .reader import gapless
-from .retry import gather_bounded, retrying, within_deadline
-from .state import State
-from .wire_values import intent_key_parts
 
 logger = logging.getLogger(__name__)
 

@@ -12,16 +12,16 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import telemetry
-from .codec import Commit, CorruptObjectError, Erase
-from .objects import ObjectInfo
+from ..format.codec import Commit, CorruptObjectError, Erase
+from ..format.wire_values import log_key, run_key
+from ..objects.interface import ObjectInfo
+from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
+from ..runtime import telemetry
+from ..state.state import State, Void
 from .options import LogOptions
 from .reader import LogReader, Tail, gapless
-from .retry import FETCH_CONCURRENCY, gather_bounded
 from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
-from .state import State, Void
 from .traffic import Traffic
-from .wire_values import log_key, run_key
 
 logger = logging.getLogger(__name__)
 

@@ -11,16 +11,16 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from . import telemetry
-from .codec import Checkpoint, CorruptObjectError, off_loop, text_bytes
-from .folds import live
-from .log import CommitLog
-from .objects import ObjectInfo
-from .packed import PackedCheckpoint
-from .retry import retrying, within_deadline
+from ..format.codec import Checkpoint, CorruptObjectError, off_loop, text_bytes
+from ..format.packed import PackedCheckpoint
+from ..format.wire_values import checkpoint_key, intent_key_parts, run_key
+from ..objects.interface import ObjectInfo
+from ..objects.retry import retrying, within_deadline
+from ..runtime import telemetry
+from ..state.folds import live
+from ..state.state import State
+from .commit_log import CommitLog
 from .runs import Run, packable
-from .state import State
-from .wire_values import checkpoint_key, intent_key_parts, run_key
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Annotated, Literal, Self
 from a13n_harness.providers.memory import FileFormat, Origin
 from pydantic import Field
 
-from .codec import CorruptObjectError, IntentId, _Signed
-from .operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
-from .wire_values import Hash, WireOrigin, checked_path, intent_key
+from ..format.codec import CorruptObjectError, IntentId, _Signed
+from ..format.wire_values import Hash, WireOrigin, checked_path, intent_key
+from ..state.operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
 
 # An intent holds one file's text (64 KiB by default) and its read set: anything past this is not
 # one a writer made, and is refused before it is parsed.

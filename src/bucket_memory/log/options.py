@@ -64,7 +64,7 @@ class LogOptions:
 
     def __post_init__(self) -> None:
         # Imported here: the command line's --help reads RANKINGS and should not pay for the harness.
-        from .deadline import check_seconds
+        from ..runtime.deadline import check_seconds
 
         check_seconds("LogOptions.operation_timeout", self.operation_timeout)
         probe = self.probe_before_write_after

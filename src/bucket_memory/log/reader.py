@@ -9,14 +9,22 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from . import telemetry
-from .checkpoint_state import read_checkpoint
-from .codec import Commit, CorruptObjectError
+from ..format.codec import Commit, CorruptObjectError
+from ..format.wire_values import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    PENDING_PREFIX,
+    intent_key_parts,
+    key_seq,
+    log_key,
+    run_seq,
+)
+from ..objects.interface import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
+from ..objects.retry import gather_bounded, retrying
+from ..runtime import telemetry
+from ..state.checkpoint_state import read_checkpoint
+from ..state.state import State
 from .intents import Intent, read_intent
-from .objects import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
-from .retry import gather_bounded, retrying
-from .state import State
-from .wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, PENDING_PREFIX, intent_key_parts, key_seq, log_key, run_seq
 
 logger = logging.getLogger(__name__)
 

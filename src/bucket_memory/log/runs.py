@@ -22,8 +22,8 @@ from typing import Literal, Self
 
 from pydantic import model_validator
 
-from .codec import Commit, CorruptObjectError, _Signed
-from .wire_values import run_key
+from ..format.codec import Commit, CorruptObjectError, _Signed
+from ..format.wire_values import run_key
 
 RUN_EVERY = 4
 RUN_COMMITS = 32

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from . import deadline, telemetry
-from .codec import Commit, CorruptObjectError, off_loop
+from ..format.codec import Commit, CorruptObjectError, off_loop
+from ..format.wire_values import log_key
+from ..objects.retry import backoff, within_deadline
+from ..runtime import deadline, telemetry
 from .head import Head, Overtaken
-from .retry import backoff, within_deadline
-from .wire_values import log_key
 
 FENCE_RUN = "bucket-memory:fence"
 # Keys a writer whose create was refused reads at once, from the holder's on.

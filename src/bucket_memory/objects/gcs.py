@@ -16,9 +16,9 @@ from google.api_core import exceptions as api
 from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
-from .deadline import check_seconds
+from ..runtime.deadline import check_seconds
 from .gcs_http import AbortableCall, make_abortable
-from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 

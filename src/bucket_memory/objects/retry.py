@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import deadline, telemetry
-from .objects import TransientError
+from ..runtime import deadline, telemetry
+from .interface import TransientError
 
 logger = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from botocore.exceptions import (
 from botocore.handlers import add_expect_header
 from botocore.loaders import Loader, create_loader
 
-from .codec import off_loop
+from ..format.codec import off_loop
+from ..runtime.deadline import check_seconds
 from .credentials import no_aws_credentials
-from .deadline import check_seconds
-from .objects import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
 from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix

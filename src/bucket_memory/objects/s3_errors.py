@@ -7,7 +7,7 @@ from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .objects import TransientError
+from .interface import TransientError
 
 _TRANSIENT_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable"}

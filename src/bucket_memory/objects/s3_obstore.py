@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..runtime.deadline import check_seconds
 from .credentials import no_aws_credentials
-from .deadline import check_seconds
-from .objects import ObjectInfo, TransientError
+from .interface import ObjectInfo, TransientError
 from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 

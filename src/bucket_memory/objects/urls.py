@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .wire_values import RESERVED_FOLDERS, key_seq
+from ..format.wire_values import RESERVED_FOLDERS, key_seq
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import deadline
+from ..runtime import deadline
 
 if TYPE_CHECKING:
     import numpy

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from . import bm25, telemetry
+from ..format.codec import OFF_LOOP_BYTES
+from ..log.options import Ranking
+from ..runtime import telemetry
+from . import bm25
 from .analyzer import Analyzer
-from .codec import OFF_LOOP_BYTES
 from .embedding import Space, TextsRefused, Vectors, embed_documents, embed_query
-from .options import Ranking
 from .record_format import Embedding, packed
 from .record_index import Record, RecordIndex, Snapshot, guarded
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..state.change_feed import changes_since
+from ..state.live_file import LiveFile
+from ..state.state import State
 from .analyzer import Analyzer
 from .bm25 import Corpus, Postings
-from .change_feed import changes_since
 from .embedding import Space
-from .live_file import LiveFile
 from .record_format import RecordBody, record_id
-from .state import State
 from .vector_rows import Rows
 
 if TYPE_CHECKING:

@@ -24,23 +24,23 @@ from a13n_harness.providers.memory import (
     validate_record_text,
 )
 
-from . import deadline
+from ..files.store import LogFileStore
+from ..format.codec import Change, Delete, Write, off_loop
+from ..format.wire_values import checked_origin, moment_of, stored_size, time_text
+from ..history.erasure import Erasure, ErasurePlan
+from ..log.options import RANKINGS, Ranking
+from ..runtime import deadline
+from ..runtime.telemetry import traced
+from ..state.live_file import LiveFile
+from ..state.operations import checked_size
+from ..state.state import State
 from .analyzer import DEFAULT_LANGUAGE, Analyzer
-from .codec import Change, Delete, Write, off_loop
 from .embedding import DEFAULT_BATCH, check_batch
-from .erasure import Erasure, ErasurePlan
 from .extras import records_extra
-from .live_file import LiveFile
-from .operations import checked_size
-from .options import RANKINGS, Ranking
 from .recall import Recall
 from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Record, Snapshot
-from .state import State
-from .store import LogFileStore
-from .telemetry import traced
-from .wire_values import checked_origin, moment_of, stored_size, time_text
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder

@@ -1,1 +1,2 @@
-"""A memory as of one commit: its files, directories and change feed, the intents settled lately, mutations as values."""
+"""A memory as of one commit: its files, directories and change feed, the intents settled lately,
+mutations as values."""

@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import FileFormat
 
-from .codec import Checkpoint, CorruptObjectError, off_loop
-from .directories import directory_counts
+from ..format.codec import Checkpoint, CorruptObjectError, off_loop
+from ..format.directories import directory_counts
+from ..format.packed import PackedCheckpoint, decode_checkpoint
+from ..format.wire_values import checkpoint_key, stored_size_of
 from .folds import FoldWindow
 from .live_file import LiveFile
-from .packed import PackedCheckpoint, decode_checkpoint
 from .packed_files import PackedFiles
 from .state import CheckpointChanges, CheckpointCounts, State, describing, description_of
-from .wire_values import checkpoint_key, stored_size_of
 
 
 async def read_checkpoint(location: str, key: str, data: bytes, fmt: FileFormat, *, served: bool = False) -> State:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .packed import PackedTexts
+from ..format.packed import PackedTexts
 
 
 class LiveFile:

@@ -15,9 +15,9 @@ from typing import Annotated, Literal
 from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, describe
 from pydantic import Field
 
-from .codec import Change, Delete, Move, Write, _Wire
+from ..format.codec import Change, Delete, Move, Write, _Wire
+from ..format.wire_values import WirePath, stored_size
 from .state import State
-from .wire_values import WirePath, stored_size
 
 # Versions are the seqs of commits, as decimal strings; a caller may name any string, which then
 # matches no file (a version check that fails, as for a version read long ago).

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import ItemsView, Iterable, Iterator, MutableMapping, Sequence, ValuesView
 
-from .directories import row_of
+from ..format.directories import row_of
+from ..format.packed import PackedCheckpoint
 from .live_file import LiveFile
-from .packed import PackedCheckpoint
 
 
 class PackedFiles(MutableMapping[str, LiveFile]):

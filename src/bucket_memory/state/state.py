@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
-from .codec import (
+from ..format.codec import (
     GENESIS_HASH,
     Change,
     CheckpointContent,
@@ -25,13 +25,13 @@ from .codec import (
     off_loop,
     text_bytes,
 )
-from .delta import spliced
-from .directories import parent_directories
+from ..format.delta import spliced
+from ..format.directories import parent_directories
+from ..format.wire_values import log_key, stored_size_of, time_text
 from .folds import FoldWindow
 from .live_file import LiveFile
 from .overlay import Overlay
 from .packed_files import PackedFiles
-from .wire_values import log_key, stored_size_of, time_text
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..objects import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
+from ..objects.interface import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
 
 type Operation = Literal[
     "get",

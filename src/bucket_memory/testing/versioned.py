@@ -7,7 +7,7 @@ import builtins
 import itertools
 from collections.abc import Sequence
 
-from ..objects import MemoryObjectStore, ObjectVersion, Versioning
+from ..objects.interface import MemoryObjectStore, ObjectVersion, Versioning
 
 
 class VersionedMemoryObjectStore(MemoryObjectStore):
