@@ -31,7 +31,8 @@ from typing import Literal
 
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, MemoryStoreError, Origin
 
-from bucket_memory.format.codec import Change, Commit, Delete, Edit, Move, Purge, Write
+from bucket_memory.format.changes import Change, Delete, Edit, Move, Purge, Write
+from bucket_memory.format.codec import Commit
 from bucket_memory.format.delta import spliced
 
 type Kind = Literal["read", "list", "changes", "write", "move", "delete", "purge"]

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, open_store
-from bucket_memory.format.codec import OFF_LOOP_BYTES
+from bucket_memory.runtime.off_loop import OFF_LOOP_BYTES
 
 from .conftest import BUCKET, unique_prefix
 

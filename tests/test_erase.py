@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.format.canonical_json import canonical
-from bucket_memory.format.codec import Change, Commit, Edit, Write
+from bucket_memory.format.changes import Change, Edit, Write
+from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
 from bucket_memory.objects.gcs import GCSObjectStore
 from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore

@@ -13,7 +13,7 @@ from a13n_harness.providers.memory import Changes, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.connect import check_create_only
-from bucket_memory.format.codec import Move, Write
+from bucket_memory.format.changes import Move, Write
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, log_key
 from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore, TransientError
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash

@@ -18,7 +18,8 @@ from a13n_harness.providers.memory import FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
-from bucket_memory.format.codec import Commit, Fold, Write
+from bucket_memory.format.changes import Fold, Write
+from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
 from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader

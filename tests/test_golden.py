@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
-from bucket_memory.format.codec import Checkpoint, Commit, Write
+from bucket_memory.format.changes import Write
+from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import _wire_path, _wire_paths, checked_path
 
 GOLDEN = Path(__file__).parent / "golden" / "format-1"

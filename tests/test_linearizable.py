@@ -19,7 +19,8 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileEntry, FileText, FullResync, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.format.codec import GENESIS_HASH, Change, Commit, Delete, Move, Write
+from bucket_memory.format.changes import Change, Delete, Move, Write
+from bucket_memory.format.codec import GENESIS_HASH, Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
 from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore

@@ -285,7 +285,7 @@ async def test_a_warm_store_refuses_a_corrupt_successor() -> None:
 
 
 def test_commit_encoding_round_trips() -> None:
-    from bucket_memory.format.codec import Delete, Move, Purge, Write
+    from bucket_memory.format.changes import Delete, Move, Purge, Write
 
     changes = (Write(path="é.md", text="ü\n"), Delete(path="x"), Move(source="a", destination="b"), Purge())
     commit = Commit.create(7, "ab" * 32, changes, ORIGIN, at=1_700_000_000.123)

@@ -16,7 +16,8 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.format.canonical_json import canonical
-from bucket_memory.format.codec import Change, Checkpoint, Commit, Erase, Move, Write
+from bucket_memory.format.changes import Change, Erase, Move, Write
+from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key, reapplication
 from bucket_memory.objects.interface import ObjectVersion, VersionedObjectStore
 from bucket_memory.state.state import State

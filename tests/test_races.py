@@ -8,7 +8,8 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import open_store
-from bucket_memory.format.codec import Commit, Write
+from bucket_memory.format.changes import Write
+from bucket_memory.format.codec import Commit
 from bucket_memory.state.state import State
 
 from .conftest import fresh_memory_url

@@ -16,7 +16,8 @@ from typing import Literal
 from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, Origin
 
 from .files.store import LogFileStore
-from .format.codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write, off_loop
+from .format.changes import Change, Delete, Edit, Erase, Move, Purge, Write
+from .format.codec import Commit
 from .format.wire_values import checked_origin, checked_path, stored_size
 from .history.chain import History, Problem
 from .history.erasure import Erasure, ErasurePlan
@@ -25,6 +26,7 @@ from .history.recovery import PastState, Recovery, Restoration
 from .log.housekeeping import Compaction
 from .objects.interface import VersionedObjectStore
 from .objects.retry import FETCH_CONCURRENCY
+from .runtime.off_loop import off_loop
 from .state.operations import checked_size, file_text
 from .state.state import State, texts_of
 

@@ -21,7 +21,7 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
-from ..format.codec import Purge
+from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
 from ..log.commit_log import CommitLog
 from ..log.fleet import Fleet

@@ -1,4 +1,5 @@
-"""The on-disk format: changes, commits and checkpoints as strict models, and their hash.
+"""The signed envelope of the on-disk format: commits and checkpoints as strict models, and their hash
+(the changes they carry are `changes`).
 
 A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix
 (`wire_values` names them, and checks each value these models hold). Every object is canonical
@@ -14,12 +15,11 @@ for byte.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import secrets
 import typing
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self
@@ -27,23 +27,20 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self
 import pydantic_core
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     model_validator,
 )
-from pydantic import model_serializer as _model_serializer
 
-from .canonical_json import canonical, canonical_members, joined
+from ..runtime.off_loop import off_loop
+from .canonical_json import canonical_members, joined
+from .changes import Change, Edit, Erase, Fold, Sealed, SettledIntents, Wire, Write, sealed_form
 from .wire_values import (
+    MAX_OBJECT_BYTES,
     Hash,
-    Salt,
     Seq,
     Time,
     WireOrigin,
-    WirePath,
     WirePathRows,
     key_seq,
     moment_of,
@@ -60,12 +57,6 @@ SEALED_FORMAT = 3
 # with a message to upgrade.
 FOLDING_FORMAT = 4
 GENESIS_HASH = "0" * 64
-# The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
-# JSON escapes. Anything larger is refused before it is parsed.
-MAX_OBJECT_BYTES = 256 * 1024 * 1024
-# Objects past this size are encoded and decoded in a worker thread: parsing a whole memory's
-# checkpoint takes long enough (about 250 ms for 32 MiB) to stall every other coroutine.
-OFF_LOOP_BYTES = 256 * 1024
 
 
 class CorruptObjectError(MemoryStoreError):
@@ -81,170 +72,7 @@ class CorruptObjectError(MemoryStoreError):
         self.reason = reason
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
-    # Fields written only when set, so that objects without them re-encode to their exact bytes.
-    _written_when_set: ClassVar[frozenset[str]] = frozenset()
-
-    @_model_serializer(mode="wrap")
-    def _without_unset_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        encoded: dict[str, Any] = handler(self)
-        for name in self._written_when_set:
-            if encoded.get(name) is None:
-                encoded.pop(name, None)
-        return encoded
-
-
-class _Change(_Wire):
-    """A change's `origin` is set when a group commit carries changes of several callers: it names
-    the caller of that change, where the commit's own origin names the first."""
-
-    _written_when_set = frozenset({"origin"})
-    origin: WireOrigin | None = None
-
-
-class _Sealed(_Change):
-    """A change that carries text. In a commit of format 3 the text comes with a random `salt`, and
-    the commit's hash covers `sealed`, the SHA-256 of the salt and the text, in its place: erasing
-    drops the text and the salt, keeps `sealed` and names the erasure commit in `erased`, and the
-    chain still checks. An erased change of formats 1 and 2 has only `erased`: its commit's hash
-    can no longer be checked (`Commit.checkable`)."""
-
-    _written_when_set = frozenset({"origin", "salt", "sealed", "erased"})
-    _texts: ClassVar[tuple[str, ...]] = ()
-    salt: Salt | None = None
-    sealed: Hash | None = None
-    erased: Seq | None = None
-
-    @property
-    def is_erased(self) -> bool:
-        return self.erased is not None
-
-    def seal(self) -> str:
-        """The digest the commit's hash covers in place of this change's text."""
-        if self.sealed is not None:
-            return self.sealed
-        assert self.salt is not None, "only a salted text is sealed"
-        return hashlib.sha256(bytes.fromhex(self.salt) + self._content()).hexdigest()
-
-    def _content(self) -> bytes:
-        raise NotImplementedError
-
-    def redacted(self, erasure: int) -> Self:
-        """This change with its text erased by commit `erasure`: the sealed digest kept when it has one."""
-        sealed = self.seal() if self.salt is not None or self.sealed is not None else None
-        blank = dict.fromkeys(self._texts)
-        return self.model_copy(update={**blank, "salt": None, "sealed": sealed, "erased": erasure})
-
-    @model_validator(mode="after")
-    def _text_or_erased(self) -> Self:
-        texts = [getattr(self, name) for name in self._texts]
-        if self.erased is None and (None in texts or self.sealed is not None):
-            raise ValueError("a change carries its text, or is erased")
-        if self.erased is not None and (any(text is not None for text in texts) or self.salt is not None):
-            raise ValueError("an erased change carries no text and no salt")
-        return self
-
-
-class Write(_Sealed):
-    __match_args__ = ("path", "text")
-    op: Literal["write"] = "write"
-    path: WirePath
-    _written_when_set = _Sealed._written_when_set | {"text"}
-    _texts = ("text",)
-    text: str | None = None
-
-    def _content(self) -> bytes:
-        assert self.text is not None
-        return self.text.encode()
-
-
-class Edit(_Sealed):
-    """A write of a file that exists as the one span it changes (see `delta`): `removed` at code
-    point `at` becomes `inserted`, and the text is then `size` bytes of UTF-8. Commits that carry
-    one are of format 2 (or 3)."""
-
-    __match_args__ = ("path", "at", "removed", "inserted")
-    op: Literal["edit"] = "edit"
-    path: WirePath
-    at: Annotated[int, Field(ge=0, le=MAX_OBJECT_BYTES)]
-    _written_when_set = _Sealed._written_when_set | {"removed", "inserted"}
-    _texts = ("removed", "inserted")
-    removed: str | None = None
-    inserted: str | None = None
-    size: Annotated[int, Field(ge=0, le=MAX_OBJECT_BYTES)]
-
-    def _content(self) -> bytes:
-        return canonical([self.removed, self.inserted])
-
-
-class Delete(_Change):
-    __match_args__ = ("path",)
-    op: Literal["delete"] = "delete"
-    path: WirePath
-
-
-class Move(_Change):
-    __match_args__ = ("source", "destination")
-    op: Literal["move"] = "move"
-    source: WirePath = Field(validation_alias="from", serialization_alias="from")
-    destination: WirePath = Field(validation_alias="to", serialization_alias="to")
-
-
-class Purge(_Change):
-    op: Literal["purge"] = "purge"
-
-
-class Erase(_Change):
-    """The erasure of every text a file ever had (`erasure.py`): deletes `path` if it is live, and
-    names in the log which file was erased; the commit's origin names who erased it and its time
-    when. Commits that carry one are of format 3. `unchecked` vouches for the commits of formats 1
-    and 2 whose texts it erases, whose hashes then no longer check their content: each one's seq
-    with the SHA-256 of its body once erased, which `verify` holds them to."""
-
-    __match_args__ = ("path",)
-    op: Literal["erase"] = "erase"
-    path: WirePath
-    _written_when_set = frozenset({"origin", "unchecked"})
-    unchecked: tuple[tuple[Seq, Hash], ...] | None = None
-
-
-type Change = Annotated[Write | Edit | Delete | Move | Purge | Erase, Field(discriminator="op")]
-
-
-type FoldOutcome = Literal["applied", "unchanged", "refused"]
-type IntentId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
-# The intents the last commits before a checkpoint settled, each with the seq that did (`folds`).
-type SettledIntents = tuple[tuple[IntentId, Seq], ...]
-
-
-class Fold(_Wire):
-    """An intent (`intents.Intent`, another process's write) that a commit settles, and how: its
-    changes are in the commit (`applied`, each with the intent's origin), it changed nothing
-    (`unchanged`: the file stays at `version`), or its checks refused it (`refused`, with the
-    harness's error `code`). `base` is the head its author saw: a commit may settle an intent only
-    within `folds.FOLD_WINDOW` commits after it, and only once. `intent` is the intent's hash: an
-    author takes a record as its own only if it names the intent it published (another intent
-    with its id, a copy an attacker swapped in, settles nothing of its author's)."""
-
-    _written_when_set = frozenset({"code", "version"})
-    id: IntentId
-    intent: Hash
-    base: Seq
-    outcome: FoldOutcome
-    code: Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")] | None = None
-    version: Seq | None = None
-
-    @model_validator(mode="after")
-    def _says_what_it_needs(self) -> Self:
-        if (self.outcome == "refused") != (self.code is not None):
-            raise ValueError("a refused intent names its error's code, and only a refused one")
-        if (self.outcome == "unchanged") != (self.version is not None):
-            raise ValueError("an unchanged intent names the file's version, and only an unchanged one")
-        return self
-
-
-class _Signed(_Wire):
+class _Signed(Wire):
     """An object whose `hash` covers the canonical encoding of every other field, stored at the key
     its `seq` names."""
 
@@ -364,7 +192,7 @@ class _Signed(_Wire):
 
 class Commit(_Signed):
     """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain.
-    Format 1 carries whole texts; 2, edits too; 3 seals each text (`_Sealed`), so that it can be
+    Format 1 carries whole texts; 2, edits too; 3 seals each text (`Sealed`), so that it can be
     erased with the chain intact, and may carry erasures; 4 is 3 settling intents (`folded`)."""
 
     _written_when_set = frozenset({"folded"})
@@ -395,7 +223,7 @@ class Commit(_Signed):
         if sealed or folded or any(isinstance(change, Erase) for change in changes):
             fmt = FOLDING_FORMAT if folded else SEALED_FORMAT
             changes = tuple(
-                change.model_copy(update={"salt": secrets.token_hex(16)}) if isinstance(change, _Sealed) else change
+                change.model_copy(update={"salt": secrets.token_hex(16)}) if isinstance(change, Sealed) else change
                 for change in changes
             )
         else:
@@ -418,7 +246,7 @@ class Commit(_Signed):
 
     @model_validator(mode="after")
     def _format_names_its_changes(self) -> Self:
-        texts = [change for change in self.changes if isinstance(change, _Sealed)]
+        texts = [change for change in self.changes if isinstance(change, Sealed)]
         if (self.format == FOLDING_FORMAT) != bool(self.folded):
             raise ValueError("a commit is of format 4 exactly when it settles intents")
         if len({fold.id for fold in self.folded or ()}) != len(self.folded or ()):
@@ -437,13 +265,13 @@ class Commit(_Signed):
 
     @property
     def checkable(self) -> bool:
-        return self.sealed or not any(isinstance(change, _Sealed) and change.is_erased for change in self.changes)
+        return self.sealed or not any(isinstance(change, Sealed) and change.is_erased for change in self.changes)
 
     def body_digest(self) -> str:
         if not self.sealed:
             return super().body_digest()
         members = {name: member for name, member in self._members.items() if name != "hash"}
-        sealed = [_sealed_form(change) for change in self.changes]
+        sealed = [sealed_form(change) for change in self.changes]
         members["changes"] = canonical_members({"changes": sealed})["changes"]
         return hashlib.sha256(joined(members.values())).hexdigest()
 
@@ -452,7 +280,7 @@ class Commit(_Signed):
         `erasure`. Of format 3 its hash still checks; of formats 1 and 2 it can no longer be checked."""
         changes = tuple(
             change.redacted(erasure)
-            if isinstance(change, _Sealed) and not change.is_erased and erase(index, change)
+            if isinstance(change, Sealed) and not change.is_erased and erase(index, change)
             else change
             for index, change in enumerate(self.changes)
         )
@@ -481,33 +309,6 @@ class Commit(_Signed):
             for change in self.changes
             if isinstance(change, Write | Edit)
         )
-
-
-def text_bytes(changes: Iterable[Change]) -> int:
-    """Bytes of text the changes carry."""
-    return sum(len(_carried(change).encode()) for change in changes if isinstance(change, Write | Edit))
-
-
-def _carried(change: Write | Edit) -> str:
-    """The text a change carries (none once erased)."""
-    return (change.text if isinstance(change, Write) else change.inserted) or ""
-
-
-def _sealed_form(change: Change) -> dict[str, Any]:
-    """A change as the hash of a commit of format 3 covers it: a text as its sealed digest."""
-    encoded: dict[str, Any] = change.model_dump(mode="json", by_alias=True)
-    if isinstance(change, _Sealed):
-        for name in (*change._texts, "salt", "erased"):
-            encoded.pop(name, None)
-        encoded["sealed"] = change.seal()
-    return encoded
-
-
-async def off_loop[T](size: int, work: Callable[[], T]) -> T:
-    """Run `work` (encoding or decoding `size` bytes) here when small, else in a worker thread."""
-    if size < OFF_LOOP_BYTES:
-        return work()
-    return await asyncio.to_thread(work)
 
 
 class Checkpoint(_Signed):

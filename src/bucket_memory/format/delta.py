@@ -8,7 +8,7 @@ reader checks it against the text it applies to and can undo it.
 
 from __future__ import annotations
 
-from .codec import Change, Edit, Write
+from .changes import Change, Edit, Write
 from .wire_values import stored_size
 
 # Bytes an edit's fields take beyond a write's (`at`, `removed`, `size`, the longer op name).

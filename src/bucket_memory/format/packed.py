@@ -26,9 +26,10 @@ from a13n_harness.providers.memory import MemoryStoreError
 from pydantic import PrivateAttr, model_validator
 
 from .canonical_json import canonical
-from .codec import MAX_OBJECT_BYTES, Checkpoint, CheckpointContent, CorruptObjectError, SettledIntents, _Signed
+from .changes import SettledIntents
+from .codec import Checkpoint, CheckpointContent, CorruptObjectError, _Signed
 from .directories import counted, directory_counts, located, names_a_file, row_of
-from .wire_values import Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
+from .wire_values import MAX_OBJECT_BYTES, Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
 BLOCK_BYTES = 256 * 1024
 _OPENING = re.compile(rb'\{"format":3,"kind":"checkpoint","texts_bytes":(0|[1-9][0-9]{0,11}),"texts":"')

@@ -17,6 +17,9 @@ from typing import Annotated
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, validate_path
 from pydantic import AfterValidator, Field
 
+# The largest object a reader accepts: a whole memory of 32 MiB of text, several times over for
+# JSON escapes. Anything larger is refused before it is parsed.
+MAX_OBJECT_BYTES = 256 * 1024 * 1024
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 PENDING_PREFIX = "pending/"

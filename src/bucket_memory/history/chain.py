@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import Commit, CorruptObjectError, off_loop
+from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -25,6 +25,7 @@ from ..log.commit_log import CommitLog
 from ..log.intents import read_intent
 from ..log.runs import read_run
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
+from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, Void, same_checkpoint
 from .lineage import erasure_problems

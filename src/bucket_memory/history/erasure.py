@@ -30,21 +30,13 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
 from ..format.canonical_json import canonical
-from ..format.codec import (
-    SEALED_FORMAT,
-    Change,
-    CheckpointContent,
-    Commit,
-    CorruptObjectError,
-    Erase,
-    Write,
-    off_loop,
-    redacted_content,
-)
+from ..format.changes import Change, Erase, Write
+from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
+from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .chain import History
 from .lineage import Lineages

@@ -12,7 +12,8 @@ import logging
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import GENESIS_HASH, Change, Commit, CorruptObjectError, Edit, Write
+from ..format.changes import Change, Edit, Write
+from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
 from ..format.wire_values import LOG_PREFIX, log_key, reapplied_fork
 from ..objects.retry import gather_bounded
 from ..state.state import State

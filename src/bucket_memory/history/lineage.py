@@ -7,7 +7,8 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping
 
-from ..format.codec import Change, Commit, Delete, Edit, Erase, Move, Purge, Write
+from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write
+from ..format.codec import Commit
 from ..state.state import State
 
 

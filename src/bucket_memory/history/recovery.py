@@ -20,7 +20,8 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import Change, Commit, CorruptObjectError
+from ..format.changes import Change
+from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication, run_key, run_seq
 from ..log.commit_log import CommitLog
 from ..log.runs import read_run

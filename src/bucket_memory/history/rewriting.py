@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import off_loop
 from ..format.wire_values import LOG_PREFIX, is_owned
 from ..log.commit_log import CommitLog
 from ..objects.interface import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from ..objects.retry import gather_bounded, retrying
+from ..runtime.off_loop import off_loop
 
 logger = logging.getLogger(__name__)
 

@@ -12,10 +12,12 @@ import logging
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError, Edit, Write, off_loop
+from ..format.changes import Edit, Write
+from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
 from ..objects.interface import ObjectVersion, VersionedObjectStore
 from ..objects.retry import gather_bounded, retrying
+from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, same_checkpoint
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.codec import Change, Fold, Write
+from ..format.changes import Change, Fold, Write
 from ..format.delta import stored_form
 from ..runtime.telemetry import Tally
 from ..state.operations import Operation, WriteOp

@@ -45,7 +45,7 @@ from typing import overload
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from ..format.codec import Erase, Purge
+from ..format.changes import Erase, Purge
 from ..objects.interface import ObjectStore
 from ..runtime import deadline, telemetry
 from ..state.operations import Operation

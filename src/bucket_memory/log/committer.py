@@ -12,8 +12,10 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import Commit, off_loop, text_bytes
+from ..format.changes import text_bytes
+from ..format.codec import Commit
 from ..runtime import deadline, telemetry
+from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .batch import HandedOver, Request, folds_of, plan_batch, resolve
 from .head import Head

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from ..format.codec import Change, Commit, Fold
+from ..format.changes import Change, Fold
+from ..format.codec import Commit
 from ..format.wire_values import intent_key_parts
 from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry

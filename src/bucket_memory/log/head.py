@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.codec import Commit, CorruptObjectError, Erase
+from ..format.changes import Erase
+from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import log_key, run_key
 from ..objects.interface import ObjectInfo
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded

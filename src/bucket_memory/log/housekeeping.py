@@ -11,12 +11,14 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from ..format.codec import Checkpoint, CorruptObjectError, off_loop, text_bytes
+from ..format.changes import text_bytes
+from ..format.codec import Checkpoint, CorruptObjectError
 from ..format.packed import PackedCheckpoint
 from ..format.wire_values import checkpoint_key, intent_key_parts, run_key
 from ..objects.interface import ObjectInfo
 from ..objects.retry import retrying, within_deadline
 from ..runtime import telemetry
+from ..runtime.off_loop import off_loop
 from ..state.folds import live
 from ..state.state import State
 from .commit_log import CommitLog

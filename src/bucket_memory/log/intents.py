@@ -16,7 +16,8 @@ from typing import Annotated, Literal, Self
 from a13n_harness.providers.memory import FileFormat, Origin
 from pydantic import Field
 
-from ..format.codec import CorruptObjectError, IntentId, _Signed
+from ..format.changes import IntentId
+from ..format.codec import CorruptObjectError, _Signed
 from ..format.wire_values import Hash, WireOrigin, checked_path, intent_key
 from ..state.operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.codec import Commit, CorruptObjectError, off_loop
+from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import log_key
 from ..objects.retry import backoff, within_deadline
 from ..runtime import deadline, telemetry
+from ..runtime.off_loop import off_loop
 from .head import Head, Overtaken
 
 FENCE_RUN = "bucket-memory:fence"

@@ -26,8 +26,8 @@ from botocore.exceptions import (
 from botocore.handlers import add_expect_header
 from botocore.loaders import Loader, create_loader
 
-from ..format.codec import off_loop
 from ..runtime.deadline import check_seconds
+from ..runtime.off_loop import off_loop
 from .credentials import no_aws_credentials
 from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import gather_bounded

@@ -25,11 +25,12 @@ from a13n_harness.providers.memory import (
 )
 
 from ..files.store import LogFileStore
-from ..format.codec import Change, Delete, Write, off_loop
+from ..format.changes import Change, Delete, Write
 from ..format.wire_values import checked_origin, moment_of, stored_size, time_text
 from ..history.erasure import Erasure, ErasurePlan
 from ..log.options import RANKINGS, Ranking
 from ..runtime import deadline
+from ..runtime.off_loop import off_loop
 from ..runtime.telemetry import traced
 from ..state.live_file import LiveFile
 from ..state.operations import checked_size

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..format.codec import Fold
+from ..format.changes import Fold
 
 # Commits after its base within which an intent may be settled. Authors race for the next key
 # themselves after a few commits pass their intent by (`fleet.py`), so a live intent is settled

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, describe
 from pydantic import Field
 
-from ..format.codec import Change, Delete, Move, Write, _Wire
+from ..format.changes import Change, Delete, Move, Wire, Write
 from ..format.wire_values import WirePath, stored_size
 from .state import State
 
@@ -29,7 +29,7 @@ type Dependencies = Annotated[tuple[tuple[WirePath, Version | None], ...], Field
 type Quota = Annotated[int, Field(ge=0, le=2**63)]
 
 
-class _Operation(_Wire):
+class _Operation(Wire):
     """What every mutation checks first: the versions its caller read (`dependencies`, path and
     version or None for absent), against the state it is planned on; and the memory's quota as
     its caller's store sets it (`max_bytes`)."""

@@ -10,24 +10,12 @@ from dataclasses import dataclass, field, replace
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
-from ..format.codec import (
-    GENESIS_HASH,
-    Change,
-    CheckpointContent,
-    Commit,
-    CorruptObjectError,
-    Delete,
-    Edit,
-    Erase,
-    Move,
-    Purge,
-    Write,
-    off_loop,
-    text_bytes,
-)
+from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write, text_bytes
+from ..format.codec import GENESIS_HASH, CheckpointContent, Commit, CorruptObjectError
 from ..format.delta import spliced
 from ..format.directories import parent_directories
 from ..format.wire_values import log_key, stored_size_of, time_text
+from ..runtime.off_loop import off_loop
 from .folds import FoldWindow
 from .live_file import LiveFile
 from .overlay import Overlay
