@@ -449,7 +449,8 @@ async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
 def test_a_record_of_another_intent_with_our_id_is_not_our_outcome() -> None:
     """An attacker who swaps in a copy of a pending intent (same id, its own write) gets the copy
     folded; the author must not take that record for its write: its id is spent, so it plans again."""
-    from bucket_memory.log.fleet import Replan, Settled, _outcome
+    from bucket_memory.log.intent_wait import Replan, Settled
+    from bucket_memory.log.intent_wait import outcome_of as _outcome
 
     ours = an_intent("mine.md", "mine", base=1, genesis=None)
     swapped = an_intent("mine.md", "theirs", base=1, genesis=None)
@@ -516,7 +517,8 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     """The head of an author's process can move past its intent's window by other means (a fold's
     catch-up, a run, another write of the process) without the author reading the commit that
     settled it: that is no proof it was never applied. The author looks in the window first."""
-    from bucket_memory.log.fleet import Replan, Settled, _Waiting
+    from bucket_memory.log.intent_wait import Replan, Settled
+    from bucket_memory.log.intent_wait import Waiting as _Waiting
 
     objects = MemoryObjectStore()
     author, folder = LogFileStore(objects), LogFileStore(objects)

@@ -23,33 +23,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from ..format.changes import Change, Fold
+from ..format.changes import Change
 from ..format.codec import Commit
-from ..format.wire_values import intent_key_parts
 from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry
-from ..state.folds import FOLD_WINDOW, live
+from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
 from ..state.state import State
 from .batch import HandedOver, Plan, Request, Result, consume
 from .commit_log import CommitLog
 from .committer import Outraced, unconfirmed
+from .intent_wait import Outcome, Replan, Settled, Waiting, id_of, is_live, outcome_of
 from .intents import Intent
 from .reader import gapless
 
 logger = logging.getLogger(__name__)
 
-# Commits that pass an intent by, unsettled, before its author races for the next key itself.
-IMPATIENCE = 2
-# Polls that find no new commit before an author races for the next key itself.
-IDLE_POLLS = 6
-# Create latencies after which an older intent still listed is taken for settled or abandoned: its
-# author would have raced for a key itself by then (only who races first depends on it).
-GHOST_ROUNDS = 8
 # Create latencies an author waits after a commit before it polls for the next (after a 404, one).
 POLL_AFTER_COMMIT = 3
 # Intents one commit folds at most, and the bytes of them it reads.
@@ -60,64 +52,6 @@ CONTENDED_ROUNDS = 40
 # A head that others have likely moved by this many commits or more is listed before its
 # intent is published, so that its base is the head, not a head the window has left behind.
 STALE_BASE = FOLD_WINDOW // 4
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """A commit settled the intent: its write's version (a seq), or the version it left unchanged."""
-
-    version: int | str
-
-
-@dataclass(frozen=True, slots=True)
-class Replan:
-    """The intent will never be applied (refused by another's commit, or past its window): plan
-    the write again on a current head."""
-
-
-type Outcome = Settled | Replan
-
-
-@dataclass(slots=True)
-class _Waiting:
-    """An author's view while its intent is pending: the newest commit seen (`known`, which the
-    cached head may be behind), the older intents it knows of, the intents it knows settled,
-    and the record that settled its own, once seen."""
-
-    intent: Intent
-    known: int
-    older: set[str] = field(default_factory=set)
-    settled: set[str] = field(default_factory=set)
-    mine: tuple[int, Fold] | None = None
-    passed: int = 0
-    idle: int = 0
-    published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
-
-    def note(self, commit: Commit, *, void: bool = False) -> None:
-        """Take in a commit read while waiting; a void one (applied to the head and found so) settles nothing."""
-        self.known = max(self.known, commit.seq)
-        for fold in () if void else commit.folded or ():
-            self.settled.add(fold.id)
-            if fold.id == self.intent.id:
-                self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
-
-    def rank(self, pending: Sequence[str], round_seconds: float) -> None:
-        """Take the older intents from a fresh listing of the pending ones: those made lately (one
-        listed long after it was made was settled, its deletion not yet seen, or abandoned)."""
-        since = int(1000 * (time.time() - GHOST_ROUNDS * round_seconds))
-        self.older = {
-            key for key in pending if key < self.intent.key and _live(key, self.known) and _made(key) >= since
-        }
-
-    @property
-    def first(self) -> bool:
-        """Whether no older intent is pending, as far as this author knows."""
-        return all(_id_of(key) in self.settled for key in self.older)
-
-    @property
-    def turn(self) -> bool:
-        """Whether to race for the next key now: ours is the oldest, or others had their chance."""
-        return self.first or self.passed >= IMPATIENCE or self.idle >= IDLE_POLLS
 
 
 class Fleet:
@@ -242,7 +176,7 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self._publish(intent))
             assert publishing is not None
-            return await self._wait(_Waiting(intent, known, published=publishing), tail.pending)
+            return await self._wait(Waiting(intent, known, published=publishing), tail.pending)
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -256,7 +190,7 @@ class Fleet:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
 
-    async def _wait(self, waiting: _Waiting, pending: Sequence[str]) -> Outcome:
+    async def _wait(self, waiting: Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
         reader = self.log.reader
         round_seconds = self._round_seconds
@@ -266,7 +200,7 @@ class Fleet:
             waiting.note(newest)
         while True:
             if waiting.mine is not None:
-                return _outcome(*waiting.mine, waiting.intent)
+                return outcome_of(*waiting.mine, waiting.intent)
             if self.log.head.seq >= waiting.intent.base + FOLD_WINDOW:
                 # No commit past the window can settle it; one in it may have, unseen by us.
                 return await self._past_window(waiting.intent)
@@ -297,7 +231,7 @@ class Fleet:
                 return head.apply(commit) is not None
             return False
 
-    async def _fold(self, waiting: _Waiting) -> Outcome | None:
+    async def _fold(self, waiting: Waiting) -> Outcome | None:
         """Race for the next key with our intent and the pending ones we can read, oldest first:
         what became of ours, or None when another writer won the key without settling it, or an
         older intent than ours turned up in the listing (its author races; we wait). A refusal of
@@ -352,7 +286,7 @@ class Fleet:
             return await self._past_window(intent)
         return None
 
-    async def _caught_up_and_read(self, waiting: _Waiting, *, impatient: bool) -> list[Intent] | None:
+    async def _caught_up_and_read(self, waiting: Waiting, *, impatient: bool) -> list[Intent] | None:
         """Under the lock: the head caught up by one listing and the intents it names read, oldest
         first; None when an older intent than ours is pending and we are not impatient (its author
         races). Intents are read while the head catches up, unless the listing already shows an older
@@ -377,12 +311,12 @@ class Fleet:
             if reading is not None:
                 reading.cancel()
 
-    async def _readable(self, waiting: _Waiting, pending: list[str]) -> list[Intent]:
+    async def _readable(self, waiting: Waiting, pending: list[str]) -> list[Intent]:
         """The `pending` intents other than ours that we can read, oldest first, up to the caps."""
         keys = [
             key
             for key in pending
-            if _id_of(key) != waiting.intent.id and _id_of(key) not in waiting.settled and _live(key, waiting.known)
+            if id_of(key) != waiting.intent.id and id_of(key) not in waiting.settled and is_live(key, waiting.known)
         ][:FOLD_CAP]
         found = await gather_bounded(keys, self.log.reader.intent)
         readable, total, ids = [], 0, {waiting.intent.id}
@@ -408,7 +342,7 @@ class Fleet:
         for commit in await self.log.reader.commits_at(window):
             for fold in commit.folded or ():
                 if fold.id == intent.id:
-                    return _outcome(commit.seq, fold, intent)
+                    return outcome_of(commit.seq, fold, intent)
         return Replan()
 
     async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
@@ -418,7 +352,7 @@ class Fleet:
         fold = next((fold for fold in (commit.folded or ()) if fold.id == intent.id), None) if commit else None
         if fold is None:
             raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
-        return _outcome(seq, fold, intent)
+        return outcome_of(seq, fold, intent)
 
     async def _publish(self, intent: Intent) -> None:
         """Create the intent's key (no one else uses it; a transport's resend finds our own)."""
@@ -447,21 +381,6 @@ class Fleet:
         task.add_done_callback(self._cleaning.discard)
 
 
-def _outcome(seq: int, fold: Fold, intent: Intent) -> Outcome:
-    """What commit `seq` settling an intent of our intent's id as `fold` tells its author: nothing
-    of ours when the record names another intent (a copy swapped in for ours), which consumed our
-    id, so ours can never be settled: plan it again."""
-    if fold.intent != intent.hash:
-        return Replan()
-    match fold.outcome:
-        case "applied":
-            return Settled(seq)
-        case "unchanged":
-            return Settled(str(fold.version))
-        case _:
-            return Replan()
-
-
 def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
     outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
     end = deadline.end_after(timeout)
@@ -480,22 +399,6 @@ def _checked_plan(intent: Intent, fmt: FileFormat) -> Plan:
 def _age(request: Request) -> str:
     assert request.intent is not None
     return request.intent.key
-
-
-def _id_of(key: str) -> str:
-    parts = intent_key_parts(key)
-    return parts[2] if parts is not None else ""
-
-
-def _made(key: str) -> int:
-    parts = intent_key_parts(key)
-    return parts[0] if parts is not None else 0
-
-
-def _live(key: str, known: int) -> bool:
-    """Whether the intent at `key` may still be settled after commit `known` (`folds.live`)."""
-    parts = intent_key_parts(key)
-    return parts is not None and live(parts[1], known)
 
 
 def _consumed(task: asyncio.Task[None]) -> None:

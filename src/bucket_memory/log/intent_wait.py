@@ -1,0 +1,112 @@
+"""What an author knows while its intent is pending (`fleet.Fleet` waits on it), and what the
+log's record of its intent tells it: settled at a version, or to be planned again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..format.changes import Fold
+from ..format.codec import Commit
+from ..format.wire_values import intent_key_parts
+from ..state.folds import live
+from .intents import Intent
+
+# Commits that pass an intent by, unsettled, before its author races for the next key itself.
+IMPATIENCE = 2
+# Polls that find no new commit before an author races for the next key itself.
+IDLE_POLLS = 6
+# Create latencies after which an older intent still listed is taken for settled or abandoned: its
+# author would have raced for a key itself by then (only who races first depends on it).
+GHOST_ROUNDS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A commit settled the intent: its write's version (a seq), or the version it left unchanged."""
+
+    version: int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """The intent will never be applied (refused by another's commit, or past its window): plan
+    the write again on a current head."""
+
+
+type Outcome = Settled | Replan
+
+
+@dataclass(slots=True)
+class Waiting:
+    """An author's view while its intent is pending: the newest commit seen (`known`, which the
+    cached head may be behind), the older intents it knows of, the intents it knows settled,
+    and the record that settled its own, once seen."""
+
+    intent: Intent
+    known: int
+    older: set[str] = field(default_factory=set)
+    settled: set[str] = field(default_factory=set)
+    mine: tuple[int, Fold] | None = None
+    passed: int = 0
+    idle: int = 0
+    published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
+
+    def note(self, commit: Commit, *, void: bool = False) -> None:
+        """Take in a commit read while waiting; a void one (applied to the head and found so) settles nothing."""
+        self.known = max(self.known, commit.seq)
+        for fold in () if void else commit.folded or ():
+            self.settled.add(fold.id)
+            if fold.id == self.intent.id:
+                self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
+
+    def rank(self, pending: Sequence[str], round_seconds: float) -> None:
+        """Take the older intents from a fresh listing of the pending ones: those made lately (one
+        listed long after it was made was settled, its deletion not yet seen, or abandoned)."""
+        since = int(1000 * (time.time() - GHOST_ROUNDS * round_seconds))
+        self.older = {
+            key for key in pending if key < self.intent.key and is_live(key, self.known) and _made(key) >= since
+        }
+
+    @property
+    def first(self) -> bool:
+        """Whether no older intent is pending, as far as this author knows."""
+        return all(id_of(key) in self.settled for key in self.older)
+
+    @property
+    def turn(self) -> bool:
+        """Whether to race for the next key now: ours is the oldest, or others had their chance."""
+        return self.first or self.passed >= IMPATIENCE or self.idle >= IDLE_POLLS
+
+
+def outcome_of(seq: int, fold: Fold, intent: Intent) -> Outcome:
+    """What commit `seq` settling an intent of our intent's id as `fold` tells its author: nothing
+    of ours when the record names another intent (a copy swapped in for ours), which consumed our
+    id, so ours can never be settled: plan it again."""
+    if fold.intent != intent.hash:
+        return Replan()
+    match fold.outcome:
+        case "applied":
+            return Settled(seq)
+        case "unchanged":
+            return Settled(str(fold.version))
+        case _:
+            return Replan()
+
+
+def id_of(key: str) -> str:
+    parts = intent_key_parts(key)
+    return parts[2] if parts is not None else ""
+
+
+def _made(key: str) -> int:
+    parts = intent_key_parts(key)
+    return parts[0] if parts is not None else 0
+
+
+def is_live(key: str, known: int) -> bool:
+    """Whether the intent at `key` may still be settled after commit `known` (`folds.live`)."""
+    parts = intent_key_parts(key)
+    return parts is not None and live(parts[1], known)
