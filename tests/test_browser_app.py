@@ -377,7 +377,7 @@ async def test_a_diff_being_made_holds_up_no_other_page(
     import asyncio
     import threading
 
-    from bucket_memory.browser import pages
+    from bucket_memory.browser import diff
     from bucket_memory.diffs import LineDiff, line_diff
 
     started, release = threading.Event(), threading.Event()
@@ -387,7 +387,7 @@ async def test_a_diff_being_made_holds_up_no_other_page(
         release.wait()
         return line_diff(before, after)
 
-    monkeypatch.setattr(pages, "line_diff", held)
+    monkeypatch.setattr(diff, "line_diff", held)
     diffing = asyncio.create_task(reader.get("/diff", params={"path": "notes/plan.md", "from": "1", "to": "2"}))
     await asyncio.to_thread(started.wait)
     try:
