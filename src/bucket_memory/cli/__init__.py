@@ -1,11 +1,13 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
 `base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
-table; `files`, `history`, `operations`, `erase`, `records` and `browse` hold the commands; `output` the
-models of their --json output.
-Importing this package registers every command. The commands import the store's modules inside
-their bodies: `--help` and `--version` then import neither the harness's memory package (most of
-a second) nor a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
+table; `files`, `history`, `erase`, `records` and `browse` hold the commands, and the operator's
+`import_export`, `maintenance` and `provisioning`; `output` the models of their --json output.
+Importing this package registers every command, module by module in the order of the import below
+(alphabetical, as ruff sorts it): that is the order `--help` and docs/cli.md list them in, so a
+module's name places its commands. The commands import the store's modules inside their bodies:
+`--help` and `--version` then import neither the harness's memory package (most of a second) nor
+a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """
 
 import atexit
@@ -19,7 +21,7 @@ import traceback
 # PYDANTIC_DISABLE_PLUGINS says otherwise.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
 
-from . import browse, erase, files, history, operations, records
+from . import browse, erase, files, history, import_export, maintenance, provisioning, records
 from .base import app
 from .failures import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
 
@@ -71,7 +73,9 @@ __all__ = [
     "erase",
     "files",
     "history",
+    "import_export",
     "main",
-    "operations",
+    "maintenance",
+    "provisioning",
     "records",
 ]

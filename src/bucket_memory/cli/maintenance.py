@@ -1,0 +1,186 @@
+"""The commands that look after a memory once it is in use: verify (its hash chain and checkpoints),
+compact (its old log and checkpoints), stats (its size and history) and recover (what a wipe or
+damage lost, from the bucket's object versions)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from .base import (
+    TIME_HELP,
+    Json,
+    Url,
+    Yes,
+    command,
+    confirm,
+    count,
+    emit,
+    err,
+    keys,
+    moment,
+    origin,
+    out,
+    progress,
+    run,
+)
+from .failures import EXIT_PROBLEMS
+
+if TYPE_CHECKING:
+    from ..admin import MemoryAdmin
+    from .output import Problem
+
+
+@command()
+def verify(url: Url, as_json: Json = False) -> None:
+    """Read every object, check the hash chain and checkpoints; exit 1 on any problem.
+
+    Example: bucket-memory verify s3://my-memories/team
+    """
+    from .output import Problem, Verified
+
+    async def work(admin: MemoryAdmin) -> list[Problem]:
+        with progress("verifying") as advance:
+            return [Problem(key=problem.key, message=problem.message) for problem in await admin.verify(advance)]
+
+    problems = run(work, url, read_only=True)
+
+    def report() -> None:
+        for problem in problems:
+            out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
+        if not problems:
+            out.print("ok: every commit and checkpoint is whole and chained")
+
+    emit(Verified(ok=not problems, problems=problems), as_json, report)
+    if problems:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@command()
+def compact(url: Url, as_json: Json = False) -> None:
+    """Delete log and checkpoint objects older than the newest aged checkpoint and the retention.
+
+    Example: bucket-memory compact s3://my-memories/team
+    """
+    from .output import Compacted
+
+    result = run(lambda admin: admin.compact(), url)
+    said = (
+        "nothing to compact yet: no checkpoint is older than the grace period within the retention"
+        if result.floor == 0
+        else f"history now starts at commit {result.floor}: removed {result.log_deleted} commits and "
+        f"{result.checkpoints_deleted} checkpoints"
+    )
+    emit(
+        Compacted(floor=result.floor, log_deleted=result.log_deleted, checkpoints_deleted=result.checkpoints_deleted),
+        as_json,
+        lambda: out.print(said),
+    )
+
+
+@command()
+def stats(url: Url, as_json: Json = False) -> None:
+    """Files, bytes, commits, history floor and checkpoint age.
+
+    Example: bucket-memory stats s3://my-memories/team
+    """
+    result = run(lambda admin: admin.stats(), url, read_only=True)
+    age = f"{result.checkpoint_age:.0f} s ago" if result.checkpoint_age is not None else "none yet"
+    emit(
+        result,
+        as_json,
+        lambda: out.print(
+            f"files          {result.files}\n"
+            f"bytes          {_sized(result.bytes)} of {_sized(result.max_bytes)} "
+            f"({result.bytes / max(result.max_bytes, 1):.1%})\n"
+            f"head commit    {result.head}\n"
+            f"retained log   {result.commits} commits from {result.history_floor or '-'}\n"
+            f"checkpoints    {result.checkpoints}, newest {result.checkpoint or '-'} ({age})"
+        ),
+    )
+
+
+@command()
+def recover(
+    url: Url,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help=f"Then make the memory what it was then: {TIME_HELP}.")
+    ] = None,
+    yes: Yes = False,
+    as_json: Json = False,
+) -> None:
+    """Bring back every acknowledged commit from the bucket's object versions.
+
+    Re-creates what a deleted prefix lost, repairs damaged objects, and re-applies on top, as new
+    commits, what writers committed after a wipe. With --as-of, then makes the memory what it was
+    at that moment, as one new commit (past a purge or compaction), showing what it changes first
+    and asking (or needing --yes off a terminal). Safe to run again and while agents write. Needs
+    versioning on the bucket. Example: bucket-memory recover s3://my-memories/team
+    """
+    from .output import Reapplied, Recovered
+
+    when = moment(as_of) if as_of is not None else None
+    who = origin("recover", url)
+    done = run(lambda admin: admin.recover(None, origin=who), url, new_ok=True)
+    as_of_commit = None
+    if when is not None:
+        changes = run(lambda admin: admin.preview_recover_as_of(when), url)
+        if confirm(changes, f"Making the memory as at {when.isoformat()}", yes):
+            as_of_commit = run(lambda admin: admin.make_as_of(when, origin=who, at=changes.seq), url)
+    restoration = done.restoration
+
+    def report() -> None:
+        if restoration.restored:
+            out.print(f"restored {count(restoration.restored, 'deleted object')}: {keys(restoration.restored)}")
+        if restoration.repaired:
+            out.print(f"repaired {count(restoration.repaired, 'damaged object')}: {keys(restoration.repaired)}")
+        for old, new in restoration.reapplied:
+            landed = f"as commit {new}" if new is not None else "(nothing left to change)"
+            out.print(f"re-applied commit {old}, written after the wipe, {landed}")
+        if not restoration.changed:
+            out.print(f"nothing to restore: every acknowledged commit is in place, up to commit {restoration.head}")
+        else:
+            out.print(f"the memory is whole again, up to commit {restoration.head}")
+        if when is not None:
+            out.print(
+                f"already as at {when.isoformat()}"
+                if as_of_commit is None
+                else f"made as at {when.isoformat()} as commit {as_of_commit}"
+            )
+
+    emit(
+        Recovered(
+            restored=list(restoration.restored),
+            repaired=list(restoration.repaired),
+            reapplied=[Reapplied(start=old, to=new) for old, new in restoration.reapplied],
+            head=restoration.head,
+            as_of_commit=as_of_commit,
+            versioning=done.versioning,
+        ),
+        as_json,
+        report,
+    )
+    if done.versioning != "enabled":
+        err.print(versioning_warning(done.versioning, url))
+
+
+def versioning_warning(versioning: str, url: str) -> str:
+    """What recover and doctor warn when the bucket's versioning (its state, or "unknown") is not enabled."""
+    if versioning == "unknown":
+        return f"warning: cannot read the versioning of {url} (no permission); recovery depends on it."
+    return (
+        f"warning: versioning is {versioning} on {url}: a deleted or overwritten object cannot be brought back. "
+        "Turn it on (`bucket-memory init --enable-versioning`)."
+    )
+
+
+def _sized(count: int) -> str:
+    """A number of bytes as people read it: 27 bytes, 4.2 KiB, 32 MiB (binary units, as quotas are set)."""
+    size, unit = float(count), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{count} bytes" if unit == "bytes" else f"{size:.1f} {unit}".replace(".0 ", " ")

@@ -1,0 +1,226 @@
+"""The commands that set up and check where memories live: init (a bucket with the Terraform
+modules' settings), policy (the IAM grants the memories need), doctor (that the endpoint, the
+memory and the bucket's versioning are as the store needs) and memories (those under a bucket, a
+prefix or a directory)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .base import URL_FORMS, Json, Url, app, as_usage, checked_url, command, emit, err, out, run, store_errors
+from .failures import EXIT_PROBLEMS, EXIT_STORE
+from .maintenance import versioning_warning
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..admin import MemoryAdmin
+    from ..provision import Plan
+    from .output import Initialized
+
+
+def _bucket_url(value: str) -> str:
+    from ..objects.urls import parse_url
+
+    with as_usage():
+        if parse_url(value).scheme == "file":
+            raise typer.BadParameter("init makes s3:// or gs:// buckets; a local path needs none.")
+    return value
+
+
+def _iam_urls(values: list[str]) -> list[str]:
+    from ..objects.urls import parse_url
+
+    with as_usage():
+        if any(parse_url(value).scheme == "file" for value in values):
+            raise typer.BadParameter("policy takes s3:// or gs:// URLs: a local memory has no IAM.")
+    return values
+
+
+@command()
+def init(
+    url: Annotated[
+        str,
+        typer.Argument(help="s3://bucket[/prefix] or gs://bucket[/prefix]", show_default=False, callback=_bucket_url),
+    ],
+    enable_versioning: Annotated[
+        bool, typer.Option(help="Turn versioning on for an existing bucket that has it off.")
+    ] = False,
+    noncurrent_days: Annotated[int, typer.Option(min=1, help="Days old object versions are kept.")] = 30,
+    tls_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--tls-only/--no-tls-only",
+            help="Add (or skip) the S3 policy statement that denies requests without TLS; "
+            "by default added except against an http:// endpoint such as a local emulator.",
+        ),
+    ] = None,
+    location: Annotated[str | None, typer.Option(help="GCS: the location of a new bucket, such as EU.")] = None,
+    kms_key: Annotated[str | None, typer.Option(help="GCS: the Cloud KMS key to encrypt with by default.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Show what init would change, and change nothing.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Create or adopt a memory bucket with the Terraform modules' settings (versioning, lifecycle,
+    private, encrypted), adding them beside the bucket's own: nothing there is removed.
+
+    Prints its plan first (+ a change, = kept). Then checks, under the URL's prefix, that the
+    endpoint refuses a second create of one key (the store needs it). Example: bucket-memory init
+    s3://my-memories --dry-run
+    """
+    import os
+
+    from ..provision import InitOptions, init_bucket
+
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT")
+    options = InitOptions(enable_versioning, noncurrent_days, tls_only, project, location, kms_key)
+    with store_errors():
+        plan = init_bucket(url, options, dry_run=dry_run)
+    _show_plan(plan, err if as_json else out)
+    if dry_run:
+        emit(
+            _initialized(plan),
+            as_json,
+            lambda: out.print(f"dry run: {len(plan.changes)} changes planned for {plan.bucket}, nothing changed"),
+        )
+        return
+    _check_create_only(url)
+    changed = f"{len(plan.changes)} changes made" if plan.changes else "nothing to change"
+    emit(
+        _initialized(plan),
+        as_json,
+        lambda: out.print(f"{plan.bucket}: {changed}; the endpoint refuses duplicate creates"),
+    )
+
+
+def _show_plan(plan: Plan, say: Console) -> None:
+    """Init's plan, a setting a line (+ a change, = kept), on `say`; then its warnings, on standard error."""
+    for step in plan.steps:
+        say.print(f"{'+' if step.apply is not None else '='} {step.setting:<14} {step.action}")
+    for warning in plan.warnings:
+        err.print(f"warning: {warning}")
+
+
+def _initialized(plan: Plan) -> Initialized:
+    """Init's --json output: its plan, whether it was carried out, and its warnings."""
+    from .output import Initialized, Step
+
+    return Initialized(
+        bucket=plan.bucket,
+        steps=[Step(setting=step.setting, action=step.action, change=step.apply is not None) for step in plan.steps],
+        applied=plan.applied,
+        warnings=plan.warnings,
+    )
+
+
+def _check_create_only(url: str) -> None:
+    """That the endpoint refuses a second create of one key, under the URL's prefix (the store needs it)."""
+    from ..connect import check_create_only, open_store
+
+    async def checked() -> None:
+        async with open_store(url) as store:
+            await check_create_only(store.log.objects)
+
+    with store_errors():
+        asyncio.run(checked())
+
+
+@app.command()
+def policy(
+    urls: Annotated[
+        list[str],
+        typer.Argument(help="Memories of one bucket: s3://bucket/prefix or gs://bucket/prefix.", callback=_iam_urls),
+    ],
+    operator: Annotated[
+        bool,
+        typer.Option(
+            help="Also grant what recover, compact, verify, erase and history need: reading old versions, "
+            "and deleting them (erase)."
+        ),
+    ] = False,
+    kms_key: Annotated[
+        str | None, typer.Option(help="S3: the bucket's KMS key ARN, to grant through S3.", show_default=False)
+    ] = None,
+) -> None:
+    """Print the IAM grants the memories need, as the Terraform modules write them; changes nothing.
+
+    On S3, a policy document for agents (or, with --operator, for operators), limited to the
+    prefixes; attach it with `aws iam put-role-policy`. On GCS, the condition to bind
+    roles/storage.objectUser with. Example: bucket-memory policy s3://my-memories/team > policy.json
+    """
+    from ..objects.urls import parse_url
+    from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
+
+    with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
+        parsed = [parse_url(url) for url in urls]
+        bucket, prefixes = memory_prefixes(parsed)
+        if parsed[0].scheme == "gs":
+            condition = gcs_condition(bucket, prefixes)
+            out.print("role: roles/storage.objectUser (it includes reading old versions, for recover)")
+            out.print(f"condition: {condition}" if condition else "condition: none (the whole bucket)")
+            return
+        made = operator_policy if operator else access_policy
+        out.print(json.dumps(made(bucket, prefixes, kms_key), indent=2))
+
+
+@command()
+def doctor(url: Url, as_json: Json = False) -> None:
+    """Check that the endpoint refuses a second create of one key (the store needs it), that the
+    memory loads, and whether the bucket keeps versions; exit 1 on a problem.
+
+    The check creates and deletes one object under the prefix's doctor/ folder.
+    Example: bucket-memory doctor s3://my-memories/team
+    """
+    from ..connect import check_create_only
+    from ..objects.interface import VersionedObjectStore
+    from .output import Checked
+
+    async def work(admin: MemoryAdmin) -> str | None:
+        await check_create_only(admin.store.log.objects)
+        await admin.store.list()
+        if not isinstance(admin.store.log.objects, VersionedObjectStore):
+            return None
+        return await admin.recovery.versioning()
+
+    try:
+        versioning = run(work, url, new_ok=True)
+    except typer.Exit as exit:
+        raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
+    emit(
+        Checked(create_only=True, versioning=versioning),
+        as_json,
+        lambda: out.print(f"ok: {url} refuses duplicate creates and its memory loads"),
+    )
+    if versioning not in (None, "enabled"):
+        err.print(versioning_warning(versioning, url))
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@command()
+def memories(
+    url: Annotated[
+        str,
+        typer.Argument(
+            help=f"A bucket, a prefix in one, or a directory: {URL_FORMS}.", show_default=False, callback=checked_url
+        ),
+    ],
+    as_json: Json = False,
+) -> None:
+    """List the memories under a bucket, a prefix or a directory, as URLs for the other commands.
+
+    Example: bucket-memory memories s3://my-memories
+    """
+    from ..connect import find_memories
+    from .output import Memory
+
+    with store_errors():
+        found = [Memory(url=memory) for memory in asyncio.run(find_memories(url))]
+
+    def lines() -> None:
+        for memory in found:
+            out.print(memory.url)
+
+    emit(found, as_json, lines)
