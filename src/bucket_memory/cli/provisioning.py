@@ -45,7 +45,7 @@ def _iam_urls(values: list[str]) -> list[str]:
 def init(
     url: Annotated[
         str,
-        typer.Argument(help="s3://bucket or s3://bucket/prefix (gs:// alike)", show_default=False, callback=_bucket_url),
+        typer.Argument(help="s3://bucket or s3://bucket/prefix (or gs://)", show_default=False, callback=_bucket_url),
     ],
     enable_versioning: Annotated[
         bool, typer.Option(help="Turn versioning on for an existing bucket that has it off.")
