@@ -94,6 +94,18 @@ async def test_markup_in_the_memory_is_shown_as_text(writer: httpx.AsyncClient, 
     assert "<b>mallory</b>" not in page and "&lt;b&gt;mallory&lt;/b&gt;" in page
 
 
+async def test_a_principal_arn_is_shown_by_its_name_whole_on_hover(writer: httpx.AsyncClient, url: str) -> None:
+    """Issue 45: the "by" column wrapped a full ARN over three lines; it shows the name in its
+    resource, as `log` does, and the whole ARN (escaped) as the cell's title."""
+    arn = 'arn:aws:sts::123456789012:assumed-role/agent-role/i-0ab"><b>x</b>'
+    async with open_store(url) as store:
+        await store.write("y.md", "y\n", expected=None, origin=Origin(principal_id=arn))
+    page = (await writer.get("/file", params={"path": "y.md"})).text
+    shown = "agent-role/i-0ab&#34;&gt;&lt;b&gt;x&lt;/b&gt;"
+    assert f'<span title="arn:aws:sts::123456789012:assumed-role/{shown}">{shown}</span>' in page
+    assert "<b>x</b>" not in page and "123456789012" not in page.replace('title="arn:aws:sts::123456789012', "")
+
+
 # Each with what the page says, in its own terms (no command to run: whoever reads it may have no
 # command line), and where it offers to go next.
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse
 
 from ..admin import MemoryAdmin, Revision, version_seq
 from ..files.store import LogFileStore
+from ..format.wire_values import short_principal
 from ..state.operations import ErasedVersionError
 from .access import FORM_FIELD
 from .times import time_element
@@ -59,7 +60,13 @@ def _breakable(text: str | None) -> Markup:
     return Markup("<wbr>").join(Markup('<span class="part">{}</span>').format(part) for part in parts)
 
 
+def _who(principal: str | None) -> Markup:
+    """`{{ principal|who }}`: an ARN by the name in its resource (`short_principal`), the whole on hover."""
+    return Markup('<span title="{}">{}</span>').format(principal or "", short_principal(principal))
+
+
 _templates.filters["when"] = _when
+_templates.filters["who"] = _who
 _templates.filters["breakable"] = _breakable
 
 

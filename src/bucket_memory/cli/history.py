@@ -66,6 +66,8 @@ def log(
     ]
 
     def table() -> None:
+        from ..format.wire_values import short_principal
+
         now = datetime.now(UTC)
         columns = [
             Column("version"),
@@ -82,7 +84,7 @@ def log(
                 revision.time if wide else age(revision.time, now),
                 revision.action if revision.erased is None else f"{revision.action} (erased by {revision.erased})",
                 _moved(revision),
-                (revision.principal or "") if wide else _short(revision.principal),
+                (revision.principal or "") if wide else short_principal(revision.principal),
                 revision.run or "",
                 *([revision.tool_call or ""] if wide else []),
             ]
@@ -100,16 +102,6 @@ def _moved(revision: Revision) -> str:
     if revision.action == "moved-out":
         return f"{revision.path} -> {revision.other}"
     return revision.path or "*"
-
-
-def _short(principal: str | None) -> str:
-    """A principal as a narrow table shows it: an ARN by the name in its resource (agent/i-0ab for
-    arn:aws:sts::123456789012:assumed-role/agent/i-0ab, alice for ...:user/alice), which tells the
-    callers of one account apart."""
-    if principal is None or not principal.startswith("arn:"):
-        return principal or ""
-    resource = principal.rpartition(":")[2]
-    return resource.partition("/")[2] or resource
 
 
 @command()
