@@ -45,8 +45,9 @@ def starlette_of(app: Any) -> Starlette:
     return app
 
 
-async def client_for(url: str, *, write: bool) -> AsyncIterator[httpx.AsyncClient]:
-    app = browser_app(url, token=TOKEN, host=HOST, writable=write, origin=Origin(run_id="bucket-memory browse"))
+async def client_for(url: str, *, write: bool, embedder: Any = None) -> AsyncIterator[httpx.AsyncClient]:
+    origin = Origin(run_id="bucket-memory browse")
+    app = browser_app(url, token=TOKEN, host=HOST, writable=write, origin=origin, embedder=embedder)
     inner = starlette_of(app)
     async with inner.router.lifespan_context(inner):
         transport = httpx.ASGITransport(app=app)
@@ -541,6 +542,34 @@ async def test_a_record_is_shown_as_a_record_not_its_json(url: str) -> None:
         assert "a record, written" in before_details and '"updated_at"' not in before_details
         assert "a vector of 64 dimensions by" in before_details
         assert "The file as stored" in page.text
+
+
+async def test_records_are_searched_by_meaning_with_the_embedder_browse_was_given(url: str) -> None:
+    """Issue 45: `browse --embedder` ranks the records page's search with that model: the records
+    stored without its vectors are embedded for the search (a read-only browser writes nothing)."""
+    from pydantic_ai import Embedder
+
+    from bucket_memory import LogRecordStore
+    from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+    async with open_store(url) as store:
+        plain = LogRecordStore(store)
+        tea = await plain.add("green tea at standup")
+        await plain.add("deploys happen on tuesdays")
+    model = HashingEmbeddingModel()
+    async for reader in client_for(url, write=False, embedder=Embedder(model)):
+        page = (await reader.get("/records", params={"q": "green tea"})).text
+        assert tea.id in page
+    assert sorted(set(model.embedded) - {"green tea"}) == ["deploys happen on tuesdays", "green tea at standup"]
+
+
+def test_browse_refuses_an_embedder_it_cannot_use(tmp_path: Path) -> None:
+    from .helpers import cli
+
+    memory = tmp_path / "memory"
+    cli("put", str(memory), "a.md", given="x\n")
+    refused = cli("browse", str(memory), "--no-open", "--embedder", "unknownprovider:model", expect=2)
+    assert "--embedder" in refused and "Unknown provider" in refused
 
 
 async def test_erased_versions_are_shown_erased_without_a_link(writer: httpx.AsyncClient, url: str) -> None:

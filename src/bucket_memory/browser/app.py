@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 from starlette.applications import Starlette
@@ -24,15 +25,21 @@ from .pages import Browser, Trouble
 from .restore import restore, rollback
 from .search import records, search
 
+if TYPE_CHECKING:
+    from pydantic_ai import Embedder
 
-def browser_app(url: str, *, token: str, host: str, writable: bool, origin: Origin) -> SecurityHeaders:
-    """The ASGI app serving the memory at `url` on `host` (127.0.0.1:port); the store opens in its lifespan."""
+
+def browser_app(
+    url: str, *, token: str, host: str, writable: bool, origin: Origin, embedder: Embedder | None = None
+) -> SecurityHeaders:
+    """The ASGI app serving the memory at `url` on `host` (127.0.0.1:port); the store opens in its
+    lifespan. With an `embedder`, the records page searches by meaning too."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as resources:
             store = await resources.enter_async_context(open_store(url, read_only=not writable))
-            app.state.browser = Browser(url, store, MemoryAdmin(store), writable, origin, token)
+            app.state.browser = Browser(url, store, MemoryAdmin(store), writable, origin, token, embedder)
             yield
 
     app = Starlette(

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from a13n_harness.providers.memory import FileText, MemoryStoreError, Origin
@@ -38,6 +38,9 @@ from ..format.wire_values import short_principal
 from ..state.operations import ErasedVersionError
 from .access import FORM_FIELD
 from .times import time_element
+
+if TYPE_CHECKING:
+    from pydantic_ai import Embedder
 
 _templates = Environment(loader=PackageLoader("bucket_memory.browser", "templates"), autoescape=select_autoescape())
 
@@ -72,7 +75,8 @@ _templates.filters["breakable"] = _breakable
 
 @dataclass
 class Browser:
-    """One memory as the browser shows it: its store, its operator view, whether changes are allowed."""
+    """One memory as the browser shows it: its store, its operator view, whether changes are allowed,
+    and the embedder its record search uses (None: words alone)."""
 
     url: str
     store: LogFileStore
@@ -80,6 +84,7 @@ class Browser:
     writable: bool
     origin: Origin
     token: str
+    embedder: Embedder | None = None  # the records page's search ranks by meaning too with one
     # What "now" is for the relative times ("3 min ago") on the pages.
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 

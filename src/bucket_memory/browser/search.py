@@ -26,7 +26,7 @@ async def search(request: Request) -> Response:
 
 async def records(request: Request) -> Response:
     browser = _browser(request)
-    recall = LogRecordStore(browser.store)
+    recall = LogRecordStore(browser.store, embedder=browser.embedder)
     query = request.query_params.get("q", "")
     if query.strip():
         found, cursor = list(await recall.search(query, limit=RECORDS_PAGE)), None

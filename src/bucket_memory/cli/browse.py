@@ -10,6 +10,7 @@ import typer
 
 from .base import Url, command, err, origin, out, run
 from .failures import EXIT_USAGE
+from .records import EmbedderName, made_embedder
 
 
 @command()
@@ -20,12 +21,14 @@ def browse(
     ] = False,
     port: Annotated[int, typer.Option(min=0, max=65535, help="The loopback port; 0 picks a free one.")] = 0,
     open_page: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in the default browser.")] = True,
+    embedder: EmbedderName = None,
 ) -> None:
     """Serve a page to see, compare and undo what agents remember, until interrupted (Ctrl-C).
 
     It listens on 127.0.0.1 only, and only the link it prints (with its secret token) opens it. The
     page shows the files, each file's history (who, which run, which tool call), diffs between any
-    two versions, the change feed as it happens, search, and records. Read-only unless --write.
+    two versions, the change feed as it happens, search, and records (searched by meaning too with
+    --embedder; with --write, the vectors it makes are written back). Read-only unless --write.
     Example: bucket-memory browse s3://my-memories/team --write
     """
     try:
@@ -35,6 +38,7 @@ def browse(
     except ImportError:
         err.print("browse needs its web stack: pip install 'bucket-memory[browse]'")
         raise typer.Exit(EXIT_USAGE) from None
+    made = made_embedder(embedder)  # a name this installation cannot use is a usage error, before serving
     run(lambda admin: admin.store.list(), url, read_only=True)  # a wrong URL fails here, with its message
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -45,7 +49,7 @@ def browse(
         raise typer.Exit(EXIT_USAGE) from None
     host = f"127.0.0.1:{listener.getsockname()[1]}"
     token = new_token()
-    app = browser_app(url, token=token, host=host, writable=write, origin=origin("browse", url))
+    app = browser_app(url, token=token, host=host, writable=write, origin=origin("browse", url), embedder=made)
     link = f"http://{host}/?token={token}"
     out.print(f"Browsing {url} ({'writable' if write else 'read-only'}) at {link}")
     out.print("Keep the link to yourself: it opens the memory. Stop with Ctrl-C.")

@@ -68,7 +68,7 @@ def _on_records[T](
 _COMMITTING = frozenset({"add", "rm"})
 
 
-def _embedder(name: str | None) -> Embedder | None:
+def made_embedder(name: str | None) -> Embedder | None:
     """The embedder a `--embedder` names, made now, so that a name this installation cannot use is
     a usage error with the provider's reason (unknown, its package or its key missing)."""
     if name is None:
@@ -156,7 +156,7 @@ def search(
 
     if ranking == "vectors" and embedder is None:
         raise typer.BadParameter("vectors needs --embedder", param_hint="--ranking")
-    made = _embedder(embedder)
+    made = made_embedder(embedder)
     work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
     found = [_record(record) for record in run(work, url, read_only=True)]
     emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
@@ -177,7 +177,7 @@ def add(
 
     Example: bucket-memory records add s3://my-memories/facts "The team drinks green tea at standup."
     """
-    made = _embedder(embedder)
+    made = made_embedder(embedder)
     added = _record(run(_on_records(lambda store: store.add(text), "add", url, made), url, new_ok=True))
     emit(added, as_json, lambda: out.print(f"added {added.id}"))
 
