@@ -5,23 +5,21 @@ The invariants cited by number are those of `log`'s module docstring.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Erase
 from ..format.codec import Commit, CorruptObjectError
-from ..format.wire_values import log_key, run_key
+from ..format.wire_values import log_key
 from ..objects.interface import ObjectInfo
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime import telemetry
 from ..state.state import State, Void
 from .options import LogOptions
 from .reader import LogReader, Tail, gapless
-from .runs import RUN_COMMITS, RUN_EVERY, Run, read_run
+from .runs import RUN_COMMITS, RUN_EVERY, commits_through_runs
 from .traffic import Traffic
 
 logger = logging.getLogger(__name__)
@@ -173,41 +171,16 @@ class Head:
         """Apply the commits a listing sent at `sent` found after the cached head (the listing began
         after it: the head moves only under the log's lock); reload if compaction left a gap."""
         state = self.current()
-        if listed and listed[0][0] != state.head + 1 and not await self._strays_past(state.head):
+        if listed and listed[0][0] != state.head + 1 and not await self.reader.strays_past(state.head):
             logger.info(
                 "%s: commits after %d were compacted; reloading from a checkpoint", self.reader.location, state.head
             )
             await self.cold_start()
             return
         listed = gapless(listed, state.head)
-        for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
+        for commit in await commits_through_runs(self.reader, state, [seq for seq, _ in listed], runs):
             self.apply(commit)
         self.prove(sent)
-
-    async def _fetch(self, state: State, seqs: list[int], runs: list[int]) -> list[Commit]:
-        """The commits at `seqs` (listed after `state`'s head, in order, with the `runs` beside
-        them): through the runs that reach back to the head and the commits from the newest run's
-        seq on, in one round trip, when that saves GETs; one by one when no runs were listed that
-        reach back, or they do not all check."""
-        head = state.head
-        newest = seqs[-1] if seqs else head
-        listed = set(runs)
-        top = max((seq for seq in listed if seq <= newest), default=head)
-        tops = list(range(top, head, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
-        if top - head < 3 or not listed.issuperset(tops):
-            return await self.reader.commits_at(seqs)
-        found, tail = await asyncio.gather(
-            gather_bounded(tops, lambda seq: self.reader.get(run_key(seq))),
-            self.reader.commits_at([seq for seq in seqs if seq >= top]),
-        )
-        location = self.reader.location
-        runs_read = [
-            None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)
-        ]
-        commits = _chained(state.head_hash, head, runs_read[::-1], tail)
-        if commits is None:
-            return [*await self.reader.commits_at([seq for seq in seqs if seq < top]), *tail]
-        return commits
 
     async def confirm_before_create(self, seq: int) -> Commit | None:
         """Invariant 2, before each attempt to create commit `seq`: a head too old to trust is
@@ -220,25 +193,13 @@ class Head:
         if not listed:
             self.prove(sent)
             return None
-        if listed[0][0] != seq and await self._strays_past(seq - 1):
+        if listed[0][0] != seq and await self.reader.strays_past(seq - 1):
             self.prove(sent)
             return None
         holder = await self.reader.commit(seq) if listed[0][0] == seq else None
         if holder is None:
             raise Overtaken  # a gap: the keys after the head were compacted (or vanished as we read)
         return holder
-
-    async def _strays_past(self, head: int) -> bool:
-        """Whether keys listed past a gap after `head` are strays (no writer creates a key but the
-        next one: a writer outside the rules did, or a deletion left the gap) rather than a log
-        compacted past `head`: compaction deletes only below a checkpoint, so one past `head` would
-        be listed. Readers stop at the gap alike, writers fill it, `verify` names the strays."""
-        if any(seq > head for seq, _ in await self.reader.list_checkpoints()):
-            return False
-        logger.warning(
-            "%s: keys past a gap after commit %d are not read: `verify` names them", self.reader.location, head
-        )
-        return True
 
     async def run_from(self, seq: int, window: int, *, since: float | None = None) -> tuple[list[Commit], float | None]:
         """The commits at `seq` and after it, read by GETs of `window` seqs at once, up to the first
@@ -273,27 +234,6 @@ class Head:
             if len(run) < FETCH_CONCURRENCY:
                 return False
 
-    async def _newest_sound(self, checkpoints: list[tuple[int, ObjectInfo]]) -> _Base | None:
-        """The newest checkpoint that decodes, or none (an empty memory), with the newest one passed
-        over; None when one vanished as it was read. A damaged or forged checkpoint is passed over by
-        every reader alike where the log reaches past it (compaction never anchors on one), so one
-        object cannot stop every cold start; `verify` names it and `recover` removes it. Stores
-        whose listing is unordered refuse it, as before."""
-        passed: CorruptObjectError | None = None
-        passed_seq = 0
-        for seq, info in reversed(checkpoints):
-            try:
-                loaded = await self.reader.load_checkpoint(info.key)
-            except CorruptObjectError as error:
-                if not self.reader.objects.ordered_listing:
-                    raise
-                logger.warning("%s: passed over %s: %s", self.reader.location, info.key, error.reason)
-                if passed is None:
-                    passed, passed_seq = error, seq
-                continue
-            return None if loaded is None else _Base(loaded, passed, passed_seq)
-        return _Base(State(format=self.reader.format), passed, passed_seq)
-
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
         reader = self.reader
@@ -301,7 +241,7 @@ class Head:
         for _ in range(self.options.request_attempts):
             sent = self._clock()
             checkpoints = await reader.list_checkpoints()
-            base = await self._newest_sound(checkpoints)
+            base = await reader.newest_sound(checkpoints)
             if base is None:
                 continue  # compacted between the listing and the read
             state = base.state
@@ -319,13 +259,13 @@ class Head:
                 raise deleted(reader.location)
             if base.passed is not None and base.passed_seq not in {seq for seq, _ in gapless(listed, state.head)}:
                 raise base.passed  # the log below it was compacted: nothing else holds that state
-            if listed and listed[0][0] != state.head + 1 and not await self._strays_past(state.head):
+            if listed and listed[0][0] != state.head + 1 and not await self.reader.strays_past(state.head):
                 # Usually a newer checkpoint was written and the log below it compacted meanwhile.
                 problem = f"its log jumps from commit {state.head} to {listed[0][0]} with no checkpoint between"
                 continue
             listed = gapless(listed, state.head)
             self.recent.clear()
-            for commit in await self._fetch(state, [seq for seq, _ in listed], runs):
+            for commit in await commits_through_runs(self.reader, state, [seq for seq, _ in listed], runs):
                 state.apply(commit, reader.location)
                 self._remember(commit)
             self._state, self._proven = state, sent
@@ -339,37 +279,6 @@ class Head:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Base:
-    """What a cold start replays the log from: `state`, and the newest checkpoint it passed over
-    as unusable (`passed`, at `passed_seq`), if any."""
-
-    state: State
-    passed: CorruptObjectError | None
-    passed_seq: int
-
-
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:
     """Whether a listing of a log with no checkpoint lacks commit 1: a new memory, or a deleted one."""
     return (listed[0][0] if listed else 0) != 1
-
-
-def _chained(head_hash: str, head: int, runs: list[Run | None], tail: list[Commit]) -> list[Commit] | None:
-    """The commits after `head` that `runs` (oldest first) and `tail` (the log's own, from the
-    newest run's seq on) hold, if they follow each other from the head's hash in one chain; None
-    when a run is missing, damaged or short, or the chain breaks. The log's own commit at the
-    newest run's seq vouches for every run: its hash covers all before it."""
-    commits: list[Commit] = []
-    for run in runs:
-        if run is None:
-            return None
-        commits += [commit for commit in run.commits if commit.seq > head + len(commits)]
-    if not commits or commits[-1].hash != tail[0].hash:
-        return None
-    chain = [*commits[:-1], *tail]
-    expected_prev = head_hash
-    for number, commit in enumerate(chain):
-        if commit.seq != head + 1 + number or commit.prev != expected_prev:
-            return None
-        expected_prev = commit.hash
-    return chain

@@ -166,6 +166,47 @@ class LogReader:
         data = await self.get(key)
         return None if data is None else await read_checkpoint(self.location, key, data, self.format, served=True)
 
+    async def newest_sound(self, checkpoints: list[tuple[int, ObjectInfo]]) -> SoundBase | None:
+        """The newest checkpoint that decodes, or none (an empty memory), with the newest one passed
+        over; None when one vanished as it was read. A damaged or forged checkpoint is passed over by
+        every reader alike where the log reaches past it (compaction never anchors on one), so one
+        object cannot stop every cold start; `verify` names it and `recover` removes it. Stores
+        whose listing is unordered refuse it, as before."""
+        passed: CorruptObjectError | None = None
+        passed_seq = 0
+        for seq, info in reversed(checkpoints):
+            try:
+                loaded = await self.load_checkpoint(info.key)
+            except CorruptObjectError as error:
+                if not self.objects.ordered_listing:
+                    raise
+                logger.warning("%s: passed over %s: %s", self.location, info.key, error.reason)
+                if passed is None:
+                    passed, passed_seq = error, seq
+                continue
+            return None if loaded is None else SoundBase(loaded, passed, passed_seq)
+        return SoundBase(State(format=self.format), passed, passed_seq)
+
+    async def strays_past(self, head: int) -> bool:
+        """Whether keys listed past a gap after `head` are strays (no writer creates a key but the
+        next one: a writer outside the rules did, or a deletion left the gap) rather than a log
+        compacted past `head`: compaction deletes only below a checkpoint, so one past `head` would
+        be listed. Readers stop at the gap alike, writers fill it, `verify` names the strays."""
+        if any(seq > head for seq, _ in await self.list_checkpoints()):
+            return False
+        logger.warning("%s: keys past a gap after commit %d are not read: `verify` names them", self.location, head)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class SoundBase:
+    """What a cold start replays the log from: `state`, and the newest checkpoint it passed over
+    as unusable (`passed`, at `passed_seq`), if any."""
+
+    state: State
+    passed: CorruptObjectError | None
+    passed_seq: int
+
 
 def _commits_and_runs(listed: Sequence[ObjectInfo]) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
     """The commits (with their seqs) and the seqs of the runs among keys listed under `log/`."""
@@ -179,7 +220,7 @@ def _owned(listed: Sequence[ObjectInfo]) -> list[tuple[int, ObjectInfo]]:
 
 def gapless(listed: list[tuple[int, ObjectInfo]], head: int) -> list[tuple[int, ObjectInfo]]:
     """The listed commits up to the first gap after `head`: no writer creates a key but the next
-    one, so keys past a gap are strays (`Head._strays_past`), no commits of the log until it reaches them."""
+    one, so keys past a gap are strays (`LogReader.strays_past`), no commits of the log until it reaches them."""
     for index, (seq, _) in enumerate(listed):
         if seq != head + 1 + index:
             return listed[:index]

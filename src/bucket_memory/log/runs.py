@@ -16,14 +16,20 @@ of `log`).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from pydantic import model_validator
 
 from ..format.codec import Commit, CorruptObjectError, _Signed
 from ..format.wire_values import run_key
+from ..objects.retry import gather_bounded
+
+if TYPE_CHECKING:
+    from ..state.state import State
+    from .reader import LogReader
 
 RUN_EVERY = 4
 RUN_COMMITS = 32
@@ -88,3 +94,48 @@ def read_run(location: str, seq: int, data: bytes) -> Run | None:
     if any(getattr(change, "erased", None) is not None for commit in run.commits for change in commit.changes):
         return None
     return run
+
+
+async def commits_through_runs(reader: LogReader, state: State, seqs: list[int], runs: list[int]) -> list[Commit]:
+    """The commits at `seqs` (listed after `state`'s head, in order, with the `runs` beside
+    them): through the runs that reach back to the head and the commits from the newest run's
+    seq on, in one round trip, when that saves GETs; one by one when no runs were listed that
+    reach back, or they do not all check."""
+    head = state.head
+    newest = seqs[-1] if seqs else head
+    listed = set(runs)
+    top = max((seq for seq in listed if seq <= newest), default=head)
+    tops = list(range(top, head, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
+    if top - head < 3 or not listed.issuperset(tops):
+        return await reader.commits_at(seqs)
+    found, tail = await asyncio.gather(
+        gather_bounded(tops, lambda seq: reader.get(run_key(seq))),
+        reader.commits_at([seq for seq in seqs if seq >= top]),
+    )
+    location = reader.location
+    runs_read = [None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)]
+    commits = _chained(state.head_hash, head, runs_read[::-1], tail)
+    if commits is None:
+        return [*await reader.commits_at([seq for seq in seqs if seq < top]), *tail]
+    return commits
+
+
+def _chained(head_hash: str, head: int, runs: list[Run | None], tail: list[Commit]) -> list[Commit] | None:
+    """The commits after `head` that `runs` (oldest first) and `tail` (the log's own, from the
+    newest run's seq on) hold, if they follow each other from the head's hash in one chain; None
+    when a run is missing, damaged or short, or the chain breaks. The log's own commit at the
+    newest run's seq vouches for every run: its hash covers all before it."""
+    commits: list[Commit] = []
+    for run in runs:
+        if run is None:
+            return None
+        commits += [commit for commit in run.commits if commit.seq > head + len(commits)]
+    if not commits or commits[-1].hash != tail[0].hash:
+        return None
+    chain = [*commits[:-1], *tail]
+    expected_prev = head_hash
+    for number, commit in enumerate(chain):
+        if commit.seq != head + 1 + number or commit.prev != expected_prev:
+            return None
+        expected_prev = commit.hash
+    return chain
