@@ -13,7 +13,6 @@ import os
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import (
@@ -33,7 +32,6 @@ from ..runtime import deadline
 from ..runtime.off_loop import off_loop
 from ..runtime.telemetry import traced
 from ..state.live_file import LiveFile
-from ..state.operations import checked_size
 from ..state.state import State
 from .analyzer import DEFAULT_LANGUAGE, Analyzer
 from .embedding import DEFAULT_BATCH, check_batch
@@ -41,7 +39,8 @@ from .extras import records_extra
 from .recall import Recall
 from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
-from .record_index import Record, Snapshot
+from .record_index import Snapshot
+from .write_back import VectorWriteBack, fits_a_file
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
@@ -53,7 +52,6 @@ _CURSOR = re.compile(r"after:([0-9a-f]{32})~([0-9a-f]{16}|new)")
 _HEX = re.compile(r"[0-9a-f]{1,32}")
 _SHORTEST = 4  # hex digits of an id's prefix, as git takes a commit's
 # Vectors made for records stored without one are written back as this origin's commits.
-_EMBEDDINGS = Origin(run_id="bucket-memory:embeddings")
 
 
 class LogRecordStore:
@@ -88,6 +86,7 @@ class LogRecordStore:
         self.record_chars = record_chars
         self.origin = checked_origin(origin or Origin(run_id="bucket-memory:records"))
         self._recall = Recall(check_batch(embed_batch), ranking, Analyzer.checked(language))
+        self._write_back = VectorWriteBack(files)
 
     @property
     def location(self) -> str:
@@ -180,7 +179,7 @@ class LogRecordStore:
         query = _text(query, "A search query")[: self.record_chars]
         with deadline.within(self._timeout), records_extra():
             snapshot = await self._snapshot(await self.files.log.fresh_state())
-            scored = await self._recall.search(query, snapshot, limit, self.embedder, self._keep)
+            scored = await self._recall.search(query, snapshot, limit, self.embedder, self._write_back.keep)
         return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
 
     async def census(self) -> VectorCensus:
@@ -237,59 +236,6 @@ class LogRecordStore:
     def _timeout(self) -> float:
         return self.files.log.options.operation_timeout
 
-    async def _keep(self, made: Sequence[Record]) -> None:
-        """Write vectors (or refusal marks) made at a search back to their records, in one commit,
-        so that no other process pays for them again. Each joins the vectors of other models its
-        record holds by then (another process's write-back is never undone); a record whose text
-        changed since it was read is left as it is (its new text has its own vectors or none), and
-        one that would outgrow a file drops the vectors written longest ago."""
-        if self.files.log.read_only or not made:
-            return
-
-        def plan(state: State) -> Sequence[Change]:
-            changes: list[Change] = []
-            growth = 0
-            for found, version, body in made:
-                path = found + SUFFIX
-                current = state.files.get(path)
-                if current is None:
-                    continue
-                if current.version != version:
-                    stored = RecordBody.decode(current.text)
-                    if stored is None or stored.text != body.text:
-                        continue
-                    body = stored.with_vector(body.embeddings[0])
-                encoded = self._fitted(body)
-                if encoded is None:
-                    continue
-                more = stored_size(encoded) - current.stored
-                if state.stored_bytes + growth + more > self.files.max_bytes:
-                    continue
-                growth += more
-                changes.append(Write(path=path, text=encoded))
-            return changes
-
-        try:
-            await self.files.log.commit(plan, _EMBEDDINGS)
-        except MemoryStoreError as error:  # kept in this process; a later search writes them
-            logger.warning("%s: vectors made at a search were not written back: %s", self.location, error)
-
-    def _fitted(self, body: RecordBody) -> str | None:
-        """The file of `body`, less the vectors written longest ago until it fits (None: not even
-        with its newest alone)."""
-        for kept in range(len(body.embeddings), 0, -1):
-            encoded = replace(body, embeddings=body.embeddings[:kept]).encode()
-            if self._fits(encoded):
-                return encoded
-        return None
-
-    def _fits(self, encoded: str) -> bool:
-        try:
-            checked_size(encoded, self.files.format)
-        except MemoryStoreError:
-            return False
-        return True
-
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""
         text = validate_record_text(_text(text, "A record's text"), max_chars=self.record_chars)
@@ -299,7 +245,7 @@ class LogRecordStore:
         at = time_text(await self.files.log.objects.now())
         body = RecordBody(text=text, updated_at=at, embeddings=(embedding,) if embedding else ())
         encoded = body.encode()
-        if not self._fits(encoded):
+        if not fits_a_file(encoded, self.files.format):
             vector = f" and its {embedding.model} vector" if embedding is not None else ""
             raise MemoryStoreError(
                 "invalid_text",
