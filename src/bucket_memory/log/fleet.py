@@ -28,7 +28,6 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from ..format.changes import Change
 from ..format.codec import Commit
-from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
@@ -36,17 +35,15 @@ from ..state.state import State
 from .batch import HandedOver, Plan, Request, Result, consume
 from .commit_log import CommitLog
 from .committer import Outraced, unconfirmed
-from .intent_wait import Outcome, Replan, Settled, Waiting, id_of, is_live, outcome_of
+from .intent_wait import Outcome, Replan, Settled, Waiting, outcome_of
 from .intents import Intent
+from .pending import PendingIntents
 from .reader import gapless
 
 logger = logging.getLogger(__name__)
 
 # Create latencies an author waits after a commit before it polls for the next (after a 404, one).
 POLL_AFTER_COMMIT = 3
-# Intents one commit folds at most, and the bytes of them it reads.
-FOLD_CAP = 256
-FOLD_BYTES = 8 * 1024 * 1024
 # After losing a race, a process publishes its writes as intents for this many create latencies.
 CONTENDED_ROUNDS = 40
 # A head that others have likely moved by this many commits or more is listed before its
@@ -65,7 +62,7 @@ class Fleet:
 
     def __init__(self, log: CommitLog) -> None:
         self.log = log
-        self._cleaning: set[asyncio.Task[None]] = set()
+        self.pending = PendingIntents(log)
 
     @property
     def location(self) -> str:
@@ -93,8 +90,7 @@ class Fleet:
 
     async def settle(self) -> None:
         """Wait until the deletions of settled intents started here are done."""
-        while self._cleaning:
-            await asyncio.wait(list(self._cleaning))
+        await self.pending.settle()
 
     @property
     def _contended_seconds(self) -> float:
@@ -165,7 +161,7 @@ class Fleet:
         lately = self.log.options.clock() - head.confirmed_at < self._contended_seconds
         if lately and self._expected_since_proven() < STALE_BASE:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
-            publishing = asyncio.create_task(self._publish(intent))
+            publishing = asyncio.create_task(self.pending.publish(intent))
         try:
             tail = await reader.list_tail(after=state.head)
             known = max((seq for seq, _ in gapless(tail.commits, state.head)), default=state.head)
@@ -174,7 +170,7 @@ class Fleet:
             # is planned again.
             if intent is None:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
-                publishing = asyncio.create_task(self._publish(intent))
+                publishing = asyncio.create_task(self.pending.publish(intent))
             assert publishing is not None
             return await self._wait(Waiting(intent, known, published=publishing), tail.pending)
         except MemoryStoreError as error:
@@ -243,7 +239,7 @@ class Fleet:
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
                 return await self._settled_at(seq, intent)
-            others = await self._caught_up_and_read(waiting, impatient=impatient)
+            others = await self.pending.caught_up_and_read(waiting, self._round_seconds, impatient=impatient)
             window = head.current().folds
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
                 return await self._settled_at(seq, intent)
@@ -274,7 +270,7 @@ class Fleet:
         waiting.passed = waiting.idle = 0
         if commit is not None:
             log.folded()
-            self._clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
+            self.pending.clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
         if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
             telemetry.count("folded", len(batch) - 1)
             result = ours.outcome.result()  # raises our refusal
@@ -285,50 +281,6 @@ class Fleet:
         if not window.foldable(intent.id, intent.base, head.seq + 1):
             return await self._past_window(intent)
         return None
-
-    async def _caught_up_and_read(self, waiting: Waiting, *, impatient: bool) -> list[Intent] | None:
-        """Under the lock: the head caught up by one listing and the intents it names read, oldest
-        first; None when an older intent than ours is pending and we are not impatient (its author
-        races). Intents are read while the head catches up, unless the listing already shows an older
-        one than ours: then only once the head proves it settled (reads a step-back would waste)."""
-        head = self.log.head
-        await head.loaded()
-        tail, sent = await head.list_tail()
-        waiting.rank(tail.pending, self._round_seconds)
-        reading = None
-        if impatient or waiting.first:
-            reading = asyncio.create_task(self._readable(waiting, tail.pending))
-        # The head is only ever changed under the lock: nothing that touches it may outlive this call.
-        try:
-            await head.follow(tail.commits, tail.runs, sent)
-            waiting.settled.update(head.current().folds.settled)
-            waiting.known = max(waiting.known, head.seq)
-            waiting.rank(tail.pending, self._round_seconds)
-            if not impatient and not waiting.first:
-                return None
-            return await (reading or self._readable(waiting, tail.pending))
-        finally:
-            if reading is not None:
-                reading.cancel()
-
-    async def _readable(self, waiting: Waiting, pending: list[str]) -> list[Intent]:
-        """The `pending` intents other than ours that we can read, oldest first, up to the caps."""
-        keys = [
-            key
-            for key in pending
-            if id_of(key) != waiting.intent.id and id_of(key) not in waiting.settled and is_live(key, waiting.known)
-        ][:FOLD_CAP]
-        found = await gather_bounded(keys, self.log.reader.intent)
-        readable, total, ids = [], 0, {waiting.intent.id}
-        for other in found:
-            if other is None or other.id in ids:
-                continue  # a second intent of one id (forged) would make the commit settle it twice
-            ids.add(other.id)
-            total += other.encoded_size
-            if total > FOLD_BYTES:
-                break
-            readable.append(other)
-        return readable
 
     async def _past_window(self, intent: Intent) -> Outcome:
         """What became of an intent whose window the head has passed: the head moves by catch-ups,
@@ -353,32 +305,6 @@ class Fleet:
         if fold is None:
             raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
         return outcome_of(seq, fold, intent)
-
-    async def _publish(self, intent: Intent) -> None:
-        """Create the intent's key (no one else uses it; a transport's resend finds our own)."""
-        key, data = intent.key, intent.encode()
-        telemetry.count("intents")
-        await retrying(
-            lambda: self.log.objects.create(key, data),
-            what=f"Publishing {self.location}/{key}",
-            attempts=self.log.options.request_attempts,
-        )
-
-    def _clean(self, keys: list[str]) -> None:
-        """Delete the intents a commit of ours settled, apart from the callers (their results are in)."""
-
-        async def clean() -> None:
-            try:
-                with deadline.within(self.log.options.operation_timeout):
-                    await within_deadline(
-                        lambda: self.log.objects.delete(keys), what=f"Deleting settled intents of {self.location}"
-                    )
-            except Exception as error:  # housekeeping: compaction deletes what is left
-                logger.info("%s: settled intents left for compaction: %s", self.location, error)
-
-        task = asyncio.create_task(clean())
-        self._cleaning.add(task)
-        task.add_done_callback(self._cleaning.discard)
 
 
 def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
