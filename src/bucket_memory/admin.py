@@ -9,84 +9,26 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError, Origin
 
 from .files.store import LogFileStore
-from .format.changes import Change, Delete, Edit, Erase, Move, Purge, Write
-from .format.codec import Commit
+from .format.changes import Change, Delete, Write
 from .format.wire_values import checked_origin, checked_path, stored_size
 from .history.chain import History, Problem
 from .history.erasure import Erasure, ErasurePlan
 from .history.lineage import erasures_in
-from .history.recovery import PastState, Recovery, Restoration
+from .history.recovery import PastState, Recovery
 from .log.housekeeping import Compaction
 from .objects.interface import VersionedObjectStore
 from .objects.retry import FETCH_CONCURRENCY
+from .reports import Changeset, Recovered, Revision, Stats, revisions_of
 from .runtime.off_loop import off_loop
 from .state.operations import checked_size, file_text
 from .state.state import State, texts_of
 
 logger = logging.getLogger(__name__)
-
-type RevisionAction = Literal["write", "delete", "moved-in", "moved-out", "purge", "erase"]
-
-
-@dataclass(frozen=True, slots=True)
-class Revision:
-    """One change to one file in the retained history: the version it made, when, by whom, and what.
-
-    `action` is write, delete, moved-in (from `other`), moved-out (to `other`), purge (path ""), or
-    erase (the commit that erased every text of the file). A write whose text was erased since names
-    that erasure commit in `erased` (its commit's origin and time say who and when).
-    """
-
-    path: str
-    version: str
-    time: str
-    origin: Origin
-    action: RevisionAction
-    other: str | None = None
-    size: int | None = None
-    erased: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """A memory at a glance: live files and their stored bytes (which `max_bytes` caps), the head, the
-    retained log and the newest checkpoint."""
-
-    files: int
-    bytes: int
-    max_bytes: int
-    head: int
-    commits: int
-    history_floor: int | None
-    checkpoints: int
-    checkpoint: int | None
-    checkpoint_age: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Changeset:
-    """What a bulk change would do to the memory as of head `seq`: paths written and deleted."""
-
-    seq: int
-    written: tuple[str, ...]
-    deleted: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """What `recover` did: the restoration, the commit that made the memory what it was at the moment
-    asked for (None: none asked, or it already was), and the bucket's versioning now."""
-
-    restoration: Restoration
-    as_of_commit: int | None
-    versioning: str
 
 
 class MemoryAdmin:
@@ -118,7 +60,7 @@ class MemoryAdmin:
             for change in reversed(commit.changes):
                 found.extend(
                     revision
-                    for revision in reversed(_revisions(commit, change))
+                    for revision in reversed(revisions_of(commit, change))
                     if wanted is None or revision.path in (wanted, "")
                 )
             if limit is not None and len(found) >= limit:
@@ -421,28 +363,6 @@ def version_seq(version: str) -> int:
             "not_found", f"{str(version)[:40]!r} is not a version of this store (versions are commit numbers)."
         )
     return int(version)
-
-
-def _revisions(commit: Commit, change: Change) -> list[Revision]:
-    def made(
-        path: str, action: RevisionAction, other: str | None = None, size: int | None = None, erased: int | None = None
-    ) -> Revision:
-        return Revision(path, str(commit.seq), commit.time, change.origin or commit.origin, action, other, size, erased)
-
-    match change:
-        case Write(path, text):
-            return [made(path, "write", size=len(text.encode()) if text is not None else None, erased=change.erased)]
-        case Edit(path):
-            return [made(path, "write", size=change.size, erased=change.erased)]
-        case Erase(path):
-            return [made(path, "erase")]
-        case Delete(path):
-            return [made(path, "delete")]
-        case Move(source, destination):
-            return [made(destination, "moved-in", source), made(source, "moved-out", destination)]
-        case Purge():
-            return [made("", "purge")]
-    raise AssertionError("every kind of change is matched")
 
 
 def _unchanged_since(state: State, at: int | None, location: str) -> None:

@@ -32,9 +32,10 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from ..admin import MemoryAdmin, Revision, version_seq
+from ..admin import MemoryAdmin, version_seq
 from ..files.store import LogFileStore
 from ..format.wire_values import short_principal
+from ..reports import Revision
 from ..state.operations import ErasedVersionError
 from .access import FORM_FIELD
 from .times import time_element

@@ -30,8 +30,9 @@ from .identity import cloud_identity, os_user
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-    from ..admin import Changeset, MemoryAdmin
+    from ..admin import MemoryAdmin
     from ..files.store import LogFileStore
+    from ..reports import Changeset
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
 

@@ -26,7 +26,8 @@ from .base import (
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:
-    from ..admin import Changeset, MemoryAdmin
+    from ..admin import MemoryAdmin
+    from ..reports import Changeset
     from .output import Revision
 
 

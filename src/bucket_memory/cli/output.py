@@ -8,8 +8,8 @@ from typing import Any, Literal
 from a13n_harness.providers.memory import MemoryErrorCode
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from ..admin import Stats
 from ..records.record_census import VectorCensus
+from ..reports import Stats
 
 
 class _Output(BaseModel):
