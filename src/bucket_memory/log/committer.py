@@ -10,9 +10,9 @@ import functools
 import random
 from collections.abc import Sequence
 
-from a13n_harness.providers.memory import MemoryStoreError
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.changes import text_bytes
+from ..format.changes import Change, Fold, text_bytes
 from ..format.codec import Commit
 from ..runtime import deadline, telemetry
 from ..runtime.off_loop import off_loop
@@ -90,19 +90,7 @@ class Committer:
                     continue
                 resolve(batch, planned, None)
                 return None
-            first = accepted[0][0].origin if accepted else batch[0].origin
-            changes = tuple(
-                change if request.origin == first else change.model_copy(update={"origin": request.origin})
-                for request, request_changes in accepted
-                for change in request_changes
-            )
-            # The server's clock, as the object store last saw it, and never before the head (seq_at
-            # and recovery look commits up by time, so times must rise with seqs).
-            at = max(await head.reader.objects.now(), state.head_time)
-            make = functools.partial(
-                Commit.create, seq, state.head_hash, changes, first, at=at, sealed=self.options.erasable, folded=folds
-            )
-            commit = await off_loop(text_bytes(changes), make)
+            commit = await self._made(state, accepted, folds, batch[0].origin)
             # A batch that goes on as intents if it loses needs only the winner (whether it took
             # our place) and no catch-up: publishing an intent lists the log itself.
             handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
@@ -141,6 +129,36 @@ class Committer:
                     if reload:
                         head.forget()
                     raise unconfirmed(self.location, seq)
+
+    async def _made(
+        self,
+        state: State,
+        accepted: list[tuple[Request, Sequence[Change]]],
+        folds: tuple[Fold, ...],
+        fallback: Origin,
+    ) -> Commit:
+        """The commit of the accepted requests' changes (and the intents it settles) after `state`,
+        under the first caller's origin, each other caller's change under its own."""
+        first = accepted[0][0].origin if accepted else fallback
+        changes = tuple(
+            change if request.origin == first else change.model_copy(update={"origin": request.origin})
+            for request, request_changes in accepted
+            for change in request_changes
+        )
+        # The server's clock, as the object store last saw it, and never before the head (seq_at
+        # and recovery look commits up by time, so times must rise with seqs).
+        at = max(await self.head.reader.objects.now(), state.head_time)
+        make = functools.partial(
+            Commit.create,
+            state.head + 1,
+            state.head_hash,
+            changes,
+            first,
+            at=at,
+            sealed=self.options.erasable,
+            folded=folds,
+        )
+        return await off_loop(text_bytes(changes), make)
 
     def _hand_over(self, batch: Sequence[Request]) -> list[Request]:
         """After a lost race, the requests that go on as intents (answered `HandedOver`), when the
