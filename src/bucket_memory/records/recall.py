@@ -37,10 +37,13 @@ logger = logging.getLogger(__name__)
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
 # Hybrid's share for BM25 against cosine (`convex`), chosen on the two labelled sets of `make bench`
-# (benchmarks/recall.py) with the local model: recall@5 on conversations (160 questions) and team
-# facts (70) was 0.625 and 0.929 at 0.3, 0.637 and 0.900 at 0.5, 0.619 and 0.886 at 0.7; where
-# a model is much weaker than BM25 (conversations: 0.438 against 0.594) a low share lets it drag.
-WORDS_WEIGHT = 0.5
+# (benchmarks/recall.py) with the local model as the one share whose hybrid is never worse than
+# the better of BM25 and vectors at recall@1, 5 and 10 on both. Recall@1/5/10 on conversations
+# (160 questions; BM25 0.419/0.594/0.619) and team facts (70; vectors 0.743/0.914/0.957): 0.375/
+# 0.600/0.700 and 0.771/0.943/0.957 at 0.2 (worse at @1 on conversations); 0.419/0.625/0.675 and
+# 0.771/0.929/0.957 at 0.3; 0.419/0.625/0.662 and 0.771/0.914/0.943 at 0.4; 0.412/0.637/0.644
+# and 0.771/0.900/0.943 at 0.5 (worse than vectors on team facts, where the model is strong).
+WORDS_WEIGHT = 0.3
 # Seconds before a store that could not write a refusal mark back asks for the text again.
 REFUSAL_RETRY = 3600.0
 
