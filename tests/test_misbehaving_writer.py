@@ -146,6 +146,34 @@ async def test_writes_made_on_a_far_future_checkpoint_are_reapplied_by_recover(m
         assert await MemoryAdmin(after).verify() == []
 
 
+async def test_a_forged_reapplication_cannot_take_the_place_of_a_commit_on_the_chain(memory: Opener) -> None:
+    """The chain takes a later version of a key in place of its first only where the first is off
+    the chain and re-applied: a rewrite of alice's commit 2 dressed as a re-application of it (the
+    mark recover writes, naming her commit) is still named by verify, and recover puts hers back
+    at key 2 (the rewrite, a commit off the chain like a stale writer's, is re-applied on top as
+    any such commit is: what a writer with PutObject could have committed at the head anyway)."""
+    async with memory() as alice:
+        for n in range(3):
+            await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+        second = Commit.decode("m", log_key(2), await alice.log.objects.get(log_key(2)) or b"")
+        dressed = Commit.create(
+            2,
+            second.prev,
+            (Write(path="1.md", text="Pay Mallory $10000.\n"),),
+            reapplication(second.id),
+            at=time.time(),
+        )
+        await overwrite(versioned(alice), log_key(2), dressed.encode())
+    async with memory() as cold:
+        admin = MemoryAdmin(cold)
+        assert log_key(2) in {problem.key for problem in await admin.verify()}
+        await admin.recover(None, origin=OPERATOR)
+    async with memory() as after:
+        assert await after.log.objects.get(log_key(2)) == second.encode()
+        assert (await MemoryAdmin(after).read_at("1.md", "2")).text == "note 1\n"
+        assert await MemoryAdmin(after).verify() == []
+
+
 async def test_commits_rewritten_and_chained_again_are_named_by_verify_and_put_back(memory: Opener) -> None:
     """Was: anyone who reads the texts and salts re-seals alice's commit 1 with another text, chains
     commits 2 and 3 again and overwrites all three, and `verify` reported nothing."""
@@ -429,21 +457,7 @@ async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the
     assert (await after.store.read("stale.md")).text == "from a stale head\n"
 
 
-@pytest.mark.parametrize(
-    "verify_after",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the re-applied commits land at keys 5 and 6, whose first versions are the stale "
-                "lineage's: the next look at the versions takes them for strays again (key reuse after "
-                "a lineage's first versions; open)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("verify_after", [False, True])
 async def test_a_lineage_forked_by_a_stale_writer_after_a_wipe_is_reapplied_not_taken_for_the_chain(
     verify_after: bool,
 ) -> None:

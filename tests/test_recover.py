@@ -138,8 +138,7 @@ async def test_a_writer_committing_off_the_restored_chain_during_recover_is_kept
                 "d.md": "d off the restored chain\n",
             }
             assert await files_of(store) == expected
-            # verify then names the keys the re-applied commits reuse, whose first versions are the
-            # stale writer's: the open limit xfail'd in tests/test_misbehaving_writer.py.
+            assert await admin.verify() == []  # the re-applied commits reuse the stale writer's keys
 
 
 async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(

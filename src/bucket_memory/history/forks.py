@@ -14,25 +14,14 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Change, Edit, Write
 from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
-from ..format.wire_values import LOG_PREFIX, log_key, reapplied_fork
+from ..format.wire_values import LOG_PREFIX, log_key
 from ..objects.retry import gather_bounded
 from ..state.state import State
-from .versions import StoredVersions
+from .versions import StoredVersions, reapplied
 
 logger = logging.getLogger(__name__)
 
 type Fork = tuple[Commit, tuple[Change, ...]]  # a fork commit, with its changes as its writer meant them
-
-
-def reapplied(commits: dict[str, Commit] | list[Commit]) -> set[str]:
-    """The ids of the fork commits that `commits` re-applied, by the marks in their origins."""
-    found = commits.values() if isinstance(commits, dict) else commits
-    return {
-        fork
-        for commit in found
-        for origin in (commit.origin, *(change.origin for change in commit.changes if change.origin))
-        if (fork := reapplied_fork(origin)) is not None
-    }
 
 
 async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: int, head: int) -> list[Fork]:

@@ -29,9 +29,9 @@ from ..objects.interface import VersionedObjectStore
 from ..objects.retry import retrying
 from ..state.state import State
 from .chain import Problem
-from .forks import Fork, fork_commits, reapplied
+from .forks import Fork, fork_commits
 from .lineage import erasures_in
-from .versions import StoredVersions
+from .versions import StoredVersions, reapplied
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from ..format.changes import Edit, Write
 from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key, reapplied_fork
 from ..objects.interface import ObjectVersion, VersionedObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
@@ -38,6 +38,8 @@ class StoredVersions:
         self._firsts: dict[str, Commit] | None = None
         self._checkpoints: dict[int, State] | None = None
         self._verdicts: dict[int, bool] | None = None  # by checkpoint seq, once `fits` is first asked
+        # Keys whose chain version is a later one than their first (`_through_reapplications`).
+        self._in_place: dict[str, ObjectVersion] = {}
 
     @classmethod
     async def listed(cls, objects: VersionedObjectStore, format: FileFormat, prefix: str = "") -> StoredVersions:
@@ -55,8 +57,10 @@ class StoredVersions:
         return self.objects.location
 
     def first(self, key: str) -> ObjectVersion | None:
+        """The key's first version, or the re-application the chain takes in its place (once
+        `first_commits` has read them: every caller reads those first)."""
         found = self.versions.get(key)
-        return found[0] if found else None
+        return self._in_place.get(key) or (found[0] if found else None)
 
     def keys(self, prefix: str) -> list[tuple[int, str]]:
         return sorted((seq, key) for key in self.versions if key.startswith(prefix) and (seq := key_seq(key)))
@@ -115,7 +119,32 @@ class StoredVersions:
                 decoded[key] = await Commit.read(self.location, key, body)
             except CorruptObjectError as error:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
-        return decoded
+        return await self._through_reapplications(decoded)
+
+    async def _through_reapplications(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
+        """`firsts`, but where a key's first version is a commit made off the chain (it does not
+        follow the key before) that a commit of the log re-applied, and a later version of the key
+        is a re-application that does follow: that one in its place. `recover` re-applies such
+        commits at the next keys, which may be keys the off-chain writer created first; taken by
+        their first versions, the next look at the versions found the re-applied commits strays (a
+        stale writer's lineage reused keys). A commit that follows the key before is never
+        displaced, and an off-chain one nothing re-applied stays for recover to re-apply."""
+        marks = reapplied(firsts)
+        chain = dict(firsts)
+        for seq, key, commit in sorted((commit.seq, key, commit) for key, commit in firsts.items()):
+            before = chain.get(log_key(seq - 1))
+            if before is None or commit.prev == before.hash or commit.id not in marks:
+                continue
+            for version in self.versions[key][1:]:
+                try:
+                    later = await Commit.read(self.location, key, await self.read(version))
+                except CorruptObjectError:
+                    continue
+                if later.prev == before.hash and (redone := reapplied([later])):
+                    chain[key], self._in_place[key] = later, version
+                    marks |= redone
+                    break
+        return chain
 
     async def first_checkpoints(self) -> dict[int, State]:
         """The first stored version of every checkpoint, decoded, by seq; damaged ones left out
@@ -223,3 +252,14 @@ def _erased_form(first: Commit, current: Commit) -> bool:
         named = {index for index, by in erased_by.items() if by == erasure}
         candidate = candidate.redacted(lambda index, _: index in named, erasure)  # noqa: B023 (used at once)
     return bool(erased_by) and candidate == current
+
+
+def reapplied(commits: dict[str, Commit] | list[Commit]) -> set[str]:
+    """The ids of the fork commits that `commits` re-applied, by the marks in their origins."""
+    found = commits.values() if isinstance(commits, dict) else commits
+    return {
+        fork
+        for commit in found
+        for origin in (commit.origin, *(change.origin for change in commit.changes if change.origin))
+        if (fork := reapplied_fork(origin)) is not None
+    }
