@@ -542,7 +542,11 @@ def test_every_view_reads_at_a_laptop_and_a_phone_width(
             for cell in rows.nth(n).locator("td").all():
                 box = cell.bounding_box()
                 assert box is None or box["x"] + box["width"] <= width, cell.inner_text()
-        expect(rows.first.locator("td.by")).to_have_text(re.compile(r"assumed-role/agent-runner/ada"))
+        by = rows.first.locator("td.by")
+        expect(by).to_have_text("agent-runner/ada")  # the name in the ARN's resource, on one line
+        expect(by.locator("span")).to_have_attribute("title", ROLE)  # the whole ARN on hover
+        box = by.locator("span").bounding_box()
+        assert box is not None and box["height"] < 2 * 24, "the principal on one line"
         expect(rows.first.locator("td.pick").first).to_be_visible()
     # Last: the records' browser's cookie takes the place of the first's (cookies do not tell ports apart).
     records = serve(f"{lived_in}-records")

@@ -50,7 +50,7 @@ def test_the_wheel_and_sdist_carry_the_license(built: dict[str, Path]) -> None:
     assert not any(name.startswith(("tests/", "examples/", "benchmarks/")) for name in names)
     with tarfile.open(built["sdist"]) as sdist:
         members = {Path(name).relative_to(Path(name).parts[0]).as_posix() for name in sdist.getnames()}
-    assert {"LICENSE", "README.md", "pyproject.toml", "src/bucket_memory/store.py"} <= members
+    assert {"LICENSE", "README.md", "pyproject.toml", "src/bucket_memory/files/store.py"} <= members
 
 
 def test_the_wheel_runs_alone_in_a_clean_environment(built: dict[str, Path], tmp_path: Path) -> None:
