@@ -19,6 +19,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
 from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory.history.erased_paths import ErasedPaths
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.history.versions import StoredVersions
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -188,14 +189,14 @@ async def test_an_erasure_that_lands_while_a_bulk_write_is_planned_is_made_good(
     old = (await store.read("archive/alice.md")).text
     await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
     admin = MemoryAdmin(LogFileStore(objects, options=OFTEN))
-    real = MemoryAdmin._erased_names
+    real = ErasedPaths.names
     calls = []
 
-    async def read_before_the_erasure(self: MemoryAdmin) -> frozenset[str]:
+    async def read_before_the_erasure(self: ErasedPaths) -> frozenset[str]:
         calls.append(1)
         return frozenset() if len(calls) == 1 else await real(self)
 
-    monkeypatch.setattr(MemoryAdmin, "_erased_names", read_before_the_erasure)
+    monkeypatch.setattr(ErasedPaths, "names", read_before_the_erasure)
     await admin.put_files({"archive/alice.md": old}, replace=False, origin=DPO)
     fresh = LogFileStore(objects, options=OFTEN)
     assert "archive/alice.md" not in {entry.path for entry in await fresh.list()}

@@ -17,8 +17,8 @@ from .files.store import LogFileStore
 from .format.changes import Change, Delete, Write
 from .format.wire_values import checked_origin, checked_path, stored_size
 from .history.chain import History, Problem
+from .history.erased_paths import ErasedPaths
 from .history.erasure import Erasure, ErasurePlan
-from .history.lineage import erasures_in
 from .history.recovery import PastState, Recovery
 from .log.housekeeping import Compaction
 from .objects.interface import VersionedObjectStore
@@ -38,6 +38,7 @@ class MemoryAdmin:
         self.store = store
         self.history = History(store.log)
         self.recovery = Recovery(store.log)
+        self.erased = ErasedPaths(store, self.history)
 
     async def revisions(
         self,
@@ -98,7 +99,7 @@ class MemoryAdmin:
     async def preview_restore(self, path: str, version: str) -> Changeset:
         """What `restore` would change now, as of the head it was computed at."""
         path = checked_path(path, self.store.format)
-        await self._not_erased(path, version)
+        await self.erased.refuse_restoring(path, version_seq(version))
         target = file_text(await self.history.state_at(version_seq(version)), path)
         state = await self.store.log.fresh_state()
         current = state.files.get(path)
@@ -111,7 +112,7 @@ class MemoryAdmin:
         as it did not exist then). `not_found` when it existed neither then nor now. With `at` (the
         head a preview showed), `version_mismatch` when the memory changed since."""
         path = checked_path(path, self.store.format)
-        await self._not_erased(path, version)
+        await self.erased.refuse_restoring(path, version_seq(version))
         target = file_text(await self.history.state_at(version_seq(version)), path)
         unchanged: list[str] = []
 
@@ -154,22 +155,9 @@ class MemoryAdmin:
         Reaches past a deleted prefix, damaged objects, a purge or compaction.
         """
         restoration = await self.recovery.restore()
-        await self._erase_again(origin)
+        await self.erased.erase_again(origin)
         seq = None if moment is None else await self.make_as_of(moment, origin=origin, at=restoration.head)
         return Recovered(restoration, seq, await self.recovery.versioning())
-
-    async def _erase_again(self, origin: Origin) -> None:
-        """Finish every erasure the log holds again: what recovery put back was listed before some of
-        them, perhaps (an erase that ran meanwhile in another process), and holds their texts."""
-        # Not `_erasures`: a writer whose cached head was a fork commit may land its next commit past
-        # the restored chain meanwhile (the next recover re-applies it); that break must not keep the
-        # erasures of the commits before it from being finished.
-        for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
-            await Erasure(self.store).erase(path, origin=origin)
-
-    async def _erasures(self) -> list[tuple[int, str]]:
-        """Each path an erasure in the retained log names, with the erasure's seq."""
-        return erasures_in(await self.history.applied(await self.history.commits()))
 
     async def make_as_of(self, moment: datetime, *, origin: Origin, at: int | None = None) -> int | None:
         """Make the memory what its objects' versions say it was at `moment`, as one new commit
@@ -188,7 +176,7 @@ class MemoryAdmin:
         self, files: Mapping[str, str], *, replace: bool, keep: Callable[[str], bool] | None = None
     ) -> Changeset:
         """What `put_files` would change now, as of the head it was computed at."""
-        erased = await self._erased_names()
+        erased = await self.erased.names()
         checked = {path: text for path, text in _checked(files, self.store.format).items() if path not in erased}
         state = await self.store.log.fresh_state()
         await _compared(state, checked)
@@ -214,7 +202,7 @@ class MemoryAdmin:
         erasure made between the reading and the commit names is erased again at once.
         """
         store = self.store
-        erased = await self._erased_names()
+        erased = await self.erased.names()
         checked = {path: text for path, text in _checked(files, store.format).items() if path not in erased}
         keep = _or_erased(keep, erased)
 
@@ -236,25 +224,10 @@ class MemoryAdmin:
             ]
 
         seq = await store.log.commit(plan, checked_origin(origin))
-        if seq is not None and (again := sorted(set(checked) & await self._erased_names())):
+        if seq is not None and (again := sorted(set(checked) & await self.erased.names())):
             for path in again:  # an erasure landed as this was planned: what it erased may be back
                 await Erasure(store).erase(path, origin=origin)
         return seq
-
-    async def _not_erased(self, path: str, version: str) -> None:
-        """Refuse to restore `path` to a version an erasure of that path came after: its text is
-        erased, or is being (an erase stopped part-way leaves it in objects not yet rewritten)."""
-        erasures = [seq for seq, erased in await self._erasures() if erased == path]
-        if erasures and version_seq(version) < max(erasures):
-            raise MemoryStoreError(
-                "not_found",
-                f"Version {version} of {path} was erased by commit {max(erasures)}: its text is gone for good, "
-                f"and no restore can bring it back. `bucket-memory log URL {path}` shows who erased it and when.",
-            )
-
-    async def _erased_names(self) -> frozenset[str]:
-        """Every path an erasure in the retained log names."""
-        return frozenset(path for _, path in await self._erasures())
 
     async def preview_erase(self, path: str) -> ErasurePlan:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
@@ -292,17 +265,7 @@ class MemoryAdmin:
         object that holds a text an erasure erased is named as such."""
         problems = await self.history.verify(progress)
         problems += await self._versions_problems()
-        try:
-            erasures = await self._erasures()
-        except MemoryStoreError:
-            return problems  # the history does not read through what verify found damaged
-        for path in _one_path_each(erasures):
-            found = await Erasure(self.store).returned(path)
-            if found is not None:
-                erasure, keys = found
-                said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
-                problems += [Problem(key, said) for key in keys]
-        return problems
+        return problems + await self.erased.returned()
 
     async def _versions_problems(self) -> list[Problem]:
         """What the bucket's first versions prove and the live objects do not (`Recovery.survey`);
@@ -319,14 +282,6 @@ class MemoryAdmin:
                 raise
         logger.warning("%s: verify read no object versions: %s", self.store.location, unread)
         return []
-
-
-def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:
-    """The first path each erasure names (any of them finds its file)."""
-    first: dict[int, str] = {}
-    for seq, path in erasures:
-        first.setdefault(seq, path)
-    return list(first.values())
 
 
 async def _past_texts(past: PastState) -> dict[str, str]:

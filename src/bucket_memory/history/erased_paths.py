@@ -1,0 +1,74 @@
+"""The paths the retained log's erasures name, as operator work keeps to them: no restore brings
+back an erased version, a bulk write leaves those paths as they are, recovery finishes each erasure
+again over what it put back, and verify names an object that holds an erased text again."""
+
+from __future__ import annotations
+
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from ..files.store import LogFileStore
+from .chain import History, Problem
+from .erasure import Erasure
+from .lineage import erasures_in
+
+
+class ErasedPaths:
+    """The erasures of one memory's retained log, read from its history each time they are asked
+    for (another process may erase meanwhile)."""
+
+    def __init__(self, store: LogFileStore, history: History) -> None:
+        self.store = store
+        self.history = history
+
+    async def all(self) -> list[tuple[int, str]]:
+        """Each path an erasure in the retained log names, with the erasure's seq."""
+        return erasures_in(await self.history.applied(await self.history.commits()))
+
+    async def names(self) -> frozenset[str]:
+        """Every path an erasure in the retained log names."""
+        return frozenset(path for _, path in await self.all())
+
+    async def refuse_restoring(self, path: str, seq: int) -> None:
+        """Refuse to restore `path` to its version at commit `seq` when an erasure of that path came
+        after: its text is erased, or is being (an erase stopped part-way leaves it in objects not
+        yet rewritten)."""
+        erasures = [erasure for erasure, erased in await self.all() if erased == path]
+        if erasures and seq < max(erasures):
+            raise MemoryStoreError(
+                "not_found",
+                f"Version {seq} of {path} was erased by commit {max(erasures)}: its text is gone for good, "
+                f"and no restore can bring it back. `bucket-memory log URL {path}` shows who erased it and when.",
+            )
+
+    async def erase_again(self, origin: Origin) -> None:
+        """Finish every erasure the log holds again: what recovery put back was listed before some of
+        them, perhaps (an erase that ran meanwhile in another process), and holds their texts."""
+        # Not `all`: a writer whose cached head was a fork commit may land its next commit past the
+        # restored chain meanwhile (the next recover re-applies it); that break must not keep the
+        # erasures of the commits before it from being finished.
+        for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
+            await Erasure(self.store).erase(path, origin=origin)
+
+    async def returned(self) -> list[Problem]:
+        """Each object that holds a text an erasure erased (an erase stopped part-way, or an object
+        put back since); none where the history cannot be read through (verify names why)."""
+        try:
+            erasures = await self.all()
+        except MemoryStoreError:
+            return []
+        problems: list[Problem] = []
+        for path in _one_path_each(erasures):
+            found = await Erasure(self.store).returned(path)
+            if found is not None:
+                erasure, keys = found
+                said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
+                problems += [Problem(key, said) for key in keys]
+        return problems
+
+
+def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:
+    """The first path each erasure names (any of them finds its file)."""
+    first: dict[int, str] = {}
+    for seq, path in erasures:
+        first.setdefault(seq, path)
+    return list(first.values())
