@@ -105,24 +105,25 @@ async def command_line(url: str, runs: int) -> dict[str, dict[str, float]]:
     """Wall seconds of `bucket-memory ls`, `cat` and `put` and of `aws s3 ls --recursive` (when
     aws-cli is on PATH) on the memory at `url`, each a fresh process."""
     ours = str(Path(sys.executable).parent / "bucket-memory")
-    source = Path(tempfile.mkdtemp()) / "note.md"
-    source.write_text("green tea at standup\n")
-    commands = {
-        "bucket-memory ls": [ours, "ls", url],
-        "bucket-memory cat": [ours, "cat", url, "notes/00001.md"],
-        "bucket-memory put": [ours, "put", url, "notes/put.md", str(source), "--principal", "bench"],
-    }
-    if aws := shutil.which("aws"):
-        commands["aws s3 ls --recursive"] = [aws, "s3", "ls", "--recursive", f"{url}/"]
-    measured = {}
-    for name, command in commands.items():
-        samples = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
-            assert await process.wait() == 0, command
-            samples.append(time.perf_counter() - started)
-        measured[name] = spread(samples)
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "note.md"
+        source.write_text("green tea at standup\n")
+        commands = {
+            "bucket-memory ls": [ours, "ls", url],
+            "bucket-memory cat": [ours, "cat", url, "notes/00001.md"],
+            "bucket-memory put": [ours, "put", url, "notes/put.md", str(source), "--principal", "bench"],
+        }
+        if aws := shutil.which("aws"):
+            commands["aws s3 ls --recursive"] = [aws, "s3", "ls", "--recursive", f"{url}/"]
+        measured = {}
+        for name, command in commands.items():
+            samples = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
+                assert await process.wait() == 0, command
+                samples.append(time.perf_counter() - started)
+            measured[name] = spread(samples)
     return measured
 
 

@@ -1,5 +1,5 @@
-"""What operator work reports (`admin.MemoryAdmin`): a file's revisions, a memory at a glance, the
-changes a bulk write would make, what recovery did."""
+"""What operator work reports (`admin.MemoryAdmin`): a file's revisions (and who made them, as a
+narrow column shows it), a memory at a glance, the changes a bulk write would make, what recovery did."""
 
 from __future__ import annotations
 
@@ -91,3 +91,13 @@ def revisions_of(commit: Commit, change: Change) -> list[Revision]:
         case Purge():
             return [made("", "purge")]
     raise AssertionError("every kind of change is matched")
+
+
+def short_principal(principal: str | None) -> str:
+    """A principal as a narrow column shows it: an ARN by the name in its resource (agent/i-0ab for
+    arn:aws:sts::123456789012:assumed-role/agent/i-0ab, alice for ...:user/alice), which tells the
+    callers of one account apart."""
+    if principal is None or not principal.startswith("arn:"):
+        return principal or ""
+    resource = principal.rpartition(":")[2]
+    return resource.partition("/")[2] or resource

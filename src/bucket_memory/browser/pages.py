@@ -34,8 +34,7 @@ from starlette.responses import HTMLResponse
 
 from ..admin import MemoryAdmin, version_seq
 from ..files.store import LogFileStore
-from ..format.wire_values import short_principal
-from ..reports import Revision
+from ..reports import Revision, short_principal
 from ..state.operations import ErasedVersionError
 from .access import FORM_FIELD
 from .times import time_element

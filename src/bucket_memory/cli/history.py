@@ -67,7 +67,7 @@ def log(
     ]
 
     def table() -> None:
-        from ..format.wire_values import short_principal
+        from ..reports import short_principal
 
         now = datetime.now(UTC)
         columns = [

@@ -244,13 +244,3 @@ def time_text(seconds: float) -> str:
 def moment_of(time: str) -> datetime:
     """The moment a time recorded by `time_text` names."""
     return datetime.fromisoformat(time)
-
-
-def short_principal(principal: str | None) -> str:
-    """A principal as a narrow column shows it: an ARN by the name in its resource (agent/i-0ab for
-    arn:aws:sts::123456789012:assumed-role/agent/i-0ab, alice for ...:user/alice), which tells the
-    callers of one account apart."""
-    if principal is None or not principal.startswith("arn:"):
-        return principal or ""
-    resource = principal.rpartition(":")[2]
-    return resource.partition("/")[2] or resource
