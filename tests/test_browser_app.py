@@ -572,6 +572,31 @@ def test_browse_refuses_an_embedder_it_cannot_use(tmp_path: Path) -> None:
     assert "--embedder" in refused and "Unknown provider" in refused
 
 
+@pytest.mark.parametrize(
+    ("vector", "says"),
+    [
+        ("A", "a vector by m that does not decode"),  # not base64 a decoder takes: was a 500
+        ("AAA", "a vector by m that does not decode"),
+        ("AA==", "a vector by m that does not decode"),  # one byte: was shown as refused
+        ("", "refused by m (searched by words)"),
+        ("AAAAAA==", "a vector of 2 dimensions by m"),
+    ],
+)
+async def test_a_records_stored_vector_is_shown_for_what_it_is(url: str, vector: str, says: str) -> None:
+    """A writer with PutObject may store any base64 as a record's vector: the page says what it is
+    (the search treats one that does not decode as missing) and never fails."""
+    from bucket_memory.format.wire_values import time_text
+    from bucket_memory.records.record_format import Embedding, RecordBody
+
+    body = RecordBody("green tea", time_text(1.7e9), (Embedding("m", vector),))
+    path = "ab" * 16 + ".json"
+    async with open_store(url) as store:
+        await store.write(path, body.encode(), expected=None, origin=Origin(principal_id="mallory"))
+    async for reader in client_for(url, write=False):
+        page = await reader.get("/file", params={"path": path})
+        assert page.status_code == 200 and says in page.text.split("<details>", 1)[0]
+
+
 async def test_erased_versions_are_shown_erased_without_a_link(writer: httpx.AsyncClient, url: str) -> None:
     if url.startswith("gs://"):
         pytest.skip("the GCS emulator archives live objects when asked to delete old versions (see test_erase)")

@@ -3,14 +3,13 @@ its whole retained history."""
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileText
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..records.record_format import RecordBody
+from ..records.record_format import Embedding, RecordBody, unpacked
 from ..records.store import is_record_path
 from .pages import Trouble, _about_file, _browser, _row, _shown, _text_at, render
 
@@ -56,12 +55,29 @@ class ShownRecord:
 
     text: str
     updated_at: str
-    vectors: tuple[tuple[str, int], ...]  # model and dimensions (0: the model refused the text)
+    vectors: tuple[ShownVector, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShownVector:
+    """One model's vector of a record as the page says it: its dimensions, or that the model refused
+    the text, or (`dimensions` None, not refused) stored bytes that are no vector, which a search
+    treats as missing and embeds again."""
+
+    model: str
+    dimensions: int | None
+    refused: bool
 
 
 def _record_of(path: str, shown: FileText | None) -> ShownRecord | None:
     """The record a file holds, when it is a record's file and holds one exactly."""
     if shown is None or not is_record_path(path) or (body := RecordBody.decode(shown.text)) is None:
         return None
-    vectors = tuple((stored.model, len(base64.b64decode(stored.vector)) // 2) for stored in body.embeddings)
+    vectors = tuple(_shown_vector(stored) for stored in body.embeddings)
     return ShownRecord(body.text, body.updated_at, vectors)
+
+
+def _shown_vector(stored: Embedding) -> ShownVector:
+    """A stored vector is hostile (a writer may store any base64 there): `unpacked` never raises."""
+    data = None if stored.refused else unpacked(stored.vector)
+    return ShownVector(stored.model, len(data) // 2 if data is not None else None, stored.refused)
