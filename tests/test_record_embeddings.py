@@ -15,6 +15,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
+from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogOptions, LogRecordStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
@@ -420,3 +421,34 @@ async def test_a_refusal_mark_forged_by_a_writer_costs_only_the_vector_and_a_new
     assert await store.search("deploys", limit=1) == (), "no vector: not a candidate by meaning alone"
     await store.update("ab" * 16, "green tea at the standup")
     assert (await stored_vectors(objects))["ab" * 16] == [("test:hashing-v1", False)]
+
+
+class RefusingDocuments(ScriptedModel):
+    """The offline model whose provider refuses every document (a 400), after `during`."""
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        if input_type != "document":
+            return await super().embed(inputs, input_type=input_type, settings=settings)
+        if self.during is not None:
+            during, self.during = self.during, None
+            await during()
+        raise ModelHTTPError(400, self.model_name, body="input exceeds the model's token limit")
+
+
+async def test_a_refusal_mark_never_replaces_a_vector_another_process_made_meanwhile() -> None:
+    """Two processes with one model: one's provider refuses the text while the other's embeds it
+    and writes the vector back first. The refusal, merged into the record as it is by then, would
+    have replaced the good vector with a mark (searched by words until the text changed)."""
+    objects = MemoryObjectStore()
+    (found,) = await seeded(objects, ["green tea at standup"])
+    other = store_on(objects, ScriptedModel("same"))
+    refusing = RefusingDocuments("same")
+
+    async def the_other_embeds_it() -> None:
+        await other.search("tea", limit=1)
+
+    refusing.during = the_other_embeds_it
+    await store_on(objects, refusing).search("tea", limit=1)
+    assert (await stored_vectors(objects))[found] == [("test:same", False)]

@@ -34,8 +34,9 @@ class VectorWriteBack:
         """Write vectors (or refusal marks) made at a search back to their records, in one commit,
         so that no other process pays for them again. Each joins the vectors of other models its
         record holds by then (another process's write-back is never undone); a record whose text
-        changed since it was read is left as it is (its new text has its own vectors or none), and
-        one that would outgrow a file drops the vectors written longest ago."""
+        changed since it was read is left as it is (its new text has its own vectors or none), a
+        refusal mark never takes the place of a vector another process made of the same model
+        meanwhile, and a record that would outgrow a file drops the vectors written longest ago."""
         if self.files.log.read_only or not made:
             return
 
@@ -51,7 +52,10 @@ class VectorWriteBack:
                     stored = RecordBody.decode(current.text)
                     if stored is None or stored.text != body.text:
                         continue
-                    body = stored.with_vector(body.embeddings[0])
+                    new, held = body.embeddings[0], stored.vector_of(body.embeddings[0].model)
+                    if new.refused and held is not None and not held.refused:
+                        continue  # another process's embedder took the text meanwhile: its vector stands
+                    body = stored.with_vector(new)
                 encoded = self._fitted(body)
                 if encoded is None:
                     continue
