@@ -57,6 +57,8 @@ SEALED_FORMAT = 3
 # with a message to upgrade.
 FOLDING_FORMAT = 4
 GENESIS_HASH = "0" * 64
+MAX_VOID_CHARS = 512
+type VoidNote = Annotated[str, Field(min_length=1, max_length=MAX_VOID_CHARS)]
 
 
 class CorruptObjectError(MemoryStoreError):
@@ -195,7 +197,7 @@ class Commit(_Signed):
     Format 1 carries whole texts; 2, edits too; 3 seals each text (`Sealed`), so that it can be
     erased with the chain intact, and may carry erasures; 4 is 3 settling intents (`folded`)."""
 
-    _written_when_set = frozenset({"folded"})
+    _written_when_set = frozenset({"folded", "void"})
     kind: Literal["commit"] = "commit"
     format: Literal[1, 2, 3, 4] = 1
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
@@ -204,6 +206,9 @@ class Commit(_Signed):
     prev: Hash
     changes: tuple[Change, ...]
     folded: tuple[Fold, ...] | None = None
+    # Outside the hash, as an erased text is: the verdict of a void commit, recorded by the erasure
+    # that removed a text it was checked against (`recorded_void`), so that it stays void.
+    void: VoidNote | None = None
 
     @classmethod
     def create(
@@ -268,12 +273,35 @@ class Commit(_Signed):
         return self.sealed or not any(isinstance(change, Sealed) and change.is_erased for change in self.changes)
 
     def body_digest(self) -> str:
-        if not self.sealed:
-            return super().body_digest()
-        members = {name: member for name, member in self._members.items() if name != "hash"}
-        sealed = [sealed_form(change) for change in self.changes]
-        members["changes"] = canonical_members({"changes": sealed})["changes"]
+        members = {name: member for name, member in self._members.items() if name not in ("hash", "void")}
+        if self.sealed:
+            sealed = [sealed_form(change) for change in self.changes]
+            members["changes"] = canonical_members({"changes": sealed})["changes"]
         return hashlib.sha256(joined(members.values())).hexdigest()
+
+    @property
+    def erasure_authorized(self) -> bool | None:
+        """Whether an operator's record makes this commit's `erase` changes an erasure
+        (`erasure_record`): set by whoever read the commit from a bucket (`authorize`); None until
+        then. A commit that erases nothing needs no record (True)."""
+        if not any(isinstance(change, Erase) for change in self.changes):
+            return True
+        verdict = self.__dict__.get("_erasure_authorized")
+        return verdict if isinstance(verdict, bool) else None
+
+    def authorize(self, authorized: bool) -> Self:
+        """Note what the operator's records say of this commit's erasure (kept outside the model's
+        fields: it is a fact about the bucket, not part of the object)."""
+        self.__dict__["_erasure_authorized"] = authorized
+        return self
+
+    def recorded_void(self, reason: str) -> Commit:
+        """This commit with its verdict, void for `reason`, recorded outside the hash."""
+        if self.void is not None:
+            return self
+        made = self.model_copy(update={"void": reason[:MAX_VOID_CHARS]})
+        made.__dict__.pop("_members", None)
+        return made._resigned(self.hash)
 
     def redacted(self, erase: Callable[[int, Change], bool], erasure: int) -> Commit:
         """This commit with the texts of the changes `erase` names (by index) erased by commit

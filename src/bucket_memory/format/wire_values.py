@@ -23,7 +23,9 @@ MAX_OBJECT_BYTES = 256 * 1024 * 1024
 LOG_PREFIX = "log/"
 CHECKPOINT_PREFIX = "checkpoints/"
 PENDING_PREFIX = "pending/"
-RESERVED_FOLDERS = ("log", "checkpoints")
+# The operator's records of its erasures (`erasure_record`): agents may read them, never write them.
+ERASURES_PREFIX = "erasures/"
+RESERVED_FOLDERS = ("log", "checkpoints", "erasures")
 
 MAX_SEQ = 10**20 - 1
 MAX_ORIGIN_CHARS = 1024
@@ -59,13 +61,33 @@ def checkpoint_key(seq: int) -> str:
     return f"{CHECKPOINT_PREFIX}{seq:020d}.json"
 
 
+def erasure_record_key(seq: int, commit_hash: str) -> str:
+    """Where the operator records its erasure commit `seq` with hash `commit_hash` (one key per
+    attempt: a commit that lost its seq leaves a record naming a hash the log never held)."""
+    return f"{ERASURES_PREFIX}{seq:020d}-{commit_hash}.json"
+
+
+_ERASURE_RECORD_KEY = re.compile(r"erasures/(\d{20})-([0-9a-f]{64})\.json")
+
+
+def erasure_record_parts(key: str) -> tuple[int, str] | None:
+    """The (seq, commit hash) an erasure record's key names, or None for any other key."""
+    match = _ERASURE_RECORD_KEY.fullmatch(key)
+    return (int(match[1]), match[2]) if match else None
+
+
 def run_key(seq: int) -> str:
     return f"{LOG_PREFIX}{seq:020d}.run.json"
 
 
 def is_owned(key: str) -> bool:
-    """Whether the store writes `key`: a commit, checkpoint, run or intent."""
-    return key_seq(key) is not None or run_seq(key) is not None or intent_key_parts(key) is not None
+    """Whether the store writes `key`: a commit, checkpoint, run, intent or erasure record."""
+    return (
+        key_seq(key) is not None
+        or run_seq(key) is not None
+        or intent_key_parts(key) is not None
+        or erasure_record_parts(key) is not None
+    )
 
 
 def run_seq(key: str) -> int | None:

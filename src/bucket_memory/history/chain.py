@@ -193,7 +193,7 @@ class History:
                 return Problem(key, _VANISHED)
             try:
                 if key.startswith(LOG_PREFIX):
-                    return await Commit.read(log.location, key, data)
+                    return await log.reader.read_commit(key, data)
                 return await read_checkpoint(log.location, key, data, log.format)
             except CorruptObjectError as error:
                 return Problem(key, error.reason)

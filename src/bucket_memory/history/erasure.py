@@ -225,16 +225,27 @@ class Erasure:
         which is put back at once.
         """
         reader = self.log.reader
+        recorded: dict[int, str] = {}
+
+        async def record(commit: Commit) -> None:
+            # Before the commit is created, so that no reader can see it unrecorded (and take it
+            # for what an agent could forge); an attempt that loses its seq leaves its record behind.
+            recorded[commit.seq] = await reader.erasures.create(commit, await reader.objects.now())
+
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
             try:
-                seq = await self.log.commit(functools.partial(_erasure_plan, target, head), origin)
+                seq = await self.log.commit(functools.partial(_erasure_plan, target, head), origin, before_create=record)
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
                 target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
                 continue
             assert seq is not None, "an erasure always changes the log"
+            for lost, key in recorded.items():
+                if lost != seq:  # that seq holds another writer's commit: the record names a hash it never had
+                    await reader.erasures.forget(key)
+            recorded.clear()
             target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
             if target.lineages.live(target.files):
                 continue  # moved away and a file written at its path, unseen: erased again where it went

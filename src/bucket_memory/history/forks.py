@@ -43,7 +43,7 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
     decoded: list[Commit] = []
     for version, data in zip(others, await gather_bounded(others, stored.read), strict=True):
         try:
-            decoded.append(await Commit.read(stored.location, version.key, data))
+            decoded.append(await stored.read_commit(version.key, data))
         except CorruptObjectError:
             continue
     chain_ids = {commit.id for commit in chain.values()}

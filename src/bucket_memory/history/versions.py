@@ -14,7 +14,17 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from ..format.changes import Edit, Write
 from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, key_seq, log_key, reapplied_fork
+from ..format.erasure_record import ErasureRecord
+from ..format.wire_values import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    checkpoint_key,
+    erasure_record_key,
+    erasure_record_parts,
+    key_seq,
+    log_key,
+    reapplied_fork,
+)
 from ..objects.interface import ObjectVersion, VersionedObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
@@ -31,10 +41,19 @@ class StoredVersions:
     `s3:ListBucketVersions`. A version that vanished since the listing is `unavailable`.
     """
 
-    def __init__(self, objects: VersionedObjectStore, format: FileFormat, versions: dict[str, list[ObjectVersion]]):
+    def __init__(
+        self,
+        objects: VersionedObjectStore,
+        format: FileFormat,
+        versions: dict[str, list[ObjectVersion]],
+        records: dict[str, list[ObjectVersion]] | None = None,
+    ):
         self.objects = objects
         self.format = format
         self.versions = versions
+        # The erasure records' versions, by key: a commit that erases is an erasure where the first
+        # version of its record names it, whether or not a wipe deleted the record since.
+        self.records = records or {}
         self._firsts: dict[str, Commit] | None = None
         self._checkpoints: dict[int, State] | None = None
         self._verdicts: dict[int, bool] | None = None  # by checkpoint seq, once `fits` is first asked
@@ -47,10 +66,13 @@ class StoredVersions:
             functools.partial(objects.list_versions, prefix), what=f"Listing versions of {objects.location}"
         )
         found: dict[str, list[ObjectVersion]] = {}
+        records: dict[str, list[ObjectVersion]] = {}
         for version in versions:
             if key_seq(version.key) is not None:
                 found.setdefault(version.key, []).append(version)
-        return cls(objects, format, found)
+            elif erasure_record_parts(version.key) is not None:
+                records.setdefault(version.key, []).append(version)
+        return cls(objects, format, found, records)
 
     @property
     def location(self) -> str:
@@ -116,7 +138,7 @@ class StoredVersions:
         decoded: dict[str, Commit] = {}
         for key, body in zip(keys, data, strict=True):
             try:
-                decoded[key] = await Commit.read(self.location, key, body)
+                decoded[key] = await self.read_commit(key, body)
             except CorruptObjectError as error:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
         return await self._through_reapplications(decoded)
@@ -137,7 +159,7 @@ class StoredVersions:
                 continue
             for version in self.versions[key][1:]:
                 try:
-                    later = await Commit.read(self.location, key, await self.read(version))
+                    later = await self.read_commit(key, await self.read(version))
                 except CorruptObjectError:
                     continue
                 if later.prev == before.hash and (redone := reapplied([later])):
@@ -145,6 +167,22 @@ class StoredVersions:
                     marks |= redone
                     break
         return chain
+
+    async def read_commit(self, key: str, data: bytes) -> Commit:
+        """A stored version of a log key, decoded, and noted as an erasure where the first version
+        of its erasure record names it (`erasure_record`)."""
+        commit = await Commit.read(self.location, key, data)
+        if commit.erasure_authorized is not None:
+            return commit
+        record_key = erasure_record_key(commit.seq, commit.hash)
+        versions = self.records.get(record_key)
+        if not versions:
+            return commit.authorize(False)
+        try:
+            record = ErasureRecord.decode(self.location, record_key, await self.read(versions[0]))
+        except CorruptObjectError:
+            return commit.authorize(False)
+        return commit.authorize(record.names(commit))
 
     async def first_checkpoints(self) -> dict[int, State]:
         """The first stored version of every checkpoint, decoded, by seq; damaged ones left out
@@ -251,7 +289,9 @@ def _erased_form(first: Commit, current: Commit) -> bool:
     for erasure in set(erased_by.values()):
         named = {index for index, by in erased_by.items() if by == erasure}
         candidate = candidate.redacted(lambda index, _: index in named, erasure)  # noqa: B023 (used at once)
-    return bool(erased_by) and candidate == current
+    if current.void is not None:
+        candidate = candidate.recorded_void(current.void)
+    return (bool(erased_by) or current.void is not None) and candidate == current
 
 
 def reapplied(commits: dict[str, Commit] | list[Commit]) -> set[str]:

@@ -8,12 +8,13 @@ is settled in the commit by a `Fold` record, whatever its plan decided.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..format.changes import Change, Fold, Write
+from ..format.codec import Commit
 from ..format.delta import stored_form
 from ..runtime.telemetry import Tally
 from ..state.operations import Operation, WriteOp
@@ -21,6 +22,8 @@ from ..state.state import State
 from .intents import Intent
 
 type Plan = Callable[[State], Sequence[Change]]
+# Awaited with a commit that carries a request's changes, before it is created (`Request.before_create`).
+type BeforeCreate = Callable[[Commit], Awaitable[None]]
 # What a commit did for a request: its seq, the version of a file a write left unchanged, or None
 # when the plan (a caller's own function) changed nothing.
 type Result = int | str | None
@@ -44,7 +47,8 @@ class HandedOver(Exception):
 class Request:
     """A mutation waiting to be committed, alone or with others, by `deadline` (time.monotonic);
     `tally` counts what the commit cost for the caller's operation. `operation` is set for a
-    mutation that can be published as an intent; `intent`, when this commit settles one."""
+    mutation that can be published as an intent; `intent`, when this commit settles one;
+    `before_create`, when something must be stored before a commit carrying its changes is."""
 
     plan: Plan
     origin: Origin
@@ -53,6 +57,7 @@ class Request:
     tally: Tally | None = None
     operation: Operation | None = None
     intent: Intent | None = None
+    before_create: BeforeCreate | None = None
 
     @property
     def may_hand_over(self) -> bool:

@@ -50,7 +50,7 @@ from ..objects.interface import ObjectStore
 from ..runtime import deadline, telemetry
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import Plan, Request, Result, consume, fail
+from .batch import BeforeCreate, Plan, Request, Result, consume, fail
 from .committer import Committer, unconfirmed
 from .head import Head
 from .options import LogOptions
@@ -169,12 +169,19 @@ class CommitLog:
                 return self.head.current()
 
     @overload
-    async def commit(self, plan: Plan, origin: Origin) -> int | None: ...
+    async def commit(self, plan: Plan, origin: Origin, *, before_create: BeforeCreate | None = None) -> int | None: ...
 
     @overload
     async def commit(self, plan: Plan, origin: Origin, *, operation: Operation) -> int | str: ...
 
-    async def commit(self, plan: Plan, origin: Origin, *, operation: Operation | None = None) -> Result:
+    async def commit(
+        self,
+        plan: Plan,
+        origin: Origin,
+        *,
+        operation: Operation | None = None,
+        before_create: BeforeCreate | None = None,
+    ) -> Result:
         """Commit what `plan` returns at the head; the new seq, or None when it returned no change
         (for an `operation`, whose plan `plan` is: the version a write left its file at).
 
@@ -183,13 +190,16 @@ class CommitLog:
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
         A batch's requests must all be sent by the earliest deadline among its callers. An
         `operation` whose commit loses a race may be answered `batch.HandedOver`, to go on as an
-        intent (`fleet.py`).
+        intent (`fleet.py`). `before_create` is awaited with each commit that carries the plan's
+        changes before that commit is created (an erasure's record is made there).
         """
         self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
         outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        request = Request(plan, origin, outcome, end, telemetry.current(), operation=operation)
+        request = Request(
+            plan, origin, outcome, end, telemetry.current(), operation=operation, before_create=before_create
+        )
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
             self._committer = asyncio.create_task(self._drain())

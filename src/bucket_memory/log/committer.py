@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.changes import Change, Fold, text_bytes
+from ..format.changes import Change, Erase, Fold, text_bytes
 from ..format.codec import Commit
 from ..runtime import deadline, telemetry
 from ..runtime.off_loop import off_loop
@@ -91,6 +91,9 @@ class Committer:
                 resolve(batch, planned, None)
                 return None
             commit = await self._made(state, accepted, folds, batch[0].origin)
+            for request, _ in accepted:
+                if request.before_create is not None:
+                    await request.before_create(commit)
             # A batch that goes on as intents if it loses needs only the winner (whether it took
             # our place) and no catch-up: publishing an intent lists the log itself.
             handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
@@ -158,6 +161,9 @@ class Committer:
             sealed=self.options.erasable,
             folded=folds,
         )
+        if any(isinstance(change, Erase) for change in changes) and not any(r.before_create for r, _ in accepted):
+            # Only `erase` records an erasure; readers would find any other commit of one void.
+            raise MemoryStoreError("forbidden", "Only `bucket-memory erase` commits an erasure.")
         return await off_loop(text_bytes(changes), make)
 
     def _hand_over(self, batch: Sequence[Request]) -> list[Request]:

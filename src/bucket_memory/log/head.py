@@ -217,7 +217,7 @@ class Head:
         for number, data in zip(seqs, found, strict=True):
             if data is None:
                 return run, None if self.is_old(since=since) else sent
-            run.append(await Commit.read(self.reader.location, log_key(number), data))
+            run.append(await self.reader.read_commit(log_key(number), data))
         return run, None
 
     async def _probe_forward(self, state: State, *, since: float) -> bool:

@@ -24,6 +24,7 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime import telemetry
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State
+from .erasure_records import ErasureRecords
 from .intents import Intent, read_intent
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class LogReader:
         self.attempts = attempts
         # Decided once: checking a protocol costs more than the stat it would save on every probe.
         self._instant = objects if isinstance(objects, InstantObjectStore) else None
+        self.erasures = ErasureRecords(self)
 
     @property
     def location(self) -> str:
@@ -121,7 +123,12 @@ class LogReader:
         """Commit `seq`, or None when its key is absent."""
         key = log_key(seq)
         data = await self.get(key)
-        return None if data is None else await Commit.read(self.location, key, data)
+        return None if data is None else await self.read_commit(key, data)
+
+    async def read_commit(self, key: str, data: bytes) -> Commit:
+        """The commit in `data`, read from `key` (or from a stored version of it), decoded as hostile
+        input and noted as an erasure or not: the one way a commit read from the bucket is made."""
+        return await self.erasures.authorize(await Commit.read(self.location, key, data))
 
     async def fetch_commits(self, listed: Sequence[tuple[int, ObjectInfo]]) -> list[Commit]:
         """The listed commits, read concurrently and decoded."""

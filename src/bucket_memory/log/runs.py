@@ -117,7 +117,7 @@ async def commits_through_runs(reader: LogReader, state: State, seqs: list[int],
     commits = _chained(state.head_hash, head, runs_read[::-1], tail)
     if commits is None:
         return [*await reader.commits_at([seq for seq in seqs if seq < top]), *tail]
-    return commits
+    return [await reader.erasures.authorize(commit) for commit in commits]  # a GET only for an erasure
 
 
 def _chained(head_hash: str, head: int, runs: list[Run | None], tail: list[Commit]) -> list[Commit] | None:

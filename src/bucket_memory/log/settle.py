@@ -167,7 +167,7 @@ class Settler:
                 data = await within_deadline(lambda: head.reader.objects.get(key), what=what)
             except Exception:
                 return None
-            return _Held((await Commit.read(self.location, key, data),), None) if data is not None else None
+            return _Held((await head.reader.read_commit(key, data),), None) if data is not None else None
         self.round_seconds = time.monotonic() - started
         if created:
             return _Held((commit,), sent)

@@ -102,7 +102,7 @@ class State:
         if commit.prev != self.head_hash:
             raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
         refusals = (self.folds.refusal(fold, commit.seq) for fold in commit.folded or ())
-        reason = next((refusal for refusal in refusals if refusal is not None), None)
+        reason = commit.void or _unauthorized(commit) or next((r for r in refusals if r is not None), None)
         if reason is None:
             try:
                 self._apply_changes(commit)
@@ -297,6 +297,18 @@ class State:
         if seq is not None:
             self.changed.pop(path, None)
             self.changed[path] = seq
+
+
+def _unauthorized(commit: Commit) -> str | None:
+    """Why a commit that erases is no erasure: no operator's record names it (`erasure_record`).
+    Such a change is what any writer with PutObject could forge, so it changes nothing at all."""
+    authorized = commit.erasure_authorized
+    if authorized is None:
+        raise AssertionError(f"commit {commit.seq} erases, and was applied before its erasure record was looked for")
+    if authorized:
+        return None
+    paths = ", ".join(sorted(change.path for change in commit.changes if isinstance(change, Erase)))
+    return f"it erases {paths} with no record of an operator's erasure under erasures/"
 
 
 async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str, str]:
