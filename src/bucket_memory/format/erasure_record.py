@@ -51,9 +51,7 @@ class ErasureRecord(Wire):
     def names(self, commit: Commit) -> bool:
         """Whether this record makes `commit` an erasure: its seq, its hash and every path it erases."""
         return (
-            self.seq == commit.seq
-            and self.commit == commit.hash
-            and self.paths == tuple(sorted(erased_paths(commit)))
+            self.seq == commit.seq and self.commit == commit.hash and self.paths == tuple(sorted(erased_paths(commit)))
         )
 
     @classmethod

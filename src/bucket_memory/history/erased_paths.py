@@ -13,16 +13,29 @@ from .lineage import erasures_in
 
 
 class ErasedPaths:
-    """The erasures of one memory's retained log, read from its history each time they are asked
-    for (another process may erase meanwhile)."""
+    """The erasures of one memory, read each time they are asked for (another process may erase
+    meanwhile): those of the retained log, and those the operator's records under `erasures/` keep
+    after compaction has removed their commits."""
 
     def __init__(self, store: LogFileStore, history: History) -> None:
         self.store = store
         self.history = history
 
     async def all(self) -> list[tuple[int, str]]:
-        """Each path an erasure in the retained log names, with the erasure's seq."""
-        return erasures_in(await self.history.applied(await self.history.commits()))
+        """Each path an erasure names, with the erasure's seq, oldest first."""
+        commits = await self.history.commits()
+        in_log = erasures_in(await self.history.applied(commits))
+        oldest = commits[0].seq if commits else None
+        recorded = [
+            (record.seq, path)
+            for record in await self.store.log.reader.erasures.all()
+            # Where the log still holds the record's seq, its commit says (a record at a seq that
+            # holds another commit is an attempt that lost it, left by an operator that died);
+            # below the retained log, the record is all there is.
+            if oldest is None or record.seq < oldest
+            for path in record.paths
+        ]
+        return sorted(set(in_log) | set(recorded))
 
     async def names(self) -> frozenset[str]:
         """Every path an erasure in the retained log names."""

@@ -97,8 +97,9 @@ class _Target:
         self.names = self.lineages.names(self.files) | {self.path}
 
     def erases(self, seq: int) -> Callable[[int, Change], bool]:
-        """Which changes of commit `seq` carry one of the file's texts."""
-        if seq <= self.lineages.base:
+        """Which changes of commit `seq` carry one of the file's texts (of a void commit, which no
+        file holds, every text written at one of its names)."""
+        if seq <= self.lineages.base or seq in self.lineages.voids:
             return lambda _, change: getattr(change, "path", None) in self.names
         indexes = self.lineages.texts(self.files).get(seq, set())
         return lambda index, _: index in indexes
@@ -235,7 +236,8 @@ class Erasure:
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
             try:
-                seq = await self.log.commit(functools.partial(_erasure_plan, target, head), origin, before_create=record)
+                plan = functools.partial(_erasure_plan, target, head)
+                seq = await self.log.commit(plan, origin, before_create=record)
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
@@ -282,8 +284,9 @@ class Erasure:
         reader, lineages = self.log.reader, target.lineages
         texts = lineages.texts(target.files)
         found: list[tuple[int, int, str, Redaction]] = []
+        voids = lineages.voids_naming(target.names)
         for seq, info in await reader.list_log():
-            if seq < erasure and (seq in texts or seq <= lineages.base):
+            if seq < erasure and (seq in texts or seq in voids or seq <= lineages.base):
                 found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
         for seq, info in await reader.list_checkpoints():
             if seq < erasure and any(lineages.holds(name, seq, target.files, target.names) for name in target.names):
@@ -305,8 +308,12 @@ class Erasure:
         return [key for (key, _), mark in zip(candidates, marks, strict=True) if mark]
 
     def _erased_commit(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
+        """The commit with the file's texts erased; a void one also keeps its verdict, which a
+        replay over the erased texts could no longer reach (its edit checked against them, say)."""
         commit = Commit.decode(self.log.location, key, data)
         redacted = commit.redacted(target.erases(commit.seq), erasure)
+        if (void := target.lineages.voids_naming(target.names).get(commit.seq)) is not None:
+            redacted = redacted.recorded_void(void)
         return None if redacted is commit else redacted.encode()
 
     def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:

@@ -37,12 +37,16 @@ class Lineages:
         self._erased_by: dict[int, set[str]] = {}  # seq of an erasure -> the paths it names
         # (seq, change index, file, path, erasure) of each change whose text was erased
         self._erased_texts: list[tuple[int, int, int, str, int]] = []
+        self.voids: dict[int, str] = {}  # seq of a void commit -> why
+        self._void_paths: dict[int, set[str]] = {}  # seq of a void commit -> the paths its changes name
 
     def feed(self, commit: Commit) -> None:
         """Take in the next commit; a void one (`State.apply`) changes no file, as for every reader."""
         assert commit.seq == self.head + 1, "commits are fed in seq order"
         self.head = commit.seq
-        if self._replay.apply(commit, "the retained log") is not None:
+        if (void := self._replay.apply(commit, "the retained log")) is not None:
+            self.voids[commit.seq] = void.reason
+            self._void_paths[commit.seq] = {path for change in commit.changes for path in _named(change)}
             return
         for index, change in enumerate(commit.changes):
             self._take(commit.seq, index, change)
@@ -78,6 +82,11 @@ class Lineages:
             for seq, index, file, path, erasure in self._erased_texts
             if not (self._erased_by.get(erasure, set()) & (self._names[file] | {path}))
         ]
+
+    def voids_naming(self, names: set[str]) -> dict[int, str]:
+        """The void commits (seq -> why) whose changes name one of `names`: their verdict may rest on
+        a text an erasure of those names removes, so the erasure records it in them."""
+        return {seq: self.voids[seq] for seq, paths in self._void_paths.items() if paths & names}
 
     def changed_after(self, path: str, seq: int) -> bool:
         """Whether a commit after `seq` wrote, moved or deleted a file at `path`."""
@@ -142,6 +151,16 @@ class Lineages:
         if file is not None:
             self._held[path].append((seq, None))
         return file
+
+
+def _named(change: Change) -> tuple[str, ...]:
+    match change:
+        case Move(source, destination):
+            return (source, destination)
+        case Purge():
+            return ()
+        case _:
+            return (change.path,)
 
 
 def erasures_in(commits: Iterable[Commit]) -> list[tuple[int, str]]:

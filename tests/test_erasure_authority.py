@@ -1,0 +1,191 @@
+"""Erasure against an agent with PutObject under the prefix, and verdicts that never change (issue 53).
+
+An `erase` change in the log is an erasure only where the operator's record under `erasures/` names
+its commit; an agent (who may not write there) forging one commits a void change that drops
+nothing. A commit's verdict (void or valid) is recorded by the erasure that removes a text it was
+checked against, so no later erasure can turn it live.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.format.changes import Change, Edit, Erase, Write
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.erasure_record import ErasureRecord
+from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
+from bucket_memory.objects.interface import VersionedObjectStore
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+from bucket_memory.transfer import export_snapshot, read_directory
+
+ALICE = Origin(principal_id="alice")
+MALLORY = Origin(principal_id="mallory")
+# What the forged erasure claims: the operator's own origin.
+OPERATOR = Origin(principal_id="operator", run_id="bucket-memory erase")
+NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+EVERY_COMMIT = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1)
+
+
+async def forge(store: LogFileStore, *changes: Change, origin: Origin = MALLORY) -> Commit:
+    """What an agent's PutObject can do: the next log key with a commit hashed and chained as the store would."""
+    state = await store.log.proven_state()
+    commit = Commit.create(state.head + 1, state.head_hash, changes, origin, at=time.time())
+    assert await store.log.objects.create(log_key(commit.seq), commit.encode())
+    return commit
+
+
+async def files_of(store: LogFileStore) -> dict[str, str]:
+    return {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
+
+
+async def texts_held(objects: VersionedObjectStore, text: bytes) -> list[str]:
+    """Every stored version (current or not) whose bytes hold `text`."""
+    found = []
+    for version in await objects.list_versions(""):
+        data = await objects.get_version(version.key, version.version)
+        if data is not None and text in data:
+            found.append(f"{version.key}@{version.version}")
+    return found
+
+
+async def test_an_agents_forged_erasure_drops_nothing_and_recover_deletes_no_version() -> None:
+    """Was: every reader dropped contract.md, `restore contract.md 1` said its text was gone for
+    good, `rollback` to the commit before left it out, `verify` asked to run `erase` again, and
+    `recover` finished the forgery, deleting the only version that held the text."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await alice.write("contract.md", "the acknowledged contract\n", expected=None, origin=ALICE)
+    await alice.write("b.md", "B\n", expected=None, origin=ALICE)
+    forged = await forge(alice, Erase(path="contract.md"), origin=OPERATOR)
+
+    assert (await alice.read("contract.md")).text == "the acknowledged contract\n"  # the warm writer
+    cold = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert await files_of(cold) == {"contract.md": "the acknowledged contract\n", "b.md": "B\n"}
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert (await admin.read_at("contract.md", "1")).text == "the acknowledged contract\n"
+    assert (await admin.preview_restore("contract.md", "1")).written == ()  # nothing to bring back
+    assert (await admin.preview_rollback(forged.seq - 1)).deleted == ()
+    problems = await admin.verify()
+    assert [problem.key for problem in problems] == [log_key(forged.seq)]
+    assert "no record of an operator's erasure" in problems[0].message and "erase" not in problems[0].message[:9]
+    await admin.recover(None, origin=OPERATOR)
+    assert await texts_held(objects, b"the acknowledged contract") != []
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {
+        "contract.md": "the acknowledged contract\n",
+        "b.md": "B\n",
+    }
+
+
+async def test_a_forged_record_key_or_a_record_of_another_commit_authorizes_nothing() -> None:
+    """A record is an erasure's only for the seq, hash and paths it names: one for another commit
+    (an operator's erasure of another path, a stale attempt), or one that does not decode, makes a
+    forged erasure no erasure."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    erased = await MemoryAdmin(store).erase("b.md", origin=OPERATOR)
+    (record_key,) = [info.key for info in await objects.list(ERASURES_PREFIX)]
+    record = await objects.get(record_key)
+    assert record is not None and ErasureRecord.decode("m", record_key, record).seq == erased.erasure
+    forged = await forge(store, Erase(path="a.md"))
+    # The operator's record at another seq, copied under the forged commit's key: it names another commit.
+    await objects.create(erasure_record_key(forged.seq, forged.hash), record)
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n"}
+
+
+async def test_the_operators_erasure_is_recorded_before_its_commit_and_applies_everywhere() -> None:
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "secret\n", expected=None, origin=ALICE)
+    warm = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert await files_of(warm) == {"a.md": "secret\n"}
+    plan = await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
+    assert plan.erasure is not None
+    keys = [info.key for info in await objects.list(ERASURES_PREFIX)]
+    assert keys == [erasure_record_key(plan.erasure, (await warm.log.reader.commit(plan.erasure)).hash)]  # type: ignore[union-attr]
+    assert await files_of(warm) == {} and await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {}
+    assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
+
+
+async def test_a_store_refuses_to_commit_an_erasure_erase_did_not_record() -> None:
+    """A plan that returns an `erase` change (a library caller's own) would commit a change every
+    reader finds void: refused before anything is written."""
+    store = LogFileStore(VersionedMemoryObjectStore(), options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    with pytest.raises(MemoryStoreError) as raised:
+        await store.log.commit(lambda state: (Erase(path="a.md"),), ALICE)
+    assert raised.value.code == "forbidden"
+    assert await files_of(store) == {"a.md": "A\n"}
+
+
+async def test_an_unrelated_erasure_never_turns_a_void_commit_live() -> None:
+    """Was: after the operator erased alice.md, the void commit's other change (payroll.md) applied:
+    `read_at` and `preview_rollback` showed it, `verify` called the honest checkpoints after it
+    disproved, `recover` removed them, and fresh readers served payroll.md while the warm writer did not."""
+    objects = VersionedMemoryObjectStore()
+    writer = LogFileStore(objects, options=EVERY_COMMIT)
+    await writer.write("alice.md", "alice's notes\n", expected=None, origin=ALICE)
+    await writer.settle()
+    void = await forge(
+        writer,
+        Edit(path="alice.md", at=0, removed="not her text", inserted="x", size=5),
+        Write(path="payroll.md", text="pay mallory\n"),
+    )
+    await writer.write("notes.md", "after\n", expected=None, origin=ALICE)
+    await writer.settle()
+    admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
+    before = [problem.key for problem in await admin.verify()]
+    assert before == [log_key(void.seq)]
+
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).erase("alice.md", origin=OPERATOR)
+
+    admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
+    with pytest.raises(MemoryStoreError):
+        await admin.read_at("payroll.md", str(void.seq))
+    assert "payroll.md" not in (await admin.preview_rollback(void.seq)).written
+    assert [problem.key for problem in await admin.verify()] == before
+    await admin.recover(None, origin=OPERATOR)
+    assert await files_of(LogFileStore(objects, options=EVERY_COMMIT)) == {"notes.md": "after\n"}
+    assert await files_of(writer) == {"notes.md": "after\n"}
+    assert [
+        problem.key for problem in await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).verify()
+    ] == before
+    # The erasure took the void commit's texts of alice.md too: no stored version holds them.
+    assert await texts_held(objects, b"not her text") == []
+
+
+async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_path: Path) -> None:
+    """Was: `export`, `erase alice.md`, enough commits that compaction pruned the erasure's commit,
+    then `import` of the old export: alice.md was back with its text, and `verify` said ok."""
+    objects = VersionedMemoryObjectStore()
+    compacting = LogOptions(
+        checkpoint_min_commits=1, checkpoint_max_commits=1, retain_commits=2, retain_seconds=0, grace_period=0
+    )
+    store = LogFileStore(objects, options=compacting)
+    await store.write("alice.md", "alice's address\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await store.settle()
+    exported = tmp_path / "export"
+    await export_snapshot(store, exported)
+    plan = await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("alice.md", origin=OPERATOR)
+    assert plan.erasure is not None
+    for number in range(6):
+        await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
+        await store.settle()
+    await MemoryAdmin(store).compact()
+    assert min(seq for seq, _ in await store.log.reader.list_log()) > plan.erasure  # the erasure's commit is gone
+
+    admin = MemoryAdmin(LogFileStore(objects, options=compacting))
+    found = read_directory(exported, store.format)
+    assert "alice.md" in found.files
+    await admin.put_files(found.files, replace=False, origin=OPERATOR)
+    assert "alice.md" not in await files_of(LogFileStore(objects, options=compacting))
+    with pytest.raises(MemoryStoreError) as raised:
+        await admin.restore("alice.md", "1", origin=OPERATOR)
+    assert raised.value.code == "not_found"
