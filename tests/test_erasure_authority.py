@@ -189,3 +189,20 @@ async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_p
     with pytest.raises(MemoryStoreError) as raised:
         await admin.restore("alice.md", "1", origin=OPERATOR)
     assert raised.value.code == "not_found"
+
+
+async def test_recover_after_a_wipe_puts_the_erasure_records_back_before_the_log() -> None:
+    """A wipe of the prefix deletes the records too: without them, the erasure commits recover puts
+    back would be void for every reader, and the erased file would be live again (its text gone)."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "secret\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await MemoryAdmin(store).erase("a.md", origin=OPERATOR)
+    await objects.delete([info.key for info in await objects.list("")])  # `aws s3 rm --recursive`
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert any(problem.key.startswith(ERASURES_PREFIX) for problem in await admin.verify())
+    await admin.recover(None, origin=OPERATOR)
+    assert [info.key for info in await objects.list(ERASURES_PREFIX)] != []
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"b.md": "B\n"}
+    assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []

@@ -165,8 +165,14 @@ def _named(change: Change) -> tuple[str, ...]:
 
 def erasures_in(commits: Iterable[Commit]) -> list[tuple[int, str]]:
     """Each path an erasure among `commits` names, with the erasure's seq (an erasure names every
-    path its file had)."""
-    return [(commit.seq, change.path) for commit in commits for change in commit.changes if isinstance(change, Erase)]
+    path its file had); an `erase` change no operator's record names is no erasure."""
+    return [
+        (commit.seq, change.path)
+        for commit in commits
+        if commit.erasure_authorized
+        for change in commit.changes
+        if isinstance(change, Erase)
+    ]
 
 
 def erasure_problems(base: State, commits: Mapping[int, Commit]) -> list[tuple[int, str]]:

@@ -139,6 +139,8 @@ class Recovery:
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
             plan = await self._plan()
+            # Before any commit goes back: no reader may meet an erasure without its record.
+            restored += await self._put_back_records(plan.stored)
             for key in sorted(plan.kept, key=_newest_first):
                 outcome = await self._put_back(plan.stored, key, key in plan.live)
                 if outcome == "restored":
@@ -186,6 +188,11 @@ class Recovery:
                 else "a commit off the memory's chain"
             )
             problems.append(Problem(key, f"{what}: `bucket-memory recover` removes it and re-applies what was written"))
+        problems += [
+            Problem(key, f"the operator's record of an erasure was deleted: {_RECOVER_PUTS_BACK}")
+            for key in _deleted_records(plan.stored)
+            if await reader.get(key) is None
+        ]
         named = {problem.key for problem in problems}
         problems += [
             Problem(log_key(commit.seq), "a commit made off the memory's chain: `bucket-memory recover` re-applies it")
@@ -247,7 +254,8 @@ class Recovery:
             raise MemoryStoreError(
                 "not_found", f"The stored versions of {location} have gaps before commit {max(commits)}."
             )
-        return PastState(state, frozenset(path for _, path in erasures_in(decoded)))
+        recorded = {path for record in await stored.erasure_records() for path in record.paths}
+        return PastState(state, frozenset(path for _, path in erasures_in(decoded)) | recorded)
 
     async def versioning(self) -> str:
         """Whether the bucket keeps versions: "enabled", "suspended", "off"; "unknown" where it may not say."""
@@ -279,6 +287,16 @@ class Recovery:
                 if await retrying(replace, what=f"Repairing {key}"):
                     return "repaired"
         raise MemoryStoreError("unavailable", f"{self.log.location}/{key} kept changing while it was restored.")
+
+    async def _put_back_records(self, stored: StoredVersions) -> list[str]:
+        """Re-create each erasure record that was deleted (a wipe of the prefix) from its first
+        version: the commits it makes erasures are void without it. The keys re-created."""
+        restored = []
+        for key in _deleted_records(stored):
+            data = await stored.read(stored.records[key][0])
+            if await retrying(functools.partial(stored.objects.create, key, data), what=f"Re-creating {key}"):
+                restored.append(key)
+        return restored
 
     def _versioned(self) -> VersionedObjectStore:
         if not isinstance(self.log.objects, VersionedObjectStore):
@@ -360,6 +378,11 @@ async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> lis
         ):
             stray.append(run_key(seq))
     return stray
+
+
+def _deleted_records(stored: StoredVersions) -> list[str]:
+    """The erasure records that no version is current of: deleted since they were made."""
+    return sorted(key for key, versions in stored.records.items() if not any(version.current for version in versions))
 
 
 def _made(fork: tuple[Commit, tuple[Change, ...]]) -> tuple[datetime, int]:

@@ -184,6 +184,16 @@ class StoredVersions:
             return commit.authorize(False)
         return commit.authorize(record.names(commit))
 
+    async def erasure_records(self) -> list[ErasureRecord]:
+        """The first version of every erasure record that decodes, deleted ones included."""
+        records = []
+        for key, versions in sorted(self.records.items()):
+            try:
+                records.append(ErasureRecord.decode(self.location, key, await self.read(versions[0])))
+            except CorruptObjectError:
+                continue
+        return records
+
     async def first_checkpoints(self) -> dict[int, State]:
         """The first stored version of every checkpoint, decoded, by seq; damaged ones left out
         (read once: callers that change one take a copy)."""
