@@ -61,6 +61,15 @@ async def test_an_erased_memory_serves_verifies_and_shows_what_was_erased(tmp_pa
         path: file["version"] for path, file in expected["files"].items()
     }
     admin = MemoryAdmin(store)
+    # Made before erasure records: its erasure is void for this release until the operator, running
+    # `erase` on the path again, records it (nothing is committed; the head stays).
+    unrecorded, checkpoint = await admin.verify()  # and the checkpoint its writer made after applying it
+    assert unrecorded.key == "log/00000000000000000009.json" and "erasure records" in unrecorded.message
+    assert checkpoint.key == "checkpoints/00000000000000000009.json"
+    await admin.erase("people/alice.md", origin=Origin(principal_id="dpo@example.com"))
+    assert {entry.path: entry.version for entry in await store.list()} == {
+        path: file["version"] for path, file in expected["files"].items()
+    }
     history = [[r.version, r.action, r.path, r.erased, r.origin.principal_id] for r in await admin.revisions()]
     assert history == expected["history"]
     assert await admin.verify() == []

@@ -31,6 +31,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from ..files.store import LogFileStore
 from ..format.canonical_json import canonical
 from ..format.changes import Change, Erase, Write
+from ..format.erasure_record import erased_paths
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
@@ -144,7 +145,10 @@ class Erasure:
         """Erase every text the file at `path` ever had (under any of its names); what was done."""
         origin = checked_origin(origin)
         await self.rewriting.check()
-        target = await self._target(checked_path(path, self.store.format))
+        path = checked_path(path, self.store.format)
+        if await self._record_earlier(path):
+            logger.warning("%s: recorded the erasure of %s that an earlier release made", self.log.location, path)
+        target = await self._target(path)
         erasure = target.lineages.erasure(target.path, target.files)
         if erasure is None:
             if not target.files:
@@ -185,6 +189,24 @@ class Erasure:
             tuple(rewritten),
             (*dropped, *(f"{version.key}@{version.version}" for version in deleted), *staged),
         )
+
+    async def _record_earlier(self, path: str) -> bool:
+        """Record the erasures of `path` in the retained log that releases before erasure records
+        committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
+        applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
+        the file). Whether there were any: the operator, running `erase` on the path, vouches for them."""
+        commits = await History(self.log).commits()
+        checkpoints = [seq for seq, _ in await self.log.reader.list_checkpoints()]
+        recorded = False
+        for commit in commits:
+            if commit.erasure_authorized or path not in erased_paths(commit):
+                continue
+            after = next((seq for seq in checkpoints if seq >= commit.seq), None)
+            if after is None or path in (await History(self.log).state_at(after)).files:
+                continue
+            await self.log.reader.erasures.create(commit, commit.moment.timestamp())
+            recorded = True
+        return recorded
 
     async def returned(self, path: str) -> tuple[int, list[str]] | None:
         """For a file an erasure erased: that erasure's seq and the current objects that hold one of

@@ -308,7 +308,10 @@ def _unauthorized(commit: Commit) -> str | None:
     if authorized:
         return None
     paths = ", ".join(sorted(change.path for change in commit.changes if isinstance(change, Erase)))
-    return f"it erases {paths} with no record of an operator's erasure under erasures/"
+    return (
+        f"it erases {paths} with no record of an operator's erasure under erasures/: an agent's forgery, which "
+        "changes nothing (or an erasure made before erasure records: `bucket-memory erase` on the path records it)"
+    )
 
 
 async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str, str]:
