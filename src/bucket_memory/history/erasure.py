@@ -31,8 +31,8 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from ..files.store import LogFileStore
 from ..format.canonical_json import canonical
 from ..format.changes import Change, Erase, Write
-from ..format.erasure_record import erased_paths
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
+from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
 from ..objects.interface import ObjectVersion
