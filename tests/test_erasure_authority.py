@@ -8,15 +8,18 @@ checked against, so no later erasure can turn it live.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Change, Edit, Erase, Write
-from bucket_memory.format.codec import Commit
+from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.erasure_record import ErasureRecord
 from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
 from bucket_memory.objects.interface import VersionedObjectStore
@@ -206,3 +209,35 @@ async def test_recover_after_a_wipe_puts_the_erasure_records_back_before_the_log
     assert [info.key for info in await objects.list(ERASURES_PREFIX)] != []
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"b.md": "B\n"}
     assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
+
+
+@given(
+    data=st.one_of(
+        st.binary(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+            max_leaves=12,
+        ).map(lambda value: json.dumps(value).encode()),
+        st.fixed_dictionaries(
+            {
+                "kind": st.sampled_from(["erasure", "commit"]),
+                "format": st.integers(0, 2),
+                "seq": st.integers(-1, 10**21),
+                "commit": st.sampled_from(["a" * 64, "A" * 64, "a" * 63]),
+                "paths": st.lists(st.sampled_from(["a.md", "../x", "/etc", "b.md", ""]), max_size=3),
+                "time": st.sampled_from(["2026-12-05T17:00:00.000Z", "2026-13-45T99:99:99.000Z"]),
+            }
+        ).map(lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True).encode()),
+    )
+)
+def test_an_erasure_record_is_read_as_hostile_bytes(data: bytes) -> None:
+    """Whatever bytes lie at a record's key, reading them gives a record that is exactly those
+    bytes and names the key's commit, or `CorruptObjectError`: nothing else escapes."""
+    key = erasure_record_key(5, "a" * 64)
+    try:
+        record = ErasureRecord.decode("m", key, data)
+    except CorruptObjectError:
+        return
+    assert record.encode() == data and (record.seq, record.commit) == (5, "a" * 64)
+    assert list(record.paths) == sorted(set(record.paths))
