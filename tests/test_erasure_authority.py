@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 from hypothesis import given
 from hypothesis import strategies as st
-from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Change, Edit, Erase, Write
