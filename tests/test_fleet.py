@@ -535,3 +535,99 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     assert author.log.head.seq >= 1 + FOLD_WINDOW
     outcome = await author.fleet._wait(_Waiting(mine, known=1), [])
     assert outcome == Settled(2) and not isinstance(outcome, Replan)
+
+
+async def _seeded_with_orphan(objects: ObjectStore) -> Intent:
+    """A memory of one commit, and the intent of a frozen author on it, to be published last."""
+    await LogFileStore(objects).write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await LogFileStore(objects).log.proven_state()).genesis
+    return an_intent("orphan.md", "from a frozen author", base=1, genesis=genesis)
+
+
+def _settled_ids(commits: list[Commit]) -> dict[str, int]:
+    return {fold.id: commit.seq for commit in commits for fold in commit.folded or ()}
+
+
+def _numbered(settled: dict[str, int]) -> list[str]:
+    """The settled ids among those the tests give their filler objects (`f"{number:032x}"`)."""
+    return [intent_id for intent_id in settled if intent_id.startswith("0" * 29)]
+
+
+async def test_garbage_under_pending_is_read_once_and_never_takes_a_fold_s_place() -> None:
+    """300 objects at intent keys that sort first (made in 1970, a live base) and are no intent of
+    this memory: 7 bytes that do not decode, or intents of another memory. The first fold reads each
+    once and deletes it, and still folds the frozen author's intent behind them; the next writer
+    reads none of them (before: every fold read the first 256 and folded nothing past them)."""
+    objects = MemoryObjectStore()
+    orphan = await _seeded_with_orphan(objects)
+    for number in range(250):
+        assert await objects.create(intent_key(number, 1, f"{number:032x}"), b"garbage")
+    for number in range(250, 300):
+        foreign = Intent.signed(
+            seq=1, id=f"{number:032x}", made=number, origin=AUTHOR, operation=orphan.operation, genesis="ee" * 32
+        )
+        await publish(objects, foreign)
+    await publish(objects, orphan)
+    counted = FaultyObjectStore(objects)
+    folder = LogFileStore(counted)
+    await folder.list()
+    contend(folder)
+    counted.calls.clear()
+    assert await folder.write("next.md", "n", expected=None, origin=ORIGIN) == "2"
+    await folder.settle()
+    _, commits = await replay(objects)
+    settled = _settled_ids(commits)
+    assert settled[orphan.id] == 2 and not _numbered(settled), "the orphan is folded by the first commit"
+    assert counted.calls["get"] <= 300 + 4, dict(counted.calls)
+    assert await pending(objects) == [], "what no commit can settle is deleted"
+    later = FaultyObjectStore(objects)
+    writer = LogFileStore(later)
+    await writer.list()
+    contend(writer)
+    later.calls.clear()
+    await writer.write("later.md", "l", expected=None, origin=ORIGIN)
+    assert later.calls["get"] <= 4, dict(later.calls)
+
+
+async def test_intents_that_name_no_memory_are_read_once_never_folded_and_never_deleted() -> None:
+    """An intent without a genesis is made on an empty memory (base 0) or by a reader that does not
+    know its memory's: a folder that knows it never folds one of a later base (it may be another
+    memory's), remembers it after one read, and leaves it for its author to fold (before: folded
+    into any memory)."""
+    objects = MemoryObjectStore()
+    orphan = await _seeded_with_orphan(objects)
+    for number in range(300):
+        operation = WriteOp(path=f"x{number}.md", text="from somewhere", expected=None, max_bytes=QUOTA)
+        await publish(
+            objects, Intent.signed(seq=1, id=f"{number:032x}", made=number, origin=AUTHOR, operation=operation)
+        )
+    await publish(objects, orphan)
+    counted = FaultyObjectStore(objects)
+    folder = LogFileStore(counted)
+    await folder.list()
+    for name in ("a.md", "b.md"):
+        contend(folder)
+        counted.calls.clear()
+        await folder.write(name, name, expected=None, origin=ORIGIN)
+        assert counted.calls["get"] <= (300 if name == "a.md" else 0) + 4, dict(counted.calls)
+    await folder.settle()
+    state, commits = await replay(objects)
+    settled = _settled_ids(commits)
+    assert settled[orphan.id] == 2 and not _numbered(settled) and not any(path.startswith("x") for path in state.files)
+    assert len(await pending(objects)) == 300, "an intent a reader of this memory may have made is left"
+
+
+async def test_an_intent_is_folded_under_the_folder_s_quota_not_its_own() -> None:
+    """An intent names its author's `max_bytes`: one that names a larger quota than the folder's
+    is planned under the folder's (before: a forged quota filled the memory past the folder's)."""
+    objects = MemoryObjectStore()
+    small = LogFileStore(objects, max_bytes=1000)
+    await small.write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await small.log.proven_state()).genesis
+    greedy = an_intent("big.md", "x" * 2000, base=1, genesis=genesis)
+    await publish(objects, greedy)
+    contend(small)
+    await small.write("next.md", "n", expected=None, origin=ORIGIN)
+    state, commits = await replay(objects)
+    (fold,) = [fold for commit in commits for fold in commit.folded or () if fold.id == greedy.id]
+    assert fold.outcome == "refused" and fold.code == "memory_full" and "big.md" not in state.files

@@ -70,7 +70,7 @@ class LogFileStore:
         self.max_bytes = max_bytes
         self.log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
         self.housekeeper = Housekeeper(self.log)
-        self.fleet = Fleet(self.log)
+        self.fleet = Fleet(self.log, max_bytes=max_bytes)
         self._listing = _Listing()
 
     @classmethod

@@ -106,16 +106,16 @@ class LogReader:
         """The keys of the pending intents, oldest first (other keys under `pending/` are ignored)."""
         return [info.key for info in await self.list_keys(PENDING_PREFIX) if intent_key_parts(info.key) is not None]
 
-    async def intent(self, key: str) -> Intent | None:
-        """The intent at `key`, or None when it is gone or is not one a writer made (logged)."""
+    async def intent(self, key: str) -> Intent | CorruptObjectError | None:
+        """The intent at `key`; None when it is gone; the error naming why the object there is not
+        one a writer made."""
         data = await self.get(key)
         if data is None:
             return None
         try:
             return read_intent(self.location, key, data)
         except CorruptObjectError as error:
-            logger.warning("%s: skipping %s", self.location, error)
-            return None
+            return error
 
     async def commit(self, seq: int) -> Commit | None:
         """Commit `seq`, or None when its key is absent."""
