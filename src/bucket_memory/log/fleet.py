@@ -173,9 +173,9 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self.pending.publish(intent))
             assert publishing is not None
-            return await self._wait(
-                Waiting(intent, known, published=publishing), self.pending.worth_reading(tail.pending)
-            )
+            # The intents the head's window settled (ours, their deletion under way, among them) are not older ones.
+            waiting = Waiting(intent, known, settled=set(state.folds.settled), published=publishing)
+            return await self._wait(waiting, self.pending.worth_reading(tail.pending))
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
