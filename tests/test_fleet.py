@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from a13n_harness.providers.memory import FileFormat, Origin
+from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
@@ -631,3 +631,23 @@ async def test_an_intent_is_folded_under_the_folder_s_quota_not_its_own() -> Non
     state, commits = await replay(objects)
     (fold,) = [fold for commit in commits for fold in commit.folded or () if fold.id == greedy.id]
     assert fold.outcome == "refused" and fold.code == "memory_full" and "big.md" not in state.files
+
+
+async def test_a_commit_that_only_settles_refused_intents_moves_no_change_cursor() -> None:
+    """A fold whose intents were all refused or left their files unchanged still commits (its records
+    tell their authors): nothing changed, so a caller's cursor stays where it was (before: the head's
+    cursor was answered with no paths, as if the caller had seen a commit it had not)."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    cursor = (await store.changes(None)).cursor
+    genesis = (await store.log.proven_state()).genesis
+    await publish(objects, an_intent("a.md", "over a version long gone", base=1, genesis=genesis, expected="99"))
+    contend(store)
+    assert await store.write("a.md", "a", expected="1", origin=ORIGIN) == "1"
+    _, commits = await replay(objects)
+    assert commits[-1].seq == 2 and commits[-1].changes == () and len(commits[-1].folded or ()) == 2
+    assert await store.changes(cursor) == Changes(cursor=cursor, paths=())
+    assert await LogFileStore(objects).changes(cursor) == Changes(cursor=cursor, paths=())
+    await store.write("b.md", "b", expected=None, origin=ORIGIN)
+    assert await store.changes(cursor) == Changes(cursor=(await store.changes(None)).cursor, paths=("b.md",))
