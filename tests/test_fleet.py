@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from a13n_harness.providers.memory import Changes, FileFormat, Origin
@@ -20,11 +21,20 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
+from bucket_memory.format.wire_values import (
+    LOG_PREFIX,
+    PENDING_PREFIX,
+    checkpoint_key,
+    intent_key,
+    log_key,
+    run_key,
+    run_seq,
+)
+from bucket_memory.log import reader as reader_module
 from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.state.state import State
@@ -491,19 +501,53 @@ async def test_intents_naming_a_base_no_writer_has_seen_are_ignored_and_compacte
     assert await pending(objects) == []
 
 
-async def test_one_listing_names_what_follows_a_commit_on_every_backend(objects: ObjectStore) -> None:
-    """A fold lists once (`pending/` sorts after `log/`): the commits after the head, the runs beside
-    them and the intents, and nothing before the head, no checkpoint, no stray key, on every backend."""
+class _Listing:
+    """A store whose listings are recorded: the keys each returned, and how many were sent."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner, self.keys, self.requests = inner, list[str](), 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def list(self, prefix: str, **bounds: Any) -> list[ObjectInfo]:
+        found = await self.inner.list(prefix, **bounds)
+        self.keys += [info.key for info in found]
+        self.requests += 1
+        return found
+
+
+async def test_a_fold_lists_what_follows_a_commit_and_a_page_at_most_of_others(
+    objects: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold's listing names the commits after the head, the runs beside them and the intents, and
+    nothing before the head, no checkpoint, no stray key, on every backend: one LIST where the
+    server lists in key order and nothing else lies there. Another memory nested under the prefix
+    (`notes/` sorts between `log/` and `pending/`, `zz/` after) adds no more than a page of keys to
+    any listing (before: one listing from `log/<head>` took in every key that sorts after it)."""
+    monkeypatch.setattr(reader_module, "TAIL_PAGE", 6, raising=False)
     intent = intent_key(1, 2, "a" * 32)
-    stray = ["doctor/x.json", "pending/junk.json", "zzz/x.json", "log-x/y.json", checkpoint_key(2)]
+    stray = ["doctor/x.json", "pending/junk.json", "log-x/y.json", checkpoint_key(2)]
     for key in [log_key(1), log_key(2), log_key(3), run_key(3), intent, *stray]:
         assert await objects.create(key, b"{}")
-    reader = LogReader(objects, format=FileFormat(), attempts=2)
-    tail = await reader.list_tail(after=1)
-    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([2, 3], [3], [intent])
-    tail = await reader.list_tail(after=0)
-    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([1, 2, 3], [3], [intent])
-    assert (await reader.list_tail(after=3)).commits == []
+    listing = _Listing(objects)
+    reader = LogReader(listing, format=FileFormat(), attempts=2)  # type: ignore[arg-type]
+
+    async def tail_after(after: int) -> tuple[list[int], list[int], list[str]]:
+        listing.keys.clear()
+        tail = await reader.list_tail(after=after)
+        others = [key for key in listing.keys if not key.startswith((LOG_PREFIX, PENDING_PREFIX))]
+        assert len(others) <= 6, others
+        return [seq for seq, _ in tail.commits], tail.runs, tail.pending
+
+    assert await tail_after(1) == ([2, 3], [3], [intent])
+    assert listing.requests == (1 if objects.ordered_listing else 2)
+    for nested in ("notes/", "zz/"):
+        for seq in range(1, 11):
+            assert await objects.create(f"{nested}{log_key(seq)}", b"{}")
+    assert await tail_after(1) == ([2, 3], [3], [intent])
+    assert await tail_after(0) == ([1, 2, 3], [3], [intent])
+    assert (await tail_after(3))[0] == []
 
 
 @pytest.mark.parametrize("value", ["no", 0, None, 1, "False"])

@@ -50,8 +50,10 @@ class ObjectStore(Protocol):
     """The objects under one memory's prefix.
 
     `create` writes an object only if its key is absent and says whether it did. `list` returns
-    keys under a prefix in lexical order, after `start_after` when given. Failures that may
-    pass raise `TransientError`; others raise `MemoryStoreError` (`forbidden`, `unavailable`).
+    keys under a prefix in lexical order, after `start_after` when given, only the first `limit`
+    of them when given (one request where the server pages by that many; a store whose listing is
+    unordered lists them all first). Failures that may pass raise `TransientError`; others raise
+    `MemoryStoreError` (`forbidden`, `unavailable`).
     """
 
     @property
@@ -68,7 +70,9 @@ class ObjectStore(Protocol):
 
     async def create(self, key: str, data: bytes) -> bool: ...
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]: ...
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]: ...
 
     async def delete(self, keys: Sequence[str]) -> None: ...
 
@@ -210,8 +214,8 @@ class LocalObjectStore:
     async def create(self, key: str, data: bytes) -> bool:
         return await asyncio.to_thread(self._create, key, data)
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
-        return await asyncio.to_thread(self._list, prefix, start_after)
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
+        return (await asyncio.to_thread(self._list, prefix, start_after, limit))[:limit]
 
     async def delete(self, keys: Sequence[str]) -> None:
         await asyncio.to_thread(self._delete, keys)
@@ -308,12 +312,12 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, self.root / STAGING / name) from error
 
-    def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+    def _list(self, prefix: str, start_after: str | None, limit: int | None = None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start,
         # or (with no "/") a start of directory names: those folders' keys, in key order.
         directory, _, name_prefix = prefix.rpartition("/")
         if "/" not in prefix:
-            return self._list_folders(prefix, start_after)
+            return self._list_folders(prefix, start_after, limit)
         folder = self._root_text + directory
         found: builtins.list[ObjectInfo] = []
         try:
@@ -333,7 +337,7 @@ class LocalObjectStore:
                 continue  # deleted by a concurrent compaction
         return found
 
-    def _list_folders(self, name_prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+    def _list_folders(self, name_prefix: str, start_after: str | None, limit: int | None) -> builtins.list[ObjectInfo]:
         try:
             with os.scandir(self._root_text) as entries:
                 folders = sorted(
@@ -345,6 +349,8 @@ class LocalObjectStore:
             raise _os_error(error, self.root) from error
         found: builtins.list[ObjectInfo] = []
         for folder in folders:  # "log-x/" sorts before "log/": keys, not names, set the order
+            if limit is not None and len(found) >= limit:
+                break  # the folders after it are never read
             if folder != f"{STAGING}/" and (start_after is None or f"{folder}\uffff" > start_after):
                 found += self._list(folder, start_after)
         return found
@@ -388,12 +394,12 @@ class MemoryObjectStore:
         self.objects[key] = (bytes(data), self.clock)
         return True
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
         return [
             ObjectInfo(key, modified)
             for key, (_, modified) in sorted(self.objects.items())
             if key.startswith(prefix) and (start_after is None or key > start_after)
-        ]
+        ][:limit]
 
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

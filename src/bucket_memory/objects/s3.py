@@ -83,11 +83,15 @@ class S3ObjectStore:
             return False
         return True
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
         found: builtins.list[ObjectInfo] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         if start_after is not None and self.ordered_listing:
             arguments["StartAfter"] = self.prefix + start_after
+        if limit is not None and self.ordered_listing:
+            arguments["MaxKeys"] = min(limit, 1000)
         while True:
             page = await self._call(lambda client: client.list_objects_v2(**arguments), prefix)
             # Listings give LastModified in whole seconds: the object was written before that second
@@ -96,13 +100,15 @@ class S3ObjectStore:
                 ObjectInfo(item["Key"][len(self.prefix) :], item["LastModified"].timestamp() + _LISTED_TIME_RESOLUTION)
                 for item in page.get("Contents", ())
             )
-            if not page.get("IsTruncated"):
+            if not page.get("IsTruncated") or (limit is not None and self.ordered_listing and len(found) >= limit):
                 break
             arguments["ContinuationToken"] = page["NextContinuationToken"]
         if self.ordered_listing:
-            return found
+            return found[:limit]
         # A directory bucket's listing: every key under the prefix, in no order.
-        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
+        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)[
+            :limit
+        ]
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete in batches of 1000 (DeleteObjects' limit), a few batches at a time."""
