@@ -27,22 +27,8 @@ from .urls import check_directory
 
 # Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
 # come after it was.
-_LINK_REFUSED = frozenset(
-    {
-        errno.EACCES,
-        errno.EPERM,
-        errno.EROFS,
-        errno.ENOSPC,
-        errno.EDQUOT,
-        errno.ENOENT,
-        errno.ENOTDIR,
-        errno.ENAMETOOLONG,
-        errno.EMLINK,
-        errno.EXDEV,
-        errno.ELOOP,
-        errno.EINVAL,
-    }
-)
+_LINK_REFUSED = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOENT, errno.ENOTDIR}
+_LINK_REFUSED |= {errno.ENAMETOOLONG, errno.EMLINK, errno.EXDEV, errno.ELOOP, errno.EINVAL}
 # The folder of init's and doctor's create-only check (`connect.check_create_only`), removed once empty.
 _SHORT_LIVED = "doctor/"
 STAGING = ".staging"  # a local memory's folder of files written before they are linked into place
@@ -67,13 +53,12 @@ class ObjectInfo:
 class ObjectStore(Protocol):
     """The objects under one memory's prefix.
 
-    `create` writes an object only if its key is absent and says whether it did; it raises
-    `MemoryStoreError` only when the object was not created by the call: the request was never
-    sent (a setting, credentials, the deadline) or the server refused it with a reply (403, a
-    missing bucket, another 4xx). Any failure after which the object may exist (a timeout, a lost
-    connection or reply, a 5xx, a checksum or body that failed as the reply was read) raises
-    `TransientError` or an exception no boundary maps: the caller reads the key back (the log's
-    `settle` reads it back after any but a `forbidden` or the deadline's, in case a backend errs).
+    `create` writes an object only if its key is absent and says whether it did. It raises
+    `MemoryStoreError` only when the call cannot have created it: never sent (a setting,
+    credentials, the deadline) or refused by a reply (403, a missing bucket, another 4xx); after any
+    failure that may follow its creation (a timeout, a lost reply, a 5xx, a checksum failing as the
+    reply is read) it raises `TransientError` or an unmapped exception, and the caller reads the key
+    back (`settle` reads it back after any error but `forbidden` and the deadline's, in case a backend errs).
     `list` returns
     keys under a prefix in lexical order, after `start_after` when given, only the first `limit`
     of them when given (one request where the server pages by that many; a store whose listing is
