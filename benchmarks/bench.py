@@ -327,9 +327,9 @@ class _Prefixed:
     async def create(self, key: str, data: bytes) -> bool:
         return await self.bucket.create(self.prefix + key, data)
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[Any]:
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[Any]:
         after = self.prefix + start_after if start_after is not None else None
-        found = await self.bucket.list(self.prefix + prefix, start_after=after)
+        found = await self.bucket.list(self.prefix + prefix, start_after=after, limit=limit)
         return [type(info)(info.key[len(self.prefix) :], info.modified) for info in found]
 
     async def delete(self, keys: Any) -> None:

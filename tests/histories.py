@@ -57,8 +57,10 @@ class Archive:
             self.recreated.append(key)
         return created
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
-        return await self.inner.list(prefix, start_after=start_after)
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
+        return await self.inner.list(prefix, start_after=start_after, limit=limit)
 
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
@@ -146,8 +148,10 @@ class Warped:
         finally:
             self.warp.created[key] = self.warp.offset
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
-        listed = await self.warp.timed(lambda: self.inner.list(prefix, start_after=start_after))
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
+        listed = await self.warp.timed(lambda: self.inner.list(prefix, start_after=start_after, limit=limit))
         return [replace(info, modified=info.modified + self.warp.created.get(info.key, 0.0)) for info in listed]
 
     async def delete(self, keys: Sequence[str]) -> None:

@@ -210,12 +210,14 @@ def _paths(change: Change) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class _Read:
     """What one operation saw, to be placed at a commit: the files (all of them, when `whole`),
-    or for a change feed the exact seq its cursor names."""
+    or for a change feed the exact seq its cursor names (from that seq on, for one that answered
+    its caller's cursor with no path)."""
 
     operation: Operation
     seen: Mapping[str, Seen]
     whole: bool = False
     exactly: int | None = None
+    at_least: int = 0  # a feed that answered its caller's cursor with no path saw that seq or later
 
 
 def check(history: Sequence[Operation], commits: Iterable[Commit]) -> list[str]:
@@ -292,6 +294,10 @@ def _read_of(op: Operation, placed: bool) -> _Read | str | None:
             return _Read(
                 op, {entry.path: (entry.version, None) for entry in entries if isinstance(entry, FileEntry)}, whole=True
             )
+        case "changes", Done(Changes(cursor, ())) if op.since is not None and _cursor_seq(cursor) == _cursor_seq(
+            op.since
+        ):
+            return _Read(op, {}, at_least=_cursor_seq(cursor))
         case "changes", Done(Changes(cursor) | FullResync(cursor)):
             return _Read(op, {}, exactly=_cursor_seq(cursor))
         case "write", Done(version) if not placed and op.expected is not None and version == op.expected:
@@ -334,7 +340,9 @@ def _place_reads(
         op = read.operation
         low = max(_before(ended, op.start), _before(placed, op.start), 0)
         high = min((position for start, position in started if start > op.end), default=2 * timeline.head + 2)
-        candidates = [read.exactly] if read.exactly is not None else range(low // 2, timeline.head + 1)
+        candidates = (
+            [read.exactly] if read.exactly is not None else range(max(low // 2, read.at_least), timeline.head + 1)
+        )
         seq = next(
             (
                 seq

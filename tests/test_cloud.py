@@ -225,6 +225,35 @@ async def test_a_directory_bucket_listing_is_sorted_and_filtered_client_side() -
     assert S3ObjectStore(DirectoryBucketClient(), bucket="plain-bucket").ordered_listing
 
 
+async def test_an_s3_create_that_failed_after_it_was_sent_is_transient_not_unavailable() -> None:
+    """A create raises `MemoryStoreError` only when it cannot have landed (`ObjectStore`): an SDK
+    failure after the request may have reached S3 (a checksum or body that failed as the reply was
+    read) is transient, so the log reads the key back; one botocore raises before sending (a bad
+    parameter, credentials it cannot find) stays `unavailable` (before: every BotoCoreError was)."""
+    from botocore.exceptions import ChecksumError, IncompleteReadError, ParamValidationError
+
+    from bucket_memory.objects.interface import TransientError
+    from bucket_memory.objects.s3 import S3ObjectStore
+
+    failures: list[Exception] = [
+        ChecksumError(checksum_type="crc32", expected_checksum="a", actual_checksum="b"),
+        IncompleteReadError(actual_bytes=1, expected_bytes=2),
+        ParamValidationError(report="Key is empty"),
+    ]
+
+    class FailingClient:
+        async def put_object(self, **arguments: Any) -> dict[str, Any]:
+            raise failures.pop(0)
+
+    store = S3ObjectStore(FailingClient(), bucket="bucket", prefix="m")
+    for _ in range(2):
+        with pytest.raises(TransientError):
+            await store.create("log/00000000000000000001.json", b"{}")
+    with pytest.raises(MemoryStoreError) as refused:
+        await store.create("log/00000000000000000001.json", b"{}")
+    assert refused.value.code == "unavailable"
+
+
 async def test_an_s3_listing_never_makes_an_object_older_than_it_is(s3_client: Any) -> None:
     """LastModified comes in whole seconds; compaction ages objects by it, so rounding down would let
     it delete a checkpoint up to a second before its grace period ends."""

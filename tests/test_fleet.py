@@ -12,19 +12,29 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from a13n_harness.providers.memory import FileFormat, Origin
+from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, intent_key, log_key, run_key, run_seq
+from bucket_memory.format.wire_values import (
+    LOG_PREFIX,
+    PENDING_PREFIX,
+    checkpoint_key,
+    intent_key,
+    log_key,
+    run_key,
+    run_seq,
+)
+from bucket_memory.log import reader as reader_module
 from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.state.state import State
@@ -491,19 +501,53 @@ async def test_intents_naming_a_base_no_writer_has_seen_are_ignored_and_compacte
     assert await pending(objects) == []
 
 
-async def test_one_listing_names_what_follows_a_commit_on_every_backend(objects: ObjectStore) -> None:
-    """A fold lists once (`pending/` sorts after `log/`): the commits after the head, the runs beside
-    them and the intents, and nothing before the head, no checkpoint, no stray key, on every backend."""
+class _Listing:
+    """A store whose listings are recorded: the keys each returned, and how many were sent."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner, self.keys, self.requests = inner, list[str](), 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def list(self, prefix: str, **bounds: Any) -> list[ObjectInfo]:
+        found = await self.inner.list(prefix, **bounds)
+        self.keys += [info.key for info in found]
+        self.requests += 1
+        return found
+
+
+async def test_a_fold_lists_what_follows_a_commit_and_a_page_at_most_of_others(
+    objects: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold's listing names the commits after the head, the runs beside them and the intents, and
+    nothing before the head, no checkpoint, no stray key, on every backend: one LIST where the
+    server lists in key order and nothing else lies there. Another memory nested under the prefix
+    (`notes/` sorts between `log/` and `pending/`, `zz/` after) adds no more than a page of keys to
+    any listing (before: one listing from `log/<head>` took in every key that sorts after it)."""
+    monkeypatch.setattr(reader_module, "TAIL_PAGE", 6, raising=False)
     intent = intent_key(1, 2, "a" * 32)
-    stray = ["doctor/x.json", "pending/junk.json", "zzz/x.json", "log-x/y.json", checkpoint_key(2)]
+    stray = ["doctor/x.json", "pending/junk.json", "log-x/y.json", checkpoint_key(2)]
     for key in [log_key(1), log_key(2), log_key(3), run_key(3), intent, *stray]:
         assert await objects.create(key, b"{}")
-    reader = LogReader(objects, format=FileFormat(), attempts=2)
-    tail = await reader.list_tail(after=1)
-    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([2, 3], [3], [intent])
-    tail = await reader.list_tail(after=0)
-    assert ([seq for seq, _ in tail.commits], tail.runs, tail.pending) == ([1, 2, 3], [3], [intent])
-    assert (await reader.list_tail(after=3)).commits == []
+    listing = _Listing(objects)
+    reader = LogReader(listing, format=FileFormat(), attempts=2)  # type: ignore[arg-type]
+
+    async def tail_after(after: int) -> tuple[list[int], list[int], list[str]]:
+        listing.keys.clear()
+        tail = await reader.list_tail(after=after)
+        others = [key for key in listing.keys if not key.startswith((LOG_PREFIX, PENDING_PREFIX))]
+        assert len(others) <= 6, others
+        return [seq for seq, _ in tail.commits], tail.runs, tail.pending
+
+    assert await tail_after(1) == ([2, 3], [3], [intent])
+    assert listing.requests == (1 if objects.ordered_listing else 2)
+    for nested in ("notes/", "zz/"):
+        for seq in range(1, 11):
+            assert await objects.create(f"{nested}{log_key(seq)}", b"{}")
+    assert await tail_after(1) == ([2, 3], [3], [intent])
+    assert await tail_after(0) == ([1, 2, 3], [3], [intent])
+    assert (await tail_after(3))[0] == []
 
 
 @pytest.mark.parametrize("value", ["no", 0, None, 1, "False"])
@@ -535,3 +579,119 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     assert author.log.head.seq >= 1 + FOLD_WINDOW
     outcome = await author.fleet._wait(_Waiting(mine, known=1), [])
     assert outcome == Settled(2) and not isinstance(outcome, Replan)
+
+
+async def _seeded_with_orphan(objects: ObjectStore) -> Intent:
+    """A memory of one commit, and the intent of a frozen author on it, to be published last."""
+    await LogFileStore(objects).write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await LogFileStore(objects).log.proven_state()).genesis
+    return an_intent("orphan.md", "from a frozen author", base=1, genesis=genesis)
+
+
+def _settled_ids(commits: list[Commit]) -> dict[str, int]:
+    return {fold.id: commit.seq for commit in commits for fold in commit.folded or ()}
+
+
+def _numbered(settled: dict[str, int]) -> list[str]:
+    """The settled ids among those the tests give their filler objects (`f"{number:032x}"`)."""
+    return [intent_id for intent_id in settled if intent_id.startswith("0" * 29)]
+
+
+async def test_garbage_under_pending_is_read_once_and_never_takes_a_fold_s_place() -> None:
+    """300 objects at intent keys that sort first (made in 1970, a live base) and are no intent of
+    this memory: 7 bytes that do not decode, or intents of another memory. The first fold reads each
+    once and deletes it, and still folds the frozen author's intent behind them; the next writer
+    reads none of them (before: every fold read the first 256 and folded nothing past them)."""
+    objects = MemoryObjectStore()
+    orphan = await _seeded_with_orphan(objects)
+    for number in range(250):
+        assert await objects.create(intent_key(number, 1, f"{number:032x}"), b"garbage")
+    for number in range(250, 300):
+        foreign = Intent.signed(
+            seq=1, id=f"{number:032x}", made=number, origin=AUTHOR, operation=orphan.operation, genesis="ee" * 32
+        )
+        await publish(objects, foreign)
+    await publish(objects, orphan)
+    counted = FaultyObjectStore(objects)
+    folder = LogFileStore(counted)
+    await folder.list()
+    contend(folder)
+    counted.calls.clear()
+    assert await folder.write("next.md", "n", expected=None, origin=ORIGIN) == "2"
+    await folder.settle()
+    _, commits = await replay(objects)
+    settled = _settled_ids(commits)
+    assert settled[orphan.id] == 2 and not _numbered(settled), "the orphan is folded by the first commit"
+    assert counted.calls["get"] <= 300 + 4, dict(counted.calls)
+    assert await pending(objects) == [], "what no commit can settle is deleted"
+    later = FaultyObjectStore(objects)
+    writer = LogFileStore(later)
+    await writer.list()
+    contend(writer)
+    later.calls.clear()
+    await writer.write("later.md", "l", expected=None, origin=ORIGIN)
+    assert later.calls["get"] <= 4, dict(later.calls)
+
+
+async def test_intents_that_name_no_memory_are_read_once_never_folded_and_never_deleted() -> None:
+    """An intent without a genesis is made on an empty memory (base 0) or by a reader that does not
+    know its memory's: a folder that knows it never folds one of a later base (it may be another
+    memory's), remembers it after one read, and leaves it for its author to fold (before: folded
+    into any memory)."""
+    objects = MemoryObjectStore()
+    orphan = await _seeded_with_orphan(objects)
+    for number in range(300):
+        operation = WriteOp(path=f"x{number}.md", text="from somewhere", expected=None, max_bytes=QUOTA)
+        await publish(
+            objects, Intent.signed(seq=1, id=f"{number:032x}", made=number, origin=AUTHOR, operation=operation)
+        )
+    await publish(objects, orphan)
+    counted = FaultyObjectStore(objects)
+    folder = LogFileStore(counted)
+    await folder.list()
+    for name in ("a.md", "b.md"):
+        contend(folder)
+        counted.calls.clear()
+        await folder.write(name, name, expected=None, origin=ORIGIN)
+        assert counted.calls["get"] <= (300 if name == "a.md" else 0) + 4, dict(counted.calls)
+    await folder.settle()
+    state, commits = await replay(objects)
+    settled = _settled_ids(commits)
+    assert settled[orphan.id] == 2 and not _numbered(settled) and not any(path.startswith("x") for path in state.files)
+    assert len(await pending(objects)) == 300, "an intent a reader of this memory may have made is left"
+
+
+async def test_an_intent_is_folded_under_the_folder_s_quota_not_its_own() -> None:
+    """An intent names its author's `max_bytes`: one that names a larger quota than the folder's
+    is planned under the folder's (before: a forged quota filled the memory past the folder's)."""
+    objects = MemoryObjectStore()
+    small = LogFileStore(objects, max_bytes=1000)
+    await small.write("seed.md", "s", expected=None, origin=ORIGIN)
+    genesis = (await small.log.proven_state()).genesis
+    greedy = an_intent("big.md", "x" * 2000, base=1, genesis=genesis)
+    await publish(objects, greedy)
+    contend(small)
+    await small.write("next.md", "n", expected=None, origin=ORIGIN)
+    state, commits = await replay(objects)
+    (fold,) = [fold for commit in commits for fold in commit.folded or () if fold.id == greedy.id]
+    assert fold.outcome == "refused" and fold.code == "memory_full" and "big.md" not in state.files
+
+
+async def test_a_commit_that_only_settles_refused_intents_moves_no_change_cursor() -> None:
+    """A fold whose intents were all refused or left their files unchanged still commits (its records
+    tell their authors): nothing changed, so a caller's cursor stays where it was (before: the head's
+    cursor was answered with no paths, as if the caller had seen a commit it had not)."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    cursor = (await store.changes(None)).cursor
+    genesis = (await store.log.proven_state()).genesis
+    await publish(objects, an_intent("a.md", "over a version long gone", base=1, genesis=genesis, expected="99"))
+    contend(store)
+    assert await store.write("a.md", "a", expected="1", origin=ORIGIN) == "1"
+    _, commits = await replay(objects)
+    assert commits[-1].seq == 2 and commits[-1].changes == () and len(commits[-1].folded or ()) == 2
+    assert await store.changes(cursor) == Changes(cursor=cursor, paths=())
+    assert await LogFileStore(objects).changes(cursor) == Changes(cursor=cursor, paths=())
+    await store.write("b.md", "b", expected=None, origin=ORIGIN)
+    assert await store.changes(cursor) == Changes(cursor=(await store.changes(None)).cursor, paths=("b.md",))

@@ -11,6 +11,7 @@ import asyncio
 import builtins
 import errno
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,6 +210,55 @@ async def test_a_local_write_whose_directory_sync_fails_after_the_link_is_not_re
     store = LogFileStore(LocalObjectStore(tmp_path / "memory"))
     assert await store.write("a.md", "1", expected=None, origin=ORIGIN) == "1"
     assert (await LogFileStore(LocalObjectStore(tmp_path / "memory")).read("a.md")).version == "1"
+
+
+class LandsThenFails(MemoryObjectStore):
+    """A backend that breaks the create contract once: its first commit lands, then the call raises
+    `unavailable`, as a failure mapped wrongly after the request reached the server would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def create(self, key: str, data: bytes) -> bool:
+        created = await super().create(key, data)
+        if key.startswith("log/") and not self.failed:
+            self.failed = True
+            raise MemoryStoreError("unavailable", "S3 request failed after it was sent")
+        return created
+
+
+async def test_a_create_that_landed_and_then_raised_unavailable_is_read_back_not_reported_unwritten() -> None:
+    """`settle` reads the key back after any error from a create but `forbidden` or the deadline's
+    (before: any `MemoryStoreError` was taken for "did not land", and a landed write was reported
+    as failed, its caller free to write it again)."""
+    objects = LandsThenFails()
+    store = LogFileStore(objects)
+    assert await store.write("a.md", "1", expected=None, origin=ORIGIN) == "1"
+    assert objects.failed and [key for key in objects.objects if key.startswith("log/")] == [log_key(1)]
+
+
+async def test_a_local_link_that_fails_after_it_was_made_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network filesystem can fail a link (EIO, a timeout) it made: the create is transient, so
+    the log reads the key back (before: `unavailable`, a landed write reported as not written)."""
+    linked: list[str] = []
+    real_link = os.link
+
+    def link_then_fail(source: str, target: str) -> None:
+        real_link(source, target)
+        linked.append(target)
+        if len(linked) == 1:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "link", link_then_fail)
+    objects = LocalObjectStore(tmp_path / "memory")
+    with pytest.raises(TransientError):
+        await objects.create("doctor/x", b"x")
+    assert await objects.get("doctor/x") == b"x"
+    store = LogFileStore(LocalObjectStore(tmp_path / "memory"))
+    assert await store.write("a.md", "1", expected=None, origin=ORIGIN) == "1"
 
 
 def signed_commit(seq: int, time: str) -> bytes:

@@ -29,7 +29,7 @@ from ..log.housekeeping import Housekeeper
 from ..log.options import LogOptions
 from ..objects.interface import LocalObjectStore, ObjectStore
 from ..runtime.telemetry import traced
-from ..state.change_feed import changes_after, changes_since, cursor_of
+from ..state.change_feed import changes_since, feed
 from ..state.live_file import LiveFile
 from ..state.operations import (
     DeleteOp,
@@ -70,7 +70,7 @@ class LogFileStore:
         self.max_bytes = max_bytes
         self.log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
         self.housekeeper = Housekeeper(self.log)
-        self.fleet = Fleet(self.log)
+        self.fleet = Fleet(self.log, max_bytes=max_bytes)
         self._listing = _Listing()
 
     @classmethod
@@ -180,10 +180,7 @@ class LogFileStore:
 
     @traced("changes")
     async def changes(self, since: str | None) -> Changes | FullResync:
-        state = await self.log.fresh_state()
-        cursor = cursor_of(state)
-        paths = changes_after(state, since) if isinstance(since, str) else None
-        return FullResync(cursor=cursor) if paths is None else Changes(cursor=cursor, paths=paths)
+        return feed(await self.log.fresh_state(), since if isinstance(since, str) else None)
 
     @traced("purge")
     async def purge(self) -> None:

@@ -60,8 +60,9 @@ class Fleet:
     waits for the commit that settles it, racing for the key when its turn comes.
     """
 
-    def __init__(self, log: CommitLog) -> None:
+    def __init__(self, log: CommitLog, *, max_bytes: int) -> None:
         self.log = log
+        self.max_bytes = max_bytes  # the quota the intents of others are planned under, as our own writes are
         self.pending = PendingIntents(log)
 
     @property
@@ -172,7 +173,9 @@ class Fleet:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
                 publishing = asyncio.create_task(self.pending.publish(intent))
             assert publishing is not None
-            return await self._wait(Waiting(intent, known, published=publishing), tail.pending)
+            # The intents the head's window settled (ours, their deletion under way, among them) are not older ones.
+            waiting = Waiting(intent, known, settled=set(state.folds.settled), published=publishing)
+            return await self._wait(waiting, self.pending.worth_reading(tail.pending))
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -253,7 +256,7 @@ class Fleet:
             ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
             fmt, genesis = log.format, head.current().genesis
             theirs = [
-                _request(other, _checked_plan(other, fmt), log.options.operation_timeout)
+                _request(other, _checked_plan(other, fmt, self.max_bytes), log.options.operation_timeout)
                 for other in others
                 if other.belongs_to(genesis)
             ]
@@ -313,11 +316,11 @@ def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
     return Request(plan, intent.origin, outcome, end, intent=intent, operation=intent.operation)
 
 
-def _checked_plan(intent: Intent, fmt: FileFormat) -> Plan:
+def _checked_plan(intent: Intent, fmt: FileFormat, max_bytes: int) -> Plan:
     """Another's intent planned as its author's store would, after the checks a store of ours makes."""
 
     def plan(state: State) -> Sequence[Change]:
-        return intent.checked(fmt).operation.plan(state)
+        return intent.checked(fmt, max_bytes).plan(state)
 
     return plan
 

@@ -162,7 +162,7 @@ class Head:
         await self.follow(listed, runs, sent)
 
     async def list_tail(self) -> tuple[Tail, float]:
-        """One listing of what follows the cached head (commits, runs, pending intents), and the
+        """A listing of what follows the cached head (commits, runs, pending intents), and the
         moment it was sent: `follow` applies its commits."""
         sent = self._clock()
         return await self.reader.list_tail(after=self.current().head), sent

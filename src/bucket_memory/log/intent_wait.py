@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..format.changes import Fold
 from ..format.codec import Commit
 from ..format.wire_values import intent_key_parts
-from ..state.folds import live
+from ..state.folds import FOLD_WINDOW, live
 from .intents import Intent
 
 # Commits that pass an intent by, unsettled, before its author races for the next key itself.
@@ -104,6 +104,13 @@ def id_of(key: str) -> str:
 def _made(key: str) -> int:
     parts = intent_key_parts(key)
     return parts[0] if parts is not None else 0
+
+
+def foldable_after(key: str, head: int) -> bool:
+    """Whether the intent at `key` may be settled by commit `head + 1` (`folds.FoldWindow.foldable`):
+    of a base a writer can have seen by then, its window not passed."""
+    parts = intent_key_parts(key)
+    return parts is not None and parts[1] <= head < parts[1] + FOLD_WINDOW
 
 
 def is_live(key: str, known: int) -> bool:

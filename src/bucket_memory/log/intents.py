@@ -11,7 +11,7 @@ is checked again by the folder against its own limits before it is planned.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal
 
 from a13n_harness.providers.memory import FileFormat, Origin
 from pydantic import Field
@@ -67,13 +67,27 @@ class Intent(_Signed):
         return key == self.key
 
     def belongs_to(self, genesis: str | None) -> bool:
-        """Whether it was made for the memory whose commit 1 hashes to `genesis`."""
-        return self.genesis is None or genesis is None or self.genesis == genesis
+        """Whether it may have been made for the memory whose commit 1 hashes to `genesis` (None: a
+        folder that does not know it). An intent that names no memory was made on an empty one
+        (base 0) or on one whose reader did not know its genesis (a first-release checkpoint): a
+        folder that knows its memory's takes only the first, which its window ends by commit 32."""
+        if genesis is None:
+            return True
+        return self.genesis == genesis if self.genesis is not None else self.base == 0
 
-    def checked(self, fmt: FileFormat) -> Self:
-        """This intent if its paths and text are ones a store of `fmt` writes, else the harness's
-        error (`invalid_path`, `invalid_file`, `too_large`), which settles it as refused."""
+    def foreign(self, genesis: str | None) -> bool:
+        """Whether it names another memory than the one whose commit 1 hashes to `genesis`: never
+        foldable here, whoever reads it (an intent that names none may be of a reader that did not know)."""
+        return genesis is not None and self.genesis is not None and self.genesis != genesis
+
+    def checked(self, fmt: FileFormat, max_bytes: int) -> Operation:
+        """Its mutation as a store of `fmt` capped at `max_bytes` would plan it: the harness's error
+        (`invalid_path`, `invalid_file`, `too_large`), which settles it as refused, when its paths
+        or text are not ones such a store writes; its quota no more than `max_bytes` (an author
+        names its own, which never lifts the folder's)."""
         operation = self.operation
+        if operation.max_bytes > max_bytes:
+            operation = operation.model_copy(update={"max_bytes": max_bytes})
         paths = [path for path, _ in operation.dependencies]
         match operation:
             case WriteOp():
@@ -85,7 +99,7 @@ class Intent(_Signed):
                 paths.append(operation.path)
         for path in paths:
             checked_path(path, fmt)
-        return self
+        return operation
 
 
 def read_intent(location: str, key: str, data: bytes) -> Intent:

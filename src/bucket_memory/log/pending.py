@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
+from ..format.codec import CorruptObjectError
 from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry
 from .commit_log import CommitLog
-from .intent_wait import Waiting, id_of, is_live
+from .intent_wait import Waiting, foldable_after, id_of
 from .intents import Intent
+from .reader import gapless
 
 logger = logging.getLogger(__name__)
 
-# Intents one commit folds at most, and the bytes of them it reads.
+# Intents one commit folds at most, and the bytes of them it reads (objects that are none do not count).
 FOLD_CAP = 256
 FOLD_BYTES = 8 * 1024 * 1024
 
@@ -23,11 +26,13 @@ FOLD_BYTES = 8 * 1024 * 1024
 class PendingIntents:
     """The pending intents of `log` for one process: each `publish`ed once at its own key, read
     for a fold up to `FOLD_CAP` intents and `FOLD_BYTES`, and `clean`ed in the background once
-    settled (`settle` waits for those deletions)."""
+    settled (`settle` waits for those deletions). What lies under `pending/` but is no intent a
+    commit here can settle costs one read: it is deleted, or remembered as such."""
 
     def __init__(self, log: CommitLog) -> None:
         self.log = log
         self._cleaning: set[asyncio.Task[None]] = set()
+        self._unfoldable: set[str] = set()  # keys read here and found to hold nothing a commit can settle
 
     @property
     def location(self) -> str:
@@ -58,40 +63,66 @@ class PendingIntents:
         head = self.log.head
         await head.loaded()
         tail, sent = await head.list_tail()
-        waiting.rank(tail.pending, round_seconds)
+        pending = self.worth_reading(tail.pending)
+        waiting.known = max([waiting.known, *(seq for seq, _ in gapless(tail.commits, head.seq))])
+        waiting.rank(pending, round_seconds)
         reading = None
         if impatient or waiting.first:
-            reading = asyncio.create_task(self.readable(waiting, tail.pending))
+            reading = asyncio.create_task(self.readable(waiting, pending))
         # The head is only ever changed under the lock: nothing that touches it may outlive this call.
         try:
             await head.follow(tail.commits, tail.runs, sent)
             waiting.settled.update(head.current().folds.settled)
             waiting.known = max(waiting.known, head.seq)
-            waiting.rank(tail.pending, round_seconds)
+            waiting.rank(pending, round_seconds)
             if not impatient and not waiting.first:
                 return None
-            return await (reading or self.readable(waiting, tail.pending))
+            return await (reading or self.readable(waiting, pending))
         finally:
             if reading is not None:
                 reading.cancel()
 
-    async def readable(self, waiting: Waiting, pending: list[str]) -> list[Intent]:
-        """The `pending` intents other than ours that we can read, oldest first, up to the caps."""
+    def worth_reading(self, pending: Sequence[str]) -> list[str]:
+        """The keys of a listing of every pending intent, less those this process found never
+        foldable here (forgotten once no longer listed, so what is kept is bounded by the listing)."""
+        self._unfoldable.intersection_update(pending)
+        return [key for key in pending if key not in self._unfoldable]
+
+    async def readable(self, waiting: Waiting, pending: Sequence[str]) -> list[Intent]:
+        """The `pending` intents other than ours that the commit after `waiting.known` may settle,
+        oldest first, up to `FOLD_CAP` of them and `FOLD_BYTES`. An object that is not an intent of
+        this memory is read at most once here and never counts against the caps: one that does not
+        decode or names another memory is deleted (no commit can ever settle it, and a write is
+        acknowledged only by the commit that settles it, so deleting it loses none), one that names
+        no memory is remembered (`worth_reading`)."""
+        ours, genesis = waiting.intent.id, self.log.head.current().genesis
         keys = [
             key
             for key in pending
-            if id_of(key) != waiting.intent.id and id_of(key) not in waiting.settled and is_live(key, waiting.known)
-        ][:FOLD_CAP]
-        found = await gather_bounded(keys, self.log.reader.intent)
-        readable, total, ids = [], 0, {waiting.intent.id}
-        for other in found:
-            if other is None or other.id in ids:
-                continue  # a second intent of one id (forged) would make the commit settle it twice
-            ids.add(other.id)
-            total += other.encoded_size
-            if total > FOLD_BYTES:
-                break
-            readable.append(other)
+            if id_of(key) != ours and id_of(key) not in waiting.settled and foldable_after(key, waiting.known)
+        ]
+        readable: list[Intent] = []
+        garbage: list[str] = []
+        total, ids, start = 0, {ours}, 0
+        while start < len(keys) and len(readable) < FOLD_CAP and total <= FOLD_BYTES:
+            chunk = keys[start : start + FOLD_CAP - len(readable)]
+            start += len(chunk)
+            for key, found in zip(chunk, await gather_bounded(chunk, self.log.reader.intent), strict=True):
+                if isinstance(found, CorruptObjectError) or (found is not None and found.foreign(genesis)):
+                    garbage.append(key)
+                elif found is not None and not found.belongs_to(genesis):
+                    self._unfoldable.add(key)
+                elif found is not None and found.id not in ids and total + found.encoded_size <= FOLD_BYTES:
+                    ids.add(found.id)  # a second intent of one id (forged) would make the commit settle it twice
+                    total += found.encoded_size
+                    readable.append(found)
+                elif found is not None and found.id not in ids:
+                    total = FOLD_BYTES + 1  # full: the rest waits for the next commit
+                    break
+        if garbage:
+            logger.info("%s: deleting %d objects under pending/ that no commit can settle", self.location, len(garbage))
+            self._unfoldable.update(garbage)
+            self.clean(garbage)
         return readable
 
     def clean(self, keys: list[str]) -> None:

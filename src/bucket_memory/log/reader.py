@@ -29,11 +29,15 @@ from .intents import Intent, read_intent
 
 logger = logging.getLogger(__name__)
 
+# Keys a fold's one listing takes at most: a page of S3's and GCS's listings.
+TAIL_PAGE = 1000
+_PAST_PENDING = PENDING_PREFIX[:-1] + chr(ord("/") + 1)  # the first key past every key under pending/
+
 
 @dataclass(frozen=True, slots=True)
 class Tail:
-    """What one listing found after a commit: the commits (with their seqs), the seqs of the runs
-    beside them, and the keys of the pending intents, each oldest first."""
+    """What a fold's listing found after a commit: the commits (with their seqs), the seqs of the
+    runs beside them, and the keys of the pending intents, each oldest first."""
 
     commits: list[tuple[int, ObjectInfo]]
     runs: list[int]
@@ -43,8 +47,10 @@ class Tail:
 class LogReader:
     """The objects under one memory's prefix, read with retries and decoded as hostile input.
 
-    Listings name only the keys the store writes, with their seqs; anything else under the
-    prefix is ignored here and reported by `verify`. Nothing here caches or writes.
+    Listings are limited to the store's own folders (`log/`, `checkpoints/`, `pending/`; a fold's
+    one listing past them to a page) and name only the keys the store writes, with their seqs;
+    anything else under the prefix is ignored here and reported by `verify`. Nothing here caches
+    or writes.
     """
 
     def __init__(self, objects: ObjectStore, *, format: FileFormat, attempts: int) -> None:
@@ -72,9 +78,11 @@ class LogReader:
             lambda: self.objects.get(key), what=f"Reading {self.location}/{key}", attempts=self.attempts
         )
 
-    async def list_keys(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+    async def list_keys(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]:
         return await retrying(
-            lambda: self.objects.list(prefix, start_after=start_after),
+            lambda: self.objects.list(prefix, start_after=start_after, limit=limit),
             what=f"Listing {self.location}/{prefix}",
             attempts=self.attempts,
         )
@@ -90,15 +98,21 @@ class LogReader:
         return _commits_and_runs(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
 
     async def list_tail(self, *, after: int) -> Tail:
-        """The commits and runs after seq `after` and the pending intents: one listing where the
-        server lists from a start-after key (`pending/` sorts after `log/`), two at once elsewhere."""
-        if not self.objects.ordered_listing:
-            (commits, runs), pending = await asyncio.gather(self.list_log_and_runs(after=after), self.list_pending())
-            return Tail(commits, runs, pending)
-        start = log_key(after) if after else LOG_PREFIX
-        listed = [info for info in await self.list_keys("", start_after=start) if info.key > start]
-        commits, runs = _commits_and_runs([info for info in listed if info.key.startswith(LOG_PREFIX)])
-        return Tail(commits, runs, [info.key for info in listed if intent_key_parts(info.key) is not None])
+        """The commits and runs after seq `after` and the pending intents. Where the server lists in
+        key order, one listing from `log/<after>` of at most `TAIL_PAGE` keys (`pending/` sorts after
+        `log/`), enough when it reaches past `pending/` or ends there; else (keys of others between
+        the two folders, a tail longer than a page, an unordered listing) two listings at once, each
+        limited to its folder. Either way no more than a page of keys not the store's is listed,
+        whatever lies under the prefix (another memory nested in it, strays)."""
+        if self.objects.ordered_listing:
+            start = log_key(after) if after else LOG_PREFIX
+            listed = await self.list_keys("", start_after=start, limit=TAIL_PAGE)
+            if len(listed) < TAIL_PAGE or listed[-1].key >= _PAST_PENDING:
+                listed = [info for info in listed if info.key > start]
+                commits, runs = _commits_and_runs([info for info in listed if info.key.startswith(LOG_PREFIX)])
+                return Tail(commits, runs, [info.key for info in listed if intent_key_parts(info.key) is not None])
+        (commits, runs), pending = await asyncio.gather(self.list_log_and_runs(after=after), self.list_pending())
+        return Tail(commits, runs, pending)
 
     async def list_checkpoints(self) -> list[tuple[int, ObjectInfo]]:
         """The checkpoints, oldest first, with their seqs."""
@@ -108,16 +122,16 @@ class LogReader:
         """The keys of the pending intents, oldest first (other keys under `pending/` are ignored)."""
         return [info.key for info in await self.list_keys(PENDING_PREFIX) if intent_key_parts(info.key) is not None]
 
-    async def intent(self, key: str) -> Intent | None:
-        """The intent at `key`, or None when it is gone or is not one a writer made (logged)."""
+    async def intent(self, key: str) -> Intent | CorruptObjectError | None:
+        """The intent at `key`; None when it is gone; the error naming why the object there is not
+        one a writer made."""
         data = await self.get(key)
         if data is None:
             return None
         try:
             return read_intent(self.location, key, data)
         except CorruptObjectError as error:
-            logger.warning("%s: skipping %s", self.location, error)
-            return None
+            return error
 
     async def commit(self, seq: int) -> Commit | None:
         """Commit `seq`, or None when its key is absent."""

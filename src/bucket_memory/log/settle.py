@@ -19,6 +19,7 @@ from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import log_key
 from ..objects.retry import backoff, within_deadline
 from ..runtime import deadline, telemetry
+from ..runtime.deadline import DeadlineExceeded
 from ..runtime.off_loop import off_loop
 from .head import Head, Overtaken
 
@@ -160,14 +161,15 @@ class Settler:
         telemetry.count("bytes_written", len(encoded))
         try:
             created = await within_deadline(lambda: head.reader.objects.create(key, encoded), what=what)
-        except MemoryStoreError:
-            raise  # refused outright (forbidden, or out of time before it was sent): it did not land
+        except MemoryStoreError as error:
+            if isinstance(error, DeadlineExceeded) or error.code == "forbidden":
+                raise  # never sent, or refused before anything was written: it did not land
+            # A backend says such an error means it did not land (`ObjectStore`), but one that maps a
+            # failure after the request reached the server wrongly would have an acknowledged write
+            # reported as failed: taken as unknown, like a transient one.
+            return await self._read_back(key, what)
         except Exception:  # TransientError or unmapped: it may have landed, so read the key back
-            try:
-                data = await within_deadline(lambda: head.reader.objects.get(key), what=what)
-            except Exception:
-                return None
-            return _Held((await head.reader.read_commit(key, data),), None) if data is not None else None
+            return await self._read_back(key, what)
         self.round_seconds = time.monotonic() - started
         if created:
             return _Held((commit,), sent)
@@ -180,3 +182,12 @@ class Settler:
         if not run:
             raise Overtaken  # refused yet absent: deleted under a head older than we knew
         return _Held(tuple(run), proven_at)
+
+    async def _read_back(self, key: str, what: str) -> _Held | None:
+        """After a create whose outcome is unknown: the commit the key holds, or None (absent, or
+        unreadable now: still unknown, as a create in flight may land later)."""
+        try:
+            data = await within_deadline(lambda: self.head.reader.objects.get(key), what=what)
+        except Exception:
+            return None
+        return _Held((await self.head.reader.read_commit(key, data),), None) if data is not None else None

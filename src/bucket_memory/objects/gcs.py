@@ -67,8 +67,10 @@ class GCSObjectStore:
     async def create(self, key: str, data: bytes) -> bool:
         return await self._run(self._create, key, data)
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
-        return await self._run(self._list, prefix, start_after)
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
+        return await self._run(self._list, prefix, start_after, limit)
 
     async def delete(self, keys: Sequence[str]) -> None:
         await gather_bounded(keys, lambda key: self._run(self._delete, key))
@@ -115,18 +117,24 @@ class GCSObjectStore:
             return False
         return True
 
-    def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+    def _list(self, prefix: str, start_after: str | None, limit: int | None) -> builtins.list[ObjectInfo]:
         # GCS has an inclusive start offset, not start-after: skip the one key equal to it.
         offset = self.prefix + start_after if start_after is not None else None
         found: builtins.list[ObjectInfo] = []
+        most = None if limit is None else limit + (offset is not None)
         for blob in self.client.list_blobs(
-            self.bucket, prefix=self.prefix + prefix, start_offset=offset, timeout=_TIMEOUT, retry=None
+            self.bucket,
+            prefix=self.prefix + prefix,
+            start_offset=offset,
+            max_results=most,
+            timeout=_TIMEOUT,
+            retry=None,
         ):
             if blob.name != offset:
                 found.append(
                     ObjectInfo(blob.name[len(self.prefix) :], blob.updated.timestamp() if blob.updated else 0.0)
                 )
-        return sorted(found, key=lambda info: info.key)
+        return sorted(found, key=lambda info: info.key)[:limit]
 
     def _list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         # The JSON API's own spelling: the client would send "True", which fake-gcs-server ignores.

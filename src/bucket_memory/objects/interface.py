@@ -25,6 +25,10 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import check_directory
 
+# Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
+# come after it was.
+_LINK_REFUSED = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOENT, errno.ENOTDIR}
+_LINK_REFUSED |= {errno.ENAMETOOLONG, errno.EMLINK, errno.EXDEV, errno.ELOOP, errno.EINVAL}
 # The folder of init's and doctor's create-only check (`connect.check_create_only`), removed once empty.
 _SHORT_LIVED = "doctor/"
 STAGING = ".staging"  # a local memory's folder of files written before they are linked into place
@@ -49,9 +53,17 @@ class ObjectInfo:
 class ObjectStore(Protocol):
     """The objects under one memory's prefix.
 
-    `create` writes an object only if its key is absent and says whether it did. `list` returns
-    keys under a prefix in lexical order, after `start_after` when given. Failures that may
-    pass raise `TransientError`; others raise `MemoryStoreError` (`forbidden`, `unavailable`).
+    `create` writes an object only if its key is absent and says whether it did. It raises
+    `MemoryStoreError` only when the call cannot have created it: never sent (a setting,
+    credentials, the deadline) or refused by a reply (403, a missing bucket, another 4xx); after any
+    failure that may follow its creation (a timeout, a lost reply, a 5xx, a checksum failing as the
+    reply is read) it raises `TransientError` or an unmapped exception, and the caller reads the key
+    back (`settle` reads it back after any error but `forbidden` and the deadline's, in case a backend errs).
+    `list` returns
+    keys under a prefix in lexical order, after `start_after` when given, only the first `limit`
+    of them when given (one request where the server pages by that many; a store whose listing is
+    unordered lists them all first). Failures that may pass raise `TransientError`; others raise
+    `MemoryStoreError` (`forbidden`, `unavailable`).
     """
 
     @property
@@ -68,7 +80,9 @@ class ObjectStore(Protocol):
 
     async def create(self, key: str, data: bytes) -> bool: ...
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]: ...
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]: ...
 
     async def delete(self, keys: Sequence[str]) -> None: ...
 
@@ -210,8 +224,8 @@ class LocalObjectStore:
     async def create(self, key: str, data: bytes) -> bool:
         return await asyncio.to_thread(self._create, key, data)
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
-        return await asyncio.to_thread(self._list, prefix, start_after)
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
+        return (await asyncio.to_thread(self._list, prefix, start_after, limit))[:limit]
 
     async def delete(self, keys: Sequence[str]) -> None:
         await asyncio.to_thread(self._delete, keys)
@@ -250,8 +264,12 @@ class LocalObjectStore:
             except FileExistsError:
                 os.unlink(staged)
                 return False
-            except OSError:
+            except OSError as error:
                 os.unlink(staged)
+                if error.errno not in _LINK_REFUSED:
+                    # A network filesystem (NFS, EFS) can fail a link it made (a timeout, EIO): the
+                    # log reads the key back.
+                    raise TransientError(f"linking {target} failed, perhaps after it was made: {error}") from error
                 raise
         except OSError as error:
             raise _os_error(error, target) from error
@@ -308,12 +326,12 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, self.root / STAGING / name) from error
 
-    def _list(self, prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+    def _list(self, prefix: str, start_after: str | None, limit: int | None = None) -> builtins.list[ObjectInfo]:
         # Keys are one level deep ("log/<seq>.json"), so a prefix names a directory plus a name start,
         # or (with no "/") a start of directory names: those folders' keys, in key order.
         directory, _, name_prefix = prefix.rpartition("/")
         if "/" not in prefix:
-            return self._list_folders(prefix, start_after)
+            return self._list_folders(prefix, start_after, limit)
         folder = self._root_text + directory
         found: builtins.list[ObjectInfo] = []
         try:
@@ -333,7 +351,7 @@ class LocalObjectStore:
                 continue  # deleted by a concurrent compaction
         return found
 
-    def _list_folders(self, name_prefix: str, start_after: str | None) -> builtins.list[ObjectInfo]:
+    def _list_folders(self, name_prefix: str, start_after: str | None, limit: int | None) -> builtins.list[ObjectInfo]:
         try:
             with os.scandir(self._root_text) as entries:
                 folders = sorted(
@@ -345,6 +363,8 @@ class LocalObjectStore:
             raise _os_error(error, self.root) from error
         found: builtins.list[ObjectInfo] = []
         for folder in folders:  # "log-x/" sorts before "log/": keys, not names, set the order
+            if limit is not None and len(found) >= limit:
+                break  # the folders after it are never read
             if folder != f"{STAGING}/" and (start_after is None or f"{folder}\uffff" > start_after):
                 found += self._list(folder, start_after)
         return found
@@ -388,12 +408,12 @@ class MemoryObjectStore:
         self.objects[key] = (bytes(data), self.clock)
         return True
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectInfo]:
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
         return [
             ObjectInfo(key, modified)
             for key, (_, modified) in sorted(self.objects.items())
             if key.startswith(prefix) and (start_after is None or key > start_after)
-        ]
+        ][:limit]
 
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

@@ -15,13 +15,30 @@ from a13n_harness.providers.memory import MemoryStoreError
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import (
+    BaseEndpointResolverError,
     BotoCoreError,
+    CapacityNotAvailableError,
     ClientError,
     ConnectionError,
+    CredentialRetrievalError,
+    DataNotFoundError,
+    EndpointProviderError,
     HTTPClientError,
+    InvalidConfigError,
+    InvalidDNSNameError,
+    InvalidS3AddressingStyleError,
+    NoAuthTokenError,
     NoCredentialsError,
+    ParamValidationError,
     PartialCredentialsError,
     ProfileNotFound,
+    SSOError,
+    TokenRetrievalError,
+    UnknownSignatureVersionError,
+    UnsupportedS3AccesspointConfigurationError,
+    UnsupportedS3ArnError,
+    UnsupportedS3ConfigurationError,
+    ValidationError,
 )
 from botocore.handlers import add_expect_header
 from botocore.loaders import Loader, create_loader
@@ -38,6 +55,29 @@ _DELETE_BATCH = 1000
 _DELETE_CONCURRENCY = 4
 type _Request = Callable[[Any], Awaitable[Any]]
 _LISTED_TIME_RESOLUTION = 1.0
+# What botocore raises before it sends a request (settings, parameters, credentials, the endpoint):
+# the request never reached S3. Any other BotoCoreError may come after it did (a checksum or body
+# that failed as the reply was read), so a create's outcome is then unknown: transient.
+_BEFORE_SENDING = (
+    ParamValidationError,
+    ValidationError,
+    BaseEndpointResolverError,
+    EndpointProviderError,
+    CredentialRetrievalError,
+    NoAuthTokenError,
+    TokenRetrievalError,
+    SSOError,
+    InvalidConfigError,
+    DataNotFoundError,
+    ProfileNotFound,
+    UnknownSignatureVersionError,
+    UnsupportedS3ArnError,
+    UnsupportedS3ConfigurationError,
+    UnsupportedS3AccesspointConfigurationError,
+    InvalidS3AddressingStyleError,
+    InvalidDNSNameError,
+    CapacityNotAvailableError,
+)
 
 
 class S3ObjectStore:
@@ -47,8 +87,8 @@ class S3ObjectStore:
     aiobotocore client belongs to the loop it was made on), so one store serves a process that
     calls `asyncio.run` per request; `aclose` closes the running loop's. A caller's `client` is used
     on its own loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
-    throttling, 5xx and lost connections as `TransientError`, so the log reads the key back
-    before deciding what happened.
+    throttling, 5xx, lost connections and any SDK failure after a request may have been sent as
+    `TransientError`, so the log reads the key back before deciding what happened.
     """
 
     def __init__(self, client: Any = None, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
@@ -83,11 +123,15 @@ class S3ObjectStore:
             return False
         return True
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
         found: builtins.list[ObjectInfo] = []
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         if start_after is not None and self.ordered_listing:
             arguments["StartAfter"] = self.prefix + start_after
+        if limit is not None and self.ordered_listing:
+            arguments["MaxKeys"] = min(limit, 1000)
         while True:
             page = await self._call(lambda client: client.list_objects_v2(**arguments), prefix)
             # Listings give LastModified in whole seconds: the object was written before that second
@@ -96,13 +140,15 @@ class S3ObjectStore:
                 ObjectInfo(item["Key"][len(self.prefix) :], item["LastModified"].timestamp() + _LISTED_TIME_RESOLUTION)
                 for item in page.get("Contents", ())
             )
-            if not page.get("IsTruncated"):
+            if not page.get("IsTruncated") or (limit is not None and self.ordered_listing and len(found) >= limit):
                 break
             arguments["ContinuationToken"] = page["NextContinuationToken"]
         if self.ordered_listing:
-            return found
+            return found[:limit]
         # A directory bucket's listing: every key under the prefix, in no order.
-        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
+        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)[
+            :limit
+        ]
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete in batches of 1000 (DeleteObjects' limit), a few batches at a time."""
@@ -258,9 +304,9 @@ class S3ObjectStore:
             raise no_aws_credentials(self.location) from None
         except (ConnectionError, HTTPClientError) as error:
             raise TransientError(f"{type(error).__name__}: {error}") from None
-        except BotoCoreError as error:
+        except _BEFORE_SENDING as error:
             raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
-        except Exception as error:  # body streams, aiohttp, timeouts: whatever nobody mapped may pass
+        except Exception as error:  # body streams, checksums, aiohttp, timeouts: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
 
 

@@ -79,7 +79,9 @@ class ObstoreS3ObjectStore:
         self.clock.created(key, time.time())
         return True
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
         import obstore
 
         # obstore lists by whole path segments: a prefix that ends mid-name lists its folder, filtered.
@@ -96,12 +98,16 @@ class ObstoreS3ObjectStore:
                     for item in chunk
                     if item["path"].startswith(prefix)
                 )
+                if limit is not None and self.ordered_listing and len(found) >= limit:
+                    break  # in key order: the pages after it are never requested
             return found
 
         found = await self._guarded(listing, prefix)
         if self.ordered_listing:
-            return found
-        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)
+            return found[:limit]
+        return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)[
+            :limit
+        ]
 
     async def delete(self, keys: Sequence[str]) -> None:
         import obstore

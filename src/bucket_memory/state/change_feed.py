@@ -2,20 +2,36 @@
 
 A cursor is the head seq and, once the memory's genesis is known, the first 16 hex digits of its
 hash, so that a cursor from another memory (or from before cursors named theirs) asks for a full
-resync instead of naming the wrong changes."""
+resync instead of naming the wrong changes. With no path changed after the caller's cursor, the
+answer is that cursor again: a commit that changes nothing (one that only settles refused
+intents, a fence, a void commit) moves no cursor."""
 
 from __future__ import annotations
+
+from a13n_harness.providers.memory import Changes, FullResync
 
 from .state import State
 
 CURSOR_SEPARATOR = "~"
 
 
-def cursor_of(state: State) -> str:
-    """The change cursor at the head: its seq, and the memory's name when known."""
-    if state.head == 0 or state.genesis is None:
-        return str(state.head)
-    return f"{state.head}{CURSOR_SEPARATOR}{state.genesis[:16]}"
+def cursor_of(state: State, seq: int | None = None) -> str:
+    """The change cursor at `seq` (the head by default): its seq, and the memory's name when known."""
+    seq = state.head if seq is None else seq
+    if seq == 0 or state.genesis is None:
+        return str(seq)
+    return f"{seq}{CURSOR_SEPARATOR}{state.genesis[:16]}"
+
+
+def feed(state: State, since: str | None) -> Changes | FullResync:
+    """What the change feed answers on `state` to a caller at `since`: the paths changed after it
+    with the head's cursor, or no path and the caller's cursor when none changed; a full resync
+    at the head for no cursor or one the state cannot answer."""
+    seq = cursor_seq(state, since) if since is not None else None
+    paths = changes_since(state, seq) if seq is not None else None
+    if paths is None:
+        return FullResync(cursor=cursor_of(state))
+    return Changes(cursor=cursor_of(state) if paths else cursor_of(state, seq), paths=paths)
 
 
 def changes_since(state: State, since: int) -> tuple[str, ...] | None:
@@ -32,8 +48,8 @@ def changes_since(state: State, since: int) -> tuple[str, ...] | None:
     return tuple(sorted(paths))
 
 
-def changes_after(state: State, cursor: str) -> tuple[str, ...] | None:
-    """Paths changed after a cursor this memory issued; None for one it did not (a full resync)."""
+def cursor_seq(state: State, cursor: str) -> int | None:
+    """The seq a cursor this memory issued names; None for one it did not (a full resync)."""
     seq_text, separator, name = cursor.partition(CURSOR_SEPARATOR)
     if not (seq_text.isascii() and seq_text.isdecimal() and len(seq_text) <= 20):
         return None
@@ -43,4 +59,4 @@ def changes_after(state: State, cursor: str) -> tuple[str, ...] | None:
             return None
     elif seq != 0 and state.genesis is not None:
         return None  # a bare seq names no memory: from another one, or from before cursors named theirs
-    return changes_since(state, seq)
+    return seq

@@ -123,9 +123,11 @@ class FaultyObjectStore:
         await self._after("create", key, request)
         return created
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectInfo]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> builtins.list[ObjectInfo]:
         request = await self._before("list", prefix)
-        found = await self.inner.list(prefix, start_after=start_after)
+        found = await self.inner.list(prefix, start_after=start_after, limit=limit)
         await self._after("list", prefix, request)
         return found
 
