@@ -1,7 +1,7 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
 `base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
-table; `files`, `history`, `erase`, `records` and `browse` hold the commands, and the operator's
+table; `visible` how what a memory holds is printed without the terminal acting on it; `files`, `history`, `erase`, `records` and `browse` hold the commands, and the operator's
 `import_export`, `maintenance` and `provisioning`; `output` the models of their --json output.
 Importing this package registers every command, module by module in the order of the import below
 (alphabetical, as ruff sorts it): that is the order `--help` and docs/cli.md list them in, so a

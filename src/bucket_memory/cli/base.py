@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import click
 import typer
 from pydantic import TypeAdapter
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 from .identity import cloud_identity, os_user
+from .visible import VisibleConsole, visible_json
 
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -44,9 +44,10 @@ app = typer.Typer(
     suggest_commands=False,  # click suggests a near command itself: typer's would say it twice
     cls=JsonFailuresGroup,
 )
-# Paths, texts and messages come from the memory: printed literally, never read as rich markup.
-out = Console(soft_wrap=True, markup=False, highlight=False)
-err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+# Paths, texts and messages come from the memory: printed literally, never read as rich markup, and
+# with their control characters shown, never acted on by the terminal (visible.py).
+out = VisibleConsole(soft_wrap=True, markup=False, highlight=False)
+err = VisibleConsole(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 @contextmanager
@@ -386,7 +387,7 @@ def emit(value: object, as_json: bool, human: Callable[[], object]) -> None:
         human()
         return
     adapter: TypeAdapter[Any] = TypeAdapter(list[Any] if isinstance(value, list) else type(value))
-    sys.stdout.write(adapter.dump_json(value, indent=2).decode() + "\n")
+    sys.stdout.write(visible_json(adapter.dump_json(value, indent=2).decode()) + "\n")
 
 
 @contextmanager

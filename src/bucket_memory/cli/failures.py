@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 import typer
 from pydantic import TypeAdapter, ValidationError
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
+
+from .visible import VisibleConsole, visible_json
 
 if TYPE_CHECKING:
     from .output import FailureCode
@@ -33,7 +34,7 @@ EXIT_CODES = (
 )
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
-_stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+_stderr = VisibleConsole(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = None) -> NoReturn:
@@ -53,7 +54,7 @@ def report(code: FailureCode, message: str, hint: str | None = None) -> None:
         code, message = "unexpected", f"{message} (code {code!r})"
     if _as_json.get():
         failed = Failed(error=Failure(code=code, message=message, hint=hint))
-        sys.stdout.write(failed.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(visible_json(failed.model_dump_json(indent=2)) + "\n")
         return
     _stderr.print(Text("error", style="red"), Text(f" ({code}): {message}"), sep="")
     if hint:

@@ -12,6 +12,7 @@ import typer
 from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, naming, out, run
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, show
+from .visible import holds_controls, visible
 
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import FileText
@@ -95,7 +96,19 @@ def cat(
     found = run(
         lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
     )
-    emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: sys.stdout.write(found.text))
+    emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: _write_as_is(found.text))
+
+
+def _write_as_is(text: str) -> None:
+    """A file's text as it is stored, which a pipe or a redirection needs byte for byte; on a
+    terminal, with a warning on stderr first when it holds control characters (as `less` warns)."""
+    if sys.stdout.isatty() and holds_controls(text):
+        err.print(
+            "warning: this file holds control characters, which your terminal acts on as printed below; "
+            "`bucket-memory cat --json` shows them escaped."
+        )
+        err.file.flush()
+    sys.stdout.write(text)
 
 
 @command()
@@ -253,7 +266,7 @@ def diff(
     def human() -> None:
         for note in erased:
             err.print(f"{path}@{note}")
-        sys.stdout.write(lines)
+        sys.stdout.write(visible(lines))
 
     emit(Diff(path=path, start=start, end=end or "now", diff=lines, erased=erased), as_json, human)
 

@@ -14,6 +14,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from .base import out
+from .visible import visible
 
 Wide = Annotated[
     bool,
@@ -38,14 +39,15 @@ class Column:
 
 def show(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bool) -> None:
     """Print `rows` under `columns` on stdout, fitted to the terminal, or whole with `wide`."""
-    if not wide:  # one line per row where values are cut: a newline in one would start another
-        rows = [
-            [
-                cell.replace("\n", " ") if column.fit == "cut" else cell
-                for column, cell in zip(columns, row, strict=True)
-            ]
-            for row in rows
+    # Control characters shown, before the widths are measured; one line per row where values are
+    # cut (a newline in one would start another).
+    rows = [
+        [
+            visible(cell.replace("\n", " ") if column.fit == "cut" and not wide else cell)
+            for column, cell in zip(columns, row, strict=True)
         ]
+        for row in rows
+    ]
     natural = [
         max([_width(column.header), *(_width(row[index]) for row in rows)]) for index, column in enumerate(columns)
     ]
