@@ -66,7 +66,7 @@ def test_record_commands_show_stored_controls_escaped(tmp_path: Path) -> None:
     ):
         printed = cli(*words)
         assert not _raw(printed), (words, printed)
-        assert "aGk=" in printed
+        assert "tea\\x1b[1A" in printed.replace("\\u001b", "\\x1b")
     model = f"openai:small{UP_ERASE}{CLIPBOARD}\u202e"
     body = RecordBody("water", time_text(1.7e9), (Embedding(model, ""),)).encode()
     admin = MemoryAdmin(LogFileStore(LocalObjectStore(url)))

@@ -10,7 +10,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence, Sized
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ import typer
 from pydantic import TypeAdapter
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from . import interrupts
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 from .identity import cloud_identity, os_user
 from .visible import VisibleConsole, visible_json
@@ -219,7 +220,9 @@ def origin(command_name: str, url: str) -> Origin:
 
     given = _cloud.get()
     principal = (given.principal if given else None) or cloud_identity(url) or os_user()
-    return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
+    made = Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
+    interrupts.named(made)
+    return made
 
 
 async def named(command_name: str, url: str) -> Origin:
@@ -263,14 +266,17 @@ def run[T](
     layer: Literal["aiobotocore", "obstore"] = "obstore" if fast else "aiobotocore"
 
     async def opened() -> T:
-        async with open_store(url, read_only=read_only, s3_layer=layer) as store:
-            if not new_ok:
-                await _check_memory_there(store)
-            return await work(MemoryAdmin(store))
+        with interrupts.cancelled_on_interrupt():
+            async with open_store(url, read_only=read_only, s3_layer=layer) as store:
+                if not new_ok:
+                    await _check_memory_there(store)
+                return await work(MemoryAdmin(store))
 
+    if not read_only:
+        interrupts.changing(url)
     with store_errors():
         try:
-            return asyncio.run(opened())
+            return _interruptible(opened)
         except _NoMemory:
             fail(
                 "no_memory",
@@ -278,6 +284,17 @@ def run[T](
                 hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
                 exit_code=EXIT_NO_MEMORY,
             )
+
+
+def _interruptible[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(work())`; once Ctrl-C cancelled it, whatever it raised as it unwound is the
+    interrupt (main() says what landed)."""
+    try:
+        return asyncio.run(work())
+    except BaseException:
+        if interrupts.interrupted():
+            raise KeyboardInterrupt from None
+        raise
 
 
 async def _check_memory_there(store: LogFileStore) -> None:
@@ -302,8 +319,8 @@ def store_errors() -> Iterator[None]:
         yield
     except MemoryStoreError as error:
         fail(error.code, str(error), hint=_hint(error), exit_code=EXIT_STORE)
-    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt):
-        raise  # a usage error keeps its exit code 2
+    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
+        raise  # a usage error keeps its exit code 2; an interrupt and a closed pipe are main()'s
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
         fail(
             "unexpected",

@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from rich.text import Text
 from typer.core import TyperGroup
 
+from . import interrupts
 from .visible import VisibleConsole, visible_json
 
 if TYPE_CHECKING:
@@ -26,11 +27,13 @@ if TYPE_CHECKING:
 
 
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `git log | head -1`'s git, or coreutils' seq
 EXIT_CODES = (
     "Exit codes: 0 done; 1 verify or doctor found a problem, grep or records search found nothing, or a change "
     "was declined; 2 the command line "
     "was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the message says why "
-    "and what to do); 4 no memory at the URL (nothing was ever written there)."
+    "and what to do); 4 no memory at the URL (nothing was ever written there); 130 interrupted (Ctrl-C; one line says "
+    "what landed); 141 the reader of its output went away (`| head`), silently, as git and coreutils do."
 )
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
@@ -73,6 +76,11 @@ def asks_json(words: Sequence[str]) -> bool:
     return "--json" in words[: words.index("--") if "--" in words else len(words)]
 
 
+class ReaderGone(Exception):
+    """The command's standard output is a pipe whose reader closed it (`| head -1`). click would
+    exit 1 for it, which here means "found nothing"; main() ends with EXIT_PIPE instead."""
+
+
 class JsonFailuresGroup(TyperGroup):
     """The app's command group. It reads --json off the raw command line before parsing it, so
     that a failure anywhere, in parsing included, is reported as the command line asked; without
@@ -102,7 +110,17 @@ class JsonFailuresGroup(TyperGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         with _click_failures():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                raise ReaderGone from None
+            except KeyboardInterrupt:  # typer would exit 130 and say nothing of what landed
+                said = interrupts.outcome()
+                if _as_json.get():
+                    report("aborted", said)
+                else:
+                    _stderr.print(said)
+                raise click.exceptions.Exit(interrupts.EXIT_INTERRUPTED) from None
 
 
 @contextmanager

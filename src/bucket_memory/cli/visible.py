@@ -49,7 +49,8 @@ def visible_json(document: str) -> str:
 class VisibleConsole(Console):
     """A rich console that shows control characters in what it prints, as `visible` does: plain
     strings and table cells through `render_str`, `Text` values through `print` (their style kept).
-    The escapes rich itself writes for colours and styles are untouched."""
+    The escapes rich itself writes for colours and styles are untouched. A closed pipe is raised as
+    BrokenPipeError (rich would exit 1, which here means "found nothing"), for main() to end with 141."""
 
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(visible(text), **options)
@@ -60,3 +61,7 @@ class VisibleConsole(Console):
             for item in objects
         ]
         super().print(*shown, **options)
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
