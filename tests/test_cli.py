@@ -194,9 +194,9 @@ def test_every_public_name_resolves_from_the_package() -> None:
 
 def test_aws_cli_habits_get_a_hint_not_silence(tmp_path: Path) -> None:
     """Issue 45: a file's path run into the memory's URL, and - given as the path."""
-    printed = cli("cat", "s3://b/teams/blue/notes/release.md", expect=2)
-    assert "Missing argument 'PATH'" in printed and "s3://b/teams/blue notes/release.md" in printed
-    printed = json.loads(cli("cat", "s3://b/teams", "--json", expect=2))
+    printed = cli("cat", "s3://acme/teams/blue/notes/release.md", expect=2)
+    assert "Missing argument 'PATH'" in printed and "s3://acme/teams/blue notes/release.md" in printed
+    printed = json.loads(cli("cat", "s3://acme/teams", "--json", expect=2))
     assert "notes/tea.md" in printed["error"]["message"] + printed["error"].get("hint", "")
     memory = str(tmp_path / "memory")
     printed = cli("put", memory, "-", given="green tea\n", expect=2)

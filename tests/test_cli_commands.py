@@ -250,7 +250,7 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     assert by[0] == "alice" and by[1].startswith("arn:aws:"), "the cloud identity, from STS"
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
-    assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
+    assert "'no-such-profile-here'" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_USAGE)
 
 
 def test_the_caller_is_named_off_the_event_loop_and_only_by_commands_that_commit(

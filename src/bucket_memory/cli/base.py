@@ -68,8 +68,29 @@ def checked_url(value: str) -> str:
     from ..objects.urls import parse_url
 
     with as_usage():
-        parse_url(value)
+        found = parse_url(value)
+    if found.scheme != "file" and (refusal := _bucket_name_refusal(found.scheme, found.bucket)):
+        raise typer.BadParameter(f"{found.scheme}://{ascii(found.bucket[:80])[1:-1]}: {refusal}")
     return value
+
+
+# The names S3 and GCS give buckets (a GCS name with dots may be longer: up to 222 characters).
+_BUCKET_NAMES = {
+    "s3": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
+    "gs": re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]|(?=.*\.)[a-z0-9][a-z0-9_.-]{1,220}[a-z0-9]"),
+}
+
+
+def _bucket_name_refusal(scheme: str, bucket: str) -> str | None:
+    """Why `bucket` cannot be the name of a bucket on S3 or GCS (which would answer that it does not
+    exist), or None."""
+    if _BUCKET_NAMES[scheme].fullmatch(bucket) and ".." not in bucket:
+        return None
+    allowed = "lowercase letters, digits, . and -" if scheme == "s3" else "lowercase letters, digits, _ . and -"
+    return (
+        f"not a valid bucket name: 3 to 63 {allowed}, starting and ending with a letter or digit, no .. "
+        "(as the cloud names buckets; check the URL)"
+    )
 
 
 def checked_version(value: str | None) -> str | None:
@@ -102,6 +123,23 @@ def _checked_principal(value: str | None) -> str | None:
     if value is not None:
         with as_usage():
             checked_origin(Origin(principal_id=value))
+    return value
+
+
+def _checked_profile(value: str | None) -> str | None:
+    """A --profile that names no profile of the AWS config files, refused naming it: the SDK would
+    say so later, as if AWS_PROFILE were wrong."""
+    if value is None:
+        return value
+    import botocore.session
+
+    known = botocore.session.Session(profile=None).available_profiles
+    if value not in known:
+        listed = ", ".join(sorted(known)[:10]) or "none"
+        raise typer.BadParameter(
+            f"no profile {value!r} in ~/.aws/config or ~/.aws/credentials (or AWS_CONFIG_FILE) (profiles there: "
+            f"{listed}); `aws configure --profile {value}` makes one."
+        )
     return value
 
 
@@ -143,7 +181,7 @@ _CLOUD_PARAMETERS = [
         annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud", callback=check)],
     )
     for name, text, check in (
-        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", None),
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", _checked_profile),
         ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION).", None),
         ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL).", None),
         ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT).", None),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, naming, out, run
-from .failures import EXIT_PROBLEMS
+from .failures import EXIT_PROBLEMS, EXIT_STORE, fail
 from .tables import Column, Wide, show
 from .visible import holds_controls, visible
 
@@ -93,9 +93,20 @@ def cat(
     """
     from .output import File
 
-    found = run(
-        lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
-    )
+    async def read(admin: MemoryAdmin) -> FileText:
+        from a13n_harness.providers.memory import MemoryStoreError
+
+        try:
+            return await (admin.store.read(path) if version is None else admin.read_at(path, version))
+        except MemoryStoreError as error:
+            inside = f"{path}/"
+            if error.code == "not_found" and any(entry.path.startswith(inside) for entry in await admin.store.list()):
+                raise MemoryStoreError(
+                    "not_found", f"{path} is a folder, not a file: `bucket-memory ls {url} {path}/` lists its files."
+                ) from None
+            raise
+
+    found = run(read, url, read_only=True)
     emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: _write_as_is(found.text))
 
 
@@ -135,6 +146,7 @@ def put(
     from .output import Written
 
     text = _source_text(source, allow_empty=allow_empty)
+    _check_size(text, source)
 
     async def write(admin: MemoryAdmin) -> str:
         store, who = admin.store, naming("put", url)
@@ -269,6 +281,21 @@ def diff(
         sys.stdout.write(visible(lines))
 
     emit(Diff(path=path, start=start, end=end or "now", diff=lines, erased=erased), as_json, human)
+
+
+def _check_size(text: str, source: str | None) -> None:
+    """A text larger than a memory file may be, refused before anything is opened, with its size."""
+    from a13n_harness.providers.memory import FileFormat
+
+    limit, size = FileFormat().max_file_bytes, len(text.encode())
+    if size > limit:
+        fail(
+            "too_large",
+            f"{'standard input' if source in (None, '-') else source} has {size} bytes; a memory file has at most "
+            f"{limit} bytes. Nothing was written.",
+            hint="Split the text into several files (`bucket-memory import` writes a directory of them as one commit).",
+            exit_code=EXIT_STORE,
+        )
 
 
 def _on_terminal() -> bool:

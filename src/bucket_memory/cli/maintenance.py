@@ -172,8 +172,16 @@ def versioning_warning(versioning: str, url: str) -> str:
         return f"warning: cannot read the versioning of {url} (no permission); recovery depends on it."
     return (
         f"warning: versioning is {versioning} on {url}: a deleted or overwritten object cannot be brought back. "
-        "Turn it on (`bucket-memory init --enable-versioning`)."
+        f"Turn it on: `bucket-memory init {bucket_of(url)} --enable-versioning`."
     )
+
+
+def bucket_of(url: str) -> str:
+    """The bucket of a memory's s3:// or gs:// URL, as a URL (what `init` takes)."""
+    from ..objects.urls import parse_url
+
+    found = parse_url(url)
+    return f"{found.scheme}://{found.bucket}"
 
 
 def _sized(count: int) -> str:

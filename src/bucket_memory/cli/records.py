@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, cast
@@ -182,6 +183,18 @@ def add(
     emit(added, as_json, lambda: out.print(f"added {added.id}"))
 
 
+# A record's id as LogRecordStore.full_id takes one: 4 to 32 of its hex digits, in any case.
+_ID = re.compile(r"[0-9a-f]{4,32}")
+
+
+def _checked_id(value: str) -> str:
+    """An id that cannot name a record, refused as the command line's mistake (exit 2) before the
+    memory is read: a record not found is exit 3."""
+    if _ID.fullmatch(value.strip().lower()) is None:
+        raise typer.BadParameter(f"{value[:80]!a} is not a record id: give 4 to 32 of its hex digits, such as 5f0c.")
+    return value
+
+
 @command("rm", group=records)
 def rm(
     url: Url,
@@ -191,6 +204,7 @@ def rm(
             metavar="ID",
             help="The record's id, or its first 4 or more hex digits if no other starts so.",
             show_default=False,
+            callback=_checked_id,
         ),
     ],
     as_json: Json = False,
@@ -220,6 +234,7 @@ def erase(
             help="The record's id, or its first 4 or more hex digits if no other live record's start so; "
             "a deleted record by its whole id.",
             show_default=False,
+            callback=_checked_id,
         ),
     ],
     dry_run: DryRun = False,
