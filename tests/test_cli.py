@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,12 @@ def test_help_paragraphs_are_not_broken_mid_phrase() -> None:
     """A docstring's line breaks are not the help's: each paragraph wraps at the terminal's width."""
     assert "2 the command line was wrong" in cli("--help")
     assert "the bucket's old versions of them" in cli("erase", "--help")
+
+
+def test_help_lists_the_days_commands_first() -> None:
+    """`--help` listed erase first (registration order, by module name); docs/cli.md follows it."""
+    printed = cli("--help")
+    listed = re.findall(r"^│ (\w+) ", printed, flags=re.M)
+    assert listed[:7] == ["ls", "cat", "put", "rm", "mv", "grep", "diff"] and listed[-1] == "erase", listed
+    reference = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    assert re.findall(r"^## `(\w+)`", reference, flags=re.M)[:2] == ["ls", "cat"]

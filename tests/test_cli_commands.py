@@ -465,7 +465,8 @@ def test_log_and_records_fit_80_columns_and_wide_shows_everything(url: str) -> N
     assert by[2] == "alice" and all(by[row].startswith("agent-role") for row in (0, 1, 3)), "an ARN by its name"
     wide = "\n".join(table_at(1000, "log", url, "--wide"))
     assert cells(wide.splitlines(), "time", "action") == [revision["time"] for revision in revisions]
-    assert all(f" {value} " in wide for value in (AGENT.principal_id, AGENT.run_id, AGENT.tool_call_id, long))
+    ended = "\n".join(f"{line} " for line in wide.splitlines())  # a line's last value ends it: no padding
+    assert all(f" {value} " in ended for value in (AGENT.principal_id, AGENT.run_id, AGENT.tool_call_id, long))
 
     listed = table_at(80, "ls", url)
     assert cells(listed, "path", "version") == ["notes/archive/release-planning.md", "todo.md"]
@@ -480,6 +481,20 @@ def test_log_and_records_fit_80_columns_and_wide_shows_everything(url: str) -> N
     assert any(text.endswith("…") and statement.startswith(text[:-1]) for text in texts), "cut on one line"
     wide = "\n".join(table_at(1000, "records", "ls", url, "--wide"))
     assert statement in wide and all(record["updated_at"] in wide for record in added)
+
+
+def test_a_table_written_to_a_file_is_whole_and_unpadded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal and with no COLUMNS, a table is not cut at rich's 80 columns nor padded."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    url = str(tmp_path / "facts")
+    statement = "The team drinks green tea at standup, every morning at nine, except on Fridays (coffee). " * 2
+    cli_json("records add", url, statement.strip())
+    for words in (("records", "ls", url), ("records", "search", url, "tea"), ("ls", url)):
+        result = CliRunner().invoke(app, list(words))
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert all(line == line.rstrip() for line in lines), "no padding"
+        assert "…" not in result.stdout and (words[0] == "ls" or statement.strip() in result.stdout)
 
 
 def test_ages_are_short_and_exact_past_a_month() -> None:

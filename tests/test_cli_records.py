@@ -220,6 +220,8 @@ def test_a_search_that_finds_nothing_exits_1_as_grep_does(tmp_path: Path) -> Non
     url = str(tmp_path / "facts")
     run("records", "add", url, "The team drinks green tea at standup.")
     assert json.loads(run("records", "search", url, "volcano", "--json", expect=EXIT_PROBLEMS)) == []
+    said = run("records", "search", url, "volcano", expect=EXIT_PROBLEMS)  # words, not an empty table
+    assert said == "no record matches 'volcano'\n", said
     assert json.loads(run("records", "search", url, "tea", "--json"))[0]["text"].startswith("The team")
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from bucket_memory.testing.proxy import Fault, fault_proxy
 
-from .conftest import BUCKET
+from .conftest import VERSIONED
 from .helpers import cli
 
 COMMAND = str(Path(sys.executable).with_name("bucket-memory"))
@@ -70,7 +70,7 @@ def _interrupted_import(s3_endpoint: str, tmp_path: Path, choose: Callable[[str,
             process[0].send_signal(signal.SIGINT)
         return fault
 
-    url = f"s3://{BUCKET}/interrupt-{uuid.uuid4().hex[:8]}"
+    url = f"s3://{VERSIONED}/interrupt-{uuid.uuid4().hex[:8]}"
     with proxied(s3_endpoint, plan) as proxy_url:
         environment = {**os.environ, "AWS_ENDPOINT_URL": proxy_url}
         words = [COMMAND, "import", url, str(folder), "--principal", "tester"]

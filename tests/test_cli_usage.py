@@ -73,3 +73,65 @@ def test_an_unversioned_bucket_is_met_with_commands_that_run_as_printed(s3_endpo
     assert hint and hint[1] == given[1], printed
     cli(*shlex.split(hint[1])[1:])
     assert "ok:" in cli("doctor", f"s3://{bucket}/team", "--principal", "tester")
+
+
+def test_a_missing_extra_is_named_with_a_command_that_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """There is no `bucket-memory` on a package index: the hint names pip on a checkout (an extra
+    pyproject.toml defines) or on the wheel `make dist` builds of this version."""
+    import sys
+    import tomllib
+    from importlib.metadata import version
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import then raises ImportError
+    printed = cli("browse", "/nowhere", expect=EXIT_USAGE)
+    flat = " ".join(printed.split())
+    assert 'pip install -e ".[browse]"' in flat and "bucket-memory[" not in flat, flat
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    assert "browse" in project["optional-dependencies"]
+    wheel = f"dist/{project['name'].replace('-', '_')}-{version('bucket-memory')}-py3-none-any.whl[browse]"
+    assert wheel in flat and project["version"] == version("bucket-memory")
+
+
+def test_a_write_to_an_unversioned_bucket_warns_once(s3_endpoint: str) -> None:
+    import botocore.session
+
+    from .conftest import VERSIONED
+
+    bucket = f"plain-{uuid.uuid4().hex[:12]}"
+    botocore.session.get_session().create_client("s3").create_bucket(Bucket=bucket)
+    first = cli("put", f"s3://{bucket}/team", "notes/tea.md", "--principal", "tester", given="green tea\n")
+    assert "versioning is off" in first and f"`bucket-memory init s3://{bucket} --enable-versioning`" in first
+    again = cli("put", f"s3://{bucket}/team", "notes/tea.md", "--principal", "tester", given="black tea\n")
+    assert "versioning" not in again, "once (a day), not at every write"
+    versioned = cli("put", f"s3://{VERSIONED}/{uuid.uuid4().hex}", "a.md", "--principal", "tester", given="a\n")
+    assert "versioning" not in versioned
+
+
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [("examples.agents", "memory_file_create"), ("examples.record_agents", "memory_record_add")],
+)
+def test_the_example_modules_say_what_they_did(module: str, says: str) -> None:
+    """`python -m examples.agents` and `examples.record_agents` printed nothing and exited 0."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    done = subprocess.run([sys.executable, "-m", module], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert says.split("_")[-1] in done.stdout and "temporary directory" in done.stdout, done.stdout
+
+
+def test_the_demos_undo_hint_runs_as_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo` ended with "Undo it with: bucket-memory restore ...", a command on no PATH, for a
+    memory gone with the demo's S3; now the hint names .venv/bin/bucket-memory and the demo runs it."""
+    from examples import demo
+
+    url = str(tmp_path / "team")
+    cli("put", url, "index.md", given="first\n")
+    cli("put", url, "index.md", given="second\n")
+    assert Path(demo.COMMAND).name == "bucket-memory" and Path(demo.COMMAND).is_file()
+    demo.show_cli(url, ["restore", url, "index.md", "--version", "1"], local=True)
+    printed = capsys.readouterr().out
+    assert f"$ {demo.COMMAND} restore {url}" in " ".join(printed.split()) and "stops when it ends" in printed
+    assert cli("cat", url, "index.md") == "first\n"

@@ -466,3 +466,18 @@ def test_the_cloud_run_service_serves_as_the_guide_runs_it(tmp_path: Path) -> No
     listed, logged = run.printed[len(exports) :]
     assert re.search(r"notes/0001\.md .* - ship friday", listed), listed
     assert re.search(r"write +notes/0001\.md +cloud-run +release-42", logged), "the service's write, as its run"
+
+
+@pytest.mark.parametrize(("page", "scheme"), [(LAMBDA, "s3"), (CLOUD_RUN, "gs")])
+def test_the_emulator_a_guide_starts_makes_a_bucket_doctor_passes(page: str, scheme: str, tmp_path: Path) -> None:
+    """Issue 56: the guides' "Try it" emulator made an unversioned bucket, which `doctor` (and every
+    write's warning) then rejected; as printed, it now makes the bucket versioned, as `init` would."""
+    repo = checkout(tmp_path / "repo")
+    environment = shell_environment(tmp_path)
+    emulator = try_it_commands(page)[0]
+    bucket = shlex.split(emulator)[shlex.split(emulator).index("--bucket") + 1]
+    with serving(emulator, cwd=repo, environment=environment, ready=lambda line: line.startswith("#")) as printed:
+        exports = [line for line in printed if line.startswith("export ")]
+        doctor = f"bucket-memory doctor {scheme}://{bucket}/teams/blue --principal tester"
+        run = run_as_printed([*exports, doctor], cwd=repo, environment=environment, log=tmp_path / "log")
+    assert run.printed[-1].startswith("ok: "), run.printed[-1]

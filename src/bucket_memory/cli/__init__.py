@@ -5,9 +5,8 @@ stopped by Ctrl-C says it left; `tables` how it shows a table; `visible` how wha
 printed without the terminal acting on it; `files`, `history`, `erase`, `records` and `browse` hold
 the commands, and the operator's `import_export`, `maintenance` and `provisioning`; `output` the
 models of their --json output.
-Importing this package registers every command, module by module in the order of the import below
-(alphabetical, as ruff sorts it): that is the order `--help` and docs/cli.md list them in, so a
-module's name places its commands. The commands import the store's modules inside their bodies:
+Importing this package registers every command; `--help` and docs/cli.md list them in the order
+`failures.HELP_ORDER` gives, the day's commands first. The commands import the store's modules inside their bodies:
 `--help` and `--version` then import neither the harness's memory package (most of a second) nor
 a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """

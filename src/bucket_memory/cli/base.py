@@ -23,7 +23,8 @@ import typer
 from pydantic import TypeAdapter
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from . import interrupts
+from . import interrupts, versioning
+from .checks import checked_principal, checked_profile, checked_url
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 from .identity import cloud_identity, os_user
 from .visible import VisibleConsole, visible_json
@@ -49,98 +50,6 @@ app = typer.Typer(
 # with their control characters shown, never acted on by the terminal (visible.py).
 out = VisibleConsole(soft_wrap=True, markup=False, highlight=False)
 err = VisibleConsole(stderr=True, soft_wrap=True, markup=False, highlight=False)
-
-
-@contextmanager
-def as_usage(param_hint: str | None = None) -> Iterator[None]:
-    """The store's refusal of something the command line gave (a URL, a path, a version, a pattern)
-    as a usage error, exit code 2: checked before anything is opened, it is the command line that
-    is wrong."""
-    from a13n_harness.providers.memory import MemoryStoreError
-
-    try:
-        yield
-    except MemoryStoreError as error:
-        raise typer.BadParameter(str(error), param_hint=param_hint) from None
-
-
-def checked_url(value: str) -> str:
-    from ..objects.urls import parse_url
-
-    with as_usage():
-        found = parse_url(value)
-    if found.scheme != "file" and (refusal := _bucket_name_refusal(found.scheme, found.bucket)):
-        raise typer.BadParameter(f"{found.scheme}://{ascii(found.bucket[:80])[1:-1]}: {refusal}")
-    return value
-
-
-# The names S3 and GCS give buckets (a GCS name with dots may be longer: up to 222 characters).
-_BUCKET_NAMES = {
-    "s3": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
-    "gs": re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]|(?=.*\.)[a-z0-9][a-z0-9_.-]{1,220}[a-z0-9]"),
-}
-
-
-def _bucket_name_refusal(scheme: str, bucket: str) -> str | None:
-    """Why `bucket` cannot be the name of a bucket on S3 or GCS (which would answer that it does not
-    exist), or None."""
-    if _BUCKET_NAMES[scheme].fullmatch(bucket) and ".." not in bucket:
-        return None
-    allowed = "lowercase letters, digits, . and -" if scheme == "s3" else "lowercase letters, digits, _ . and -"
-    return (
-        f"not a valid bucket name: 3 to 63 {allowed}, starting and ending with a letter or digit, no .. "
-        "(as the cloud names buckets; check the URL)"
-    )
-
-
-def checked_version(value: str | None) -> str | None:
-    from ..admin import version_seq
-
-    if value is not None:
-        with as_usage():
-            version_seq(value)
-    return value
-
-
-def checked_path(value: str | None) -> str | None:
-    from a13n_harness.providers.memory import FileFormat
-
-    from ..format import wire_values
-
-    if value == "-":  # aws-cli's standard input, never a file name here
-        raise typer.BadParameter("- is standard input, not a file's path: name the file, then - (`put URL PATH -`).")
-    if value is not None:
-        with as_usage():
-            wire_values.checked_path(value, FileFormat())  # the format every command opens its store with
-    return value
-
-
-def _checked_principal(value: str | None) -> str | None:
-    from a13n_harness.providers.memory import Origin
-
-    from ..format.wire_values import checked_origin
-
-    if value is not None:
-        with as_usage():
-            checked_origin(Origin(principal_id=value))
-    return value
-
-
-def _checked_profile(value: str | None) -> str | None:
-    """A --profile that names no profile of the AWS config files, refused naming it: the SDK would
-    say so later, as if AWS_PROFILE were wrong."""
-    if value is None:
-        return value
-    import botocore.session
-
-    known = botocore.session.Session(profile=None).available_profiles
-    if value not in known:
-        listed = ", ".join(sorted(known)[:10]) or "none"
-        raise typer.BadParameter(
-            f"no profile {value!r} in ~/.aws/config or ~/.aws/credentials (or AWS_CONFIG_FILE) (profiles there: "
-            f"{listed}); `aws configure --profile {value}` makes one."
-        )
-    return value
 
 
 Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False, callback=checked_url)]
@@ -181,14 +90,14 @@ _CLOUD_PARAMETERS = [
         annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud", callback=check)],
     )
     for name, text, check in (
-        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", _checked_profile),
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", checked_profile),
         ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION).", None),
         ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL).", None),
         ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT).", None),
         (
             "principal",
             "Who changes are attributed to (else the cloud identity, else the OS user).",
-            _checked_principal,
+            checked_principal,
         ),
     )
 ]
@@ -288,6 +197,7 @@ def run[T](
     read_only: bool = False,
     new_ok: bool = False,
     log_only: bool = False,
+    says_versioning: bool = False,
 ) -> T:
     """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
 
@@ -296,11 +206,14 @@ def run[T](
     it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers); so does
     one that writes through the log's own operations alone (`log_only`: put, rm, mv), which never
     touches stored versions. Unless `new_ok`, a URL where nothing was ever written is exit code 4
-    (a mistyped URL)."""
+    (a mistyped URL). A change reads the bucket's versioning beside its work, and warns when it is
+    off (`versioning.py`: once a day a bucket; through aiobotocore, which reads it), unless the
+    command `says_versioning` itself."""
     from ..admin import MemoryAdmin
     from ..connect import open_store
 
-    fast = (read_only or log_only) and importlib.util.find_spec("obstore") is not None
+    checking = not read_only and not says_versioning and versioning.to_check(url)
+    fast = (read_only or (log_only and not checking)) and importlib.util.find_spec("obstore") is not None
     layer: Literal["aiobotocore", "obstore"] = "obstore" if fast else "aiobotocore"
 
     async def opened() -> T:
@@ -308,7 +221,17 @@ def run[T](
             async with open_store(url, read_only=read_only, s3_layer=layer) as store:
                 if not new_ok:
                     await _check_memory_there(store)
-                return await work(MemoryAdmin(store))
+                admin = MemoryAdmin(store)
+                if not checking:
+                    return await work(admin)
+                warning = asyncio.create_task(versioning.warn_if_off(admin, url))
+                try:
+                    result = await work(admin)
+                except BaseException:
+                    warning.cancel()
+                    raise
+                _warn(*await asyncio.gather(warning, return_exceptions=True))
+                return result
 
     if not read_only:
         interrupts.changing(url)
@@ -322,6 +245,13 @@ def run[T](
                 hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
                 exit_code=EXIT_NO_MEMORY,
             )
+
+
+def _warn(found: str | BaseException | None) -> None:
+    """The versioning warning a change's check found, if any (a check that failed says nothing:
+    the command's own outcome is what matters)."""
+    if isinstance(found, str):
+        err.print(found)
 
 
 def _interruptible[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -81,10 +81,23 @@ class ReaderGone(Exception):
     exit 1 for it, which here means "found nothing"; main() ends with EXIT_PIPE instead."""
 
 
+# The order --help and docs/cli.md list the commands in: a day's reading and writing first, then
+# the records, setting up, moving files in and out, looking after a memory, and erasing.
+HELP_ORDER = (
+    *("ls", "cat", "put", "rm", "mv", "grep", "diff", "log", "restore", "rollback", "records", "browse"),
+    *("memories", "init", "doctor", "policy", "import", "export", "verify", "stats", "recover", "compact", "erase"),
+)
+
+
 class JsonFailuresGroup(TyperGroup):
     """The app's command group. It reads --json off the raw command line before parsing it, so
     that a failure anywhere, in parsing included, is reported as the command line asked; without
-    --json, click and typer report their own usage errors as they always do."""
+    --json, click and typer report their own usage errors as they always do. It lists its
+    commands in HELP_ORDER (any it does not name last)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: HELP_ORDER.index(name) if name in HELP_ORDER else len(HELP_ORDER))
 
     def main(
         self,

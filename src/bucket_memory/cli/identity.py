@@ -73,8 +73,13 @@ def _aws_identity() -> str | None:
     return arn
 
 
+def cache_path(name: str) -> Path:
+    """The file `name` of the user's bucket-memory cache (XDG_CACHE_HOME, else ~/.cache)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bucket-memory" / name
+
+
 def _cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bucket-memory" / "identities.json"
+    return cache_path("identities.json")
 
 
 def _remembered() -> dict[str, object]:

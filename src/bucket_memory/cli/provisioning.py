@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import URL_FORMS, Json, Url, app, as_usage, checked_url, command, emit, err, out, run, store_errors
+from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, store_errors
+from .checks import as_usage, checked_url
 from .failures import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, fail
-from .maintenance import bucket_of, versioning_warning
+from .versioning import bucket_of, versioning_warning
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,7 +195,7 @@ def doctor(url: Url, as_json: Json = False) -> None:
         return await admin.recovery.versioning()
 
     try:
-        versioning = run(work, url, new_ok=True)
+        versioning = run(work, url, new_ok=True, says_versioning=True)
     except typer.Exit as exit:
         raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
     whole = versioning in (None, "enabled")  # else no "ok:" line: the warning, and exit 1

@@ -11,7 +11,7 @@ import click
 import typer
 
 from ..log.options import RANKINGS, Ranking
-from .base import Json, Url, Yes, app, command, emit, named, out, run
+from .base import Json, Url, Yes, app, command, emit, err, named, out, run
 from .erase import DryRun
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, age, show
@@ -160,7 +160,14 @@ def search(
     made = made_embedder(embedder)
     work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
     found = [_record(record) for record in run(work, url, read_only=True)]
-    emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
+
+    def human() -> None:
+        if found:
+            _table(found, scored=True, wide=wide)
+        else:  # not an empty table: words, on stderr (stdout stays empty for a script)
+            err.print(f"no record matches {query[:80]!r}")
+
+    emit(found, as_json, human)
     if not found:  # as grep: a script can tell a search that found nothing
         raise typer.Exit(EXIT_PROBLEMS)
 
