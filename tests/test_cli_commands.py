@@ -8,7 +8,9 @@ import getpass
 import json
 import re
 import socket
-from datetime import UTC, datetime
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -563,8 +565,57 @@ def test_the_callers_identity_is_asked_of_sts_once_per_access_key(s3_endpoint: s
     assert first is not None and first.startswith("arn:aws:")
     cache = identity._cache()
     assert len(json.loads(cache.read_text())) == 1 and oct(cache.stat().st_mode)[-3:] == "600"
-    cache.write_text(json.dumps({key: "arn:aws:iam::1:user/cached" for key in json.loads(cache.read_text())}))
+    (key,) = json.loads(cache.read_text())
+    cache.write_text(json.dumps({key: {"arn": "arn:aws:iam::1:user/cached", "until": time.time() + 60}}))
     assert identity.cloud_identity(url) == "arn:aws:iam::1:user/cached", "the second asks no one"
-    for hostile in ("[1, 2]", "{", '{"k": ' * 5000 + "1" + "}" * 5000, "\x00"):
+    for hostile in ("[1, 2]", "{", '{"k": ' * 5000 + "1" + "}" * 5000, "\x00", json.dumps({key: "arn:aws:x"})):
         cache.write_text(hostile)
         assert identity.cloud_identity(url) == first
+
+
+def test_a_cached_principal_expires_so_a_renamed_user_is_named_anew(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 56: the principal cached per access key was kept until 64 newer keys pushed it out, so
+    a renamed IAM user's commits (its keys keep working) were attributed to the old name for good.
+    An answer is trusted an hour at most, and not past the credentials' own expiry."""
+    import botocore.session
+
+    from bucket_memory.cli import identity
+
+    iam = botocore.session.get_session().create_client("iam")
+    name = f"user-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=name)
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    before = time.time()
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}"
+    iam.update_user(UserName=name, NewUserName=f"{name}-renamed")
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}", "within the hour: the cache"
+    cache = identity._cache()
+    entries = json.loads(cache.read_text())
+    ((cached, entry),) = entries.items()
+    assert before + 3600 >= entry["until"] - 1 and entry["until"] <= time.time() + 3600, "an hour at most"
+    cache.write_text(json.dumps({cached: {**entry, "until": time.time() - 1}}))  # as an hour later
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}-renamed"
+
+    class Temporary:
+        _expiry_time = datetime.now(UTC) + timedelta(seconds=60)
+
+    assert identity._until(Temporary()) <= time.time() + 61, "not past the credentials' expiry"
+
+
+def test_a_cached_principal_the_store_refuses_names_the_cache(s3_endpoint: str) -> None:
+    from bucket_memory.cli import identity
+
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    assert identity.cloud_identity(url) is not None
+    cache = identity._cache()
+    (key,) = json.loads(cache.read_text())
+    cache.write_text(json.dumps({key: {"arn": "arn:aws:iam::1:user/x\x1b[2K", "until": time.time() + 60}}))
+    printed = cli("put", url, "a.md", given="a\n", expect=EXIT_STORE)
+    flat = "".join(printed.split())
+    assert "invalid_text" in printed and str(cache).replace(" ", "") in flat and "Delete" in printed, printed
+    assert cli("put", url, "a.md", "--principal", "alice", given="a\n").startswith("a.md: now version 1")
