@@ -58,6 +58,9 @@ lint: $(STAMP) $(TOOLS_STAMP)
 # `make test` was 450 s of its 480 s budget with lint first). Its output follows the tests'.
 LINT_LOG := $(VENV)/lint.log
 test:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || echo "make test: installing Debian's chromium" \
+	  "with apt-get in the background, for the browser tests (apt may upgrade system packages it depends on;" \
+	  "log: $(CHROMIUM_LOG)). Install chromium first, or run as a user, to skip this." >&2
 	@mkdir -p $(VENV); ( $(install_chromium) ) > $(CHROMIUM_LOG) 2>&1 & installing=$$!; \
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(TOOLS_STAMP) || exit 1; \
 	$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1 & linting=$$!; \

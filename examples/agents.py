@@ -170,3 +170,45 @@ def memory_agent(
     if isinstance(model, str):
         return HarnessBuilder().build(AgentSpec(model=model), output_type=str, capabilities=[memory])
     return HarnessBuilder().build(AgentSpec(), output_type=str, model=model, capabilities=[memory])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m examples.agents [URL]`: one agent, driven by the scripted offline model, writes a
+    note in a file memory (by default a new one in a temporary directory) and says what it did."""
+    import argparse
+    import asyncio
+    import tempfile
+
+    from bucket_memory import open_store
+
+    parser = argparse.ArgumentParser(prog="python -m examples.agents", description=main.__doc__)
+    parser.add_argument("url", nargs="?", help="a file memory's URL (default: a new one in a temporary directory)")
+    given = parser.parse_args(argv).url
+
+    async def run(url: str) -> None:
+        transcript = Transcript()
+        steps = [call("create", path="notes/ada.md", content="# ada\n- read the team index\n"), call("view", path="")]
+        script, calls = persevering(steps), []
+
+        def recorded(seen: Transcript) -> ToolCall | None:
+            if (made := script(seen)) is not None:
+                calls.append(f"{made[0]} {made[1].get('path')!r}")
+            return made
+
+        async with open_store(url) as store:
+            model = scripted_model(recorded, transcript)
+            agent = memory_agent(store, model, origin=Origin(run_id="example", principal_id="ada"))
+            output = (await agent.run("Add a note about yourself, then look at the memory.")).output_or_raise()
+            print(f"ada's run on {url} made {len(transcript.answers)} tool calls and answered {output!r}:")
+            for made, answer in zip(calls, transcript.answers, strict=True):
+                print(f"  {made}: {answer}")
+            print("the memory now holds: " + ", ".join(entry.path for entry in await store.list()))
+
+    with tempfile.TemporaryDirectory() as scratch:
+        asyncio.run(run(given or f"{scratch}/team"))
+        if not given:
+            print("(the memory was in a temporary directory, now removed: give a URL to keep one)")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import importlib.util
 import multiprocessing
 import os
 import subprocess
@@ -41,6 +42,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
+from bucket_memory.installing import install_hint
 from bucket_memory.testing.emulators import moto_server
 from examples.agents import MEMORY, Step, Transcript, call, memory_agent, persevering, scripted_model
 from examples.record_agents import recall, remember
@@ -197,7 +199,12 @@ async def seed(url: str) -> None:
                     raise
 
 
-async def show(url: str, reports: list[AgentReport]) -> None:
+# The command as a reader in the checkout types it: .venv/bin/bucket-memory, which no PATH needs to hold.
+COMMAND = os.path.relpath(Path(sys.executable).with_name("bucket-memory"))
+
+
+async def show(url: str, reports: list[AgentReport]) -> list[str]:
+    """The memory, its history and a restore; the arguments of the command that undoes the restore."""
     async with open_store(url) as store:
         listing = Table("path", "version", "bytes", "description", title="The shared memory now", box=None)
         for entry in await store.list():
@@ -222,10 +229,11 @@ async def show(url: str, reports: list[AgentReport]) -> None:
         restored = await MemoryAdmin(store).restore(
             "index.md", first_index, origin=Origin(run_id="demo", principal_id="operator")
         )
+        undo = ["restore", url, "index.md", "--version", str(int(restored or 0) - 1)]
         text = (
             f"index.md restored to version {first_index} as a new commit, version {restored}:\n"
             f"{(await store.read('index.md')).text.strip()}\n\n"
-            f"Undo it with: bucket-memory restore {url} index.md --version {int(restored or 0) - 1}"
+            f"Undo it with: {COMMAND} {' '.join(undo)} (run below)"
         )
         console.print(Panel(Text(text), title="Restore"))
 
@@ -244,17 +252,27 @@ async def show(url: str, reports: list[AgentReport]) -> None:
         "An uncontended write is one PutObject (If-None-Match: *) and a fresh read one GetObject; a lost race "
         "adds a read of the winner's commit, and the tool layer reads each file before it writes it."
     )
+    return undo
 
 
-def show_cli(url: str) -> None:
-    """The same memory through the command line, while the local S3 still runs."""
-    command = str(Path(sys.executable).with_name("bucket-memory"))
-    for arguments in (["log", url, "--limit", "6"], ["verify", url]):
-        console.rule(f"$ bucket-memory {' '.join(arguments)}")
+def show_cli(url: str, undo: list[str], *, local: bool) -> None:
+    """The same memory through the command line, as a reader would type it, while the local S3 still
+    runs: the history, the undo of the restore, a verify."""
+    for arguments in (["log", url, "--limit", "6"], undo, ["verify", url]):
+        console.rule()
+        console.print(Text(f"$ {COMMAND} {' '.join(arguments)}"), soft_wrap=True)  # whole, to copy
         environment = {**os.environ, "COLUMNS": str(console.width)}
-        done = subprocess.run([command, *arguments], capture_output=True, text=True, check=False, env=environment)
+        done = subprocess.run([COMMAND, *arguments], capture_output=True, text=True, check=False, env=environment)
         console.print(Text(done.stdout + done.stderr))
-    console.print("Run it on a real bucket: .venv/bin/python -m examples.demo s3://your-bucket/team [--model ...]")
+        if done.returncode != 0:
+            raise SystemExit(f"{COMMAND} {' '.join(arguments)} failed (exit {done.returncode})")
+    if local:
+        console.print(
+            f"The demo's local S3 stops when it ends, and its memory with it. {COMMAND} works the same on a "
+            "local memory (a plain path) or a bucket of yours."
+        )
+    python = os.path.relpath(Path(sys.executable).with_name("python"))
+    console.print(f"Run the demo on a real bucket: {python} -m examples.demo s3://your-bucket/team [--model ...]")
 
 
 def main() -> None:
@@ -266,6 +284,8 @@ def main() -> None:
         "(default: openai:gpt-5-mini when OPENAI_API_KEY is set, else scripted)",
     )
     arguments = parser.parse_args()
+    if arguments.url is None and importlib.util.find_spec("moto") is None:
+        parser.exit(2, f"error: the demo's local S3 is moto: {install_hint('emulators')}; or give a bucket's URL\n")
     model = arguments.model or ("openai:gpt-5-mini" if os.environ.get("OPENAI_API_KEY") else "scripted")
     with ExitStack() as stack:
         url = arguments.url or _local_s3(stack)
@@ -283,8 +303,8 @@ def main() -> None:
             console.print(
                 f"[green]{report.name}[/green] finished after {report.tool_calls} tool calls: {report.output}"
             )
-        asyncio.run(show(url, reports))
-        show_cli(url)
+        undo = asyncio.run(show(url, reports))
+        show_cli(url, undo, local=arguments.url is None)
         show_records(f"{url.rstrip('/')}-facts", context)
 
 

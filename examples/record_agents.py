@@ -55,3 +55,28 @@ async def _recall(url: str, question: str) -> list[str]:
         result = await record_agent(store, scripted_model(in_order([]), transcript)).run(question)
     result.output_or_raise()
     return [prompt for prompt in transcript.prompts if prompt.startswith("<memory-recall")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m examples.record_agents [URL]`: one run remembers a fact in a record memory (by
+    default a new one in a temporary directory), another recalls it; each says what it did."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m examples.record_agents", description=main.__doc__)
+    parser.add_argument("url", nargs="?", help="a record memory's URL (default: a new one in a temporary directory)")
+    given = parser.parse_args(argv).url
+    with tempfile.TemporaryDirectory() as scratch:
+        url = given or f"{scratch}/facts"
+        fact, question = "The team drinks green tea at standup.", "Which tea should I bring to standup tomorrow?"
+        answers = remember(url, fact, "ada")
+        print(f"ada's run called memory_record_add on {url}: {fact!r} (the tool answered {answers[0]!r})")
+        blocks = recall(url, question)
+        print(f"grace's run asked only {question!r}; the harness recalled before the model's first turn:")
+        print(blocks[0] if blocks else "(nothing: the record memory lost the fact)")
+        if not given:
+            print("(the memory was in a temporary directory, now removed: give a URL to keep one)")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,9 +195,9 @@ def test_every_public_name_resolves_from_the_package() -> None:
 
 def test_aws_cli_habits_get_a_hint_not_silence(tmp_path: Path) -> None:
     """Issue 45: a file's path run into the memory's URL, and - given as the path."""
-    printed = cli("cat", "s3://b/teams/blue/notes/release.md", expect=2)
-    assert "Missing argument 'PATH'" in printed and "s3://b/teams/blue notes/release.md" in printed
-    printed = json.loads(cli("cat", "s3://b/teams", "--json", expect=2))
+    printed = cli("cat", "s3://acme/teams/blue/notes/release.md", expect=2)
+    assert "Missing argument 'PATH'" in printed and "s3://acme/teams/blue notes/release.md" in printed
+    printed = json.loads(cli("cat", "s3://acme/teams", "--json", expect=2))
     assert "notes/tea.md" in printed["error"]["message"] + printed["error"].get("hint", "")
     memory = str(tmp_path / "memory")
     printed = cli("put", memory, "-", given="green tea\n", expect=2)
@@ -209,3 +210,12 @@ def test_help_paragraphs_are_not_broken_mid_phrase() -> None:
     """A docstring's line breaks are not the help's: each paragraph wraps at the terminal's width."""
     assert "2 the command line was wrong" in cli("--help")
     assert "the bucket's old versions of them" in cli("erase", "--help")
+
+
+def test_help_lists_the_days_commands_first() -> None:
+    """`--help` listed erase first (registration order, by module name); docs/cli.md follows it."""
+    printed = cli("--help")
+    listed = re.findall(r"^│ (\w+) ", printed, flags=re.M)
+    assert listed[:7] == ["ls", "cat", "put", "rm", "mv", "grep", "diff"] and listed[-1] == "erase", listed
+    reference = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    assert re.findall(r"^## `(\w+)`", reference, flags=re.M)[:2] == ["ls", "cat"]

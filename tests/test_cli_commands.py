@@ -8,7 +8,9 @@ import getpass
 import json
 import re
 import socket
-from datetime import UTC, datetime
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +252,7 @@ def test_cloud_options_and_principal(s3_endpoint: str, monkeypatch: pytest.Monke
     assert by[0] == "alice" and by[1].startswith("arn:aws:"), "the cloud identity, from STS"
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     assert cli_json("cat", url, "a.md", "--endpoint-url", s3_endpoint, "--region", "us-east-1")["text"] == "b\n"
-    assert "profile" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_STORE)
+    assert "'no-such-profile-here'" in cli("ls", url, "--profile", "no-such-profile-here", expect=EXIT_USAGE)
 
 
 def test_the_caller_is_named_off_the_event_loop_and_only_by_commands_that_commit(
@@ -465,7 +467,8 @@ def test_log_and_records_fit_80_columns_and_wide_shows_everything(url: str) -> N
     assert by[2] == "alice" and all(by[row].startswith("agent-role") for row in (0, 1, 3)), "an ARN by its name"
     wide = "\n".join(table_at(1000, "log", url, "--wide"))
     assert cells(wide.splitlines(), "time", "action") == [revision["time"] for revision in revisions]
-    assert all(f" {value} " in wide for value in (AGENT.principal_id, AGENT.run_id, AGENT.tool_call_id, long))
+    ended = "\n".join(f"{line} " for line in wide.splitlines())  # a line's last value ends it: no padding
+    assert all(f" {value} " in ended for value in (AGENT.principal_id, AGENT.run_id, AGENT.tool_call_id, long))
 
     listed = table_at(80, "ls", url)
     assert cells(listed, "path", "version") == ["notes/archive/release-planning.md", "todo.md"]
@@ -480,6 +483,20 @@ def test_log_and_records_fit_80_columns_and_wide_shows_everything(url: str) -> N
     assert any(text.endswith("…") and statement.startswith(text[:-1]) for text in texts), "cut on one line"
     wide = "\n".join(table_at(1000, "records", "ls", url, "--wide"))
     assert statement in wide and all(record["updated_at"] in wide for record in added)
+
+
+def test_a_table_written_to_a_file_is_whole_and_unpadded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal and with no COLUMNS, a table is not cut at rich's 80 columns nor padded."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    url = str(tmp_path / "facts")
+    statement = "The team drinks green tea at standup, every morning at nine, except on Fridays (coffee). " * 2
+    cli_json("records add", url, statement.strip())
+    for words in (("records", "ls", url), ("records", "search", url, "tea"), ("ls", url)):
+        result = CliRunner().invoke(app, list(words))
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert all(line == line.rstrip() for line in lines), "no padding"
+        assert "…" not in result.stdout and (words[0] == "ls" or statement.strip() in result.stdout)
 
 
 def test_ages_are_short_and_exact_past_a_month() -> None:
@@ -548,8 +565,57 @@ def test_the_callers_identity_is_asked_of_sts_once_per_access_key(s3_endpoint: s
     assert first is not None and first.startswith("arn:aws:")
     cache = identity._cache()
     assert len(json.loads(cache.read_text())) == 1 and oct(cache.stat().st_mode)[-3:] == "600"
-    cache.write_text(json.dumps({key: "arn:aws:iam::1:user/cached" for key in json.loads(cache.read_text())}))
+    (key,) = json.loads(cache.read_text())
+    cache.write_text(json.dumps({key: {"arn": "arn:aws:iam::1:user/cached", "until": time.time() + 60}}))
     assert identity.cloud_identity(url) == "arn:aws:iam::1:user/cached", "the second asks no one"
-    for hostile in ("[1, 2]", "{", '{"k": ' * 5000 + "1" + "}" * 5000, "\x00"):
+    for hostile in ("[1, 2]", "{", '{"k": ' * 5000 + "1" + "}" * 5000, "\x00", json.dumps({key: "arn:aws:x"})):
         cache.write_text(hostile)
         assert identity.cloud_identity(url) == first
+
+
+def test_a_cached_principal_expires_so_a_renamed_user_is_named_anew(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 56: the principal cached per access key was kept until 64 newer keys pushed it out, so
+    a renamed IAM user's commits (its keys keep working) were attributed to the old name for good.
+    An answer is trusted an hour at most, and not past the credentials' own expiry."""
+    import botocore.session
+
+    from bucket_memory.cli import identity
+
+    iam = botocore.session.get_session().create_client("iam")
+    name = f"user-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=name)
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    before = time.time()
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}"
+    iam.update_user(UserName=name, NewUserName=f"{name}-renamed")
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}", "within the hour: the cache"
+    cache = identity._cache()
+    entries = json.loads(cache.read_text())
+    ((cached, entry),) = entries.items()
+    assert before + 3600 >= entry["until"] - 1 and entry["until"] <= time.time() + 3600, "an hour at most"
+    cache.write_text(json.dumps({cached: {**entry, "until": time.time() - 1}}))  # as an hour later
+    assert identity.cloud_identity(url) == f"arn:aws:iam::123456789012:user/{name}-renamed"
+
+    class Temporary:
+        _expiry_time = datetime.now(UTC) + timedelta(seconds=60)
+
+    assert identity._until(Temporary()) <= time.time() + 61, "not past the credentials' expiry"
+
+
+def test_a_cached_principal_the_store_refuses_names_the_cache(s3_endpoint: str) -> None:
+    from bucket_memory.cli import identity
+
+    url = f"s3://{BUCKET}/{unique_prefix()}"
+    assert identity.cloud_identity(url) is not None
+    cache = identity._cache()
+    (key,) = json.loads(cache.read_text())
+    cache.write_text(json.dumps({key: {"arn": "arn:aws:iam::1:user/x\x1b[2K", "until": time.time() + 60}}))
+    printed = cli("put", url, "a.md", given="a\n", expect=EXIT_STORE)
+    flat = "".join(printed.split())
+    assert "invalid_text" in printed and str(cache).replace(" ", "") in flat and "Delete" in printed, printed
+    assert cli("put", url, "a.md", "--principal", "alice", given="a\n").startswith("a.md: now version 1")

@@ -152,8 +152,10 @@ def test_an_id_is_taken_by_a_unique_prefix_as_git_takes_a_commits(tmp_path: Path
     assert "record_not_found" in printed and ids[0] in printed and ids[1] in printed and "give more" in printed
     assert json.loads(run("records", "rm", url, "1234F", "--json")) == {"id": ids[2]}  # any case
     assert json.loads(run("records", "rm", url, ids[0][:-1] + "1", "--json")) == {"id": ids[0]}
-    for given in ("abc", "xyz0", "abcd-", "<b>abcd</b>", "9999", "a" * 33):
-        assert "record_not_found" in run("records", "rm", url, given, expect=EXIT_STORE)
+    assert "record_not_found" in run("records", "rm", url, "9999", expect=EXIT_STORE)  # an id no record has
+    for given in ("ab", "abc", "xyz0", "abcd-", "<b>abcd</b>", "a" * 33):  # what no id can be: the command line's
+        assert "is not a record id" in run("records", "rm", url, given, expect=EXIT_USAGE)
+        assert "is not a record id" in run("records", "erase", url, given, "--yes", expect=EXIT_USAGE)
     assert [record["id"] for record in json.loads(run("records", "ls", url, "--json"))] == [ids[1]]
 
 
@@ -218,6 +220,8 @@ def test_a_search_that_finds_nothing_exits_1_as_grep_does(tmp_path: Path) -> Non
     url = str(tmp_path / "facts")
     run("records", "add", url, "The team drinks green tea at standup.")
     assert json.loads(run("records", "search", url, "volcano", "--json", expect=EXIT_PROBLEMS)) == []
+    said = run("records", "search", url, "volcano", expect=EXIT_PROBLEMS)  # words, not an empty table
+    assert said == "no record matches 'volcano'\n", said
     assert json.loads(run("records", "search", url, "tea", "--json"))[0]["text"].startswith("The team")
 
 

@@ -149,6 +149,9 @@ COMMANDS = [
 
 @pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[f"{page}-{n}" for n, (page, _) in enumerate(COMMANDS)])
 def test_bucket_memory_commands_run(page: str, command: str, request: pytest.FixtureRequest) -> None:
+    # Step 5 looks at what `terraform output -raw memory_url` names: here, the page's "Try it" memory.
+    (tried,) = set(re.findall(r'"MEMORY_URL", "(\S+)"', (DOCS / page).read_text()))
+    command = command.replace('"$MEMORY"', tried)
     _bucket_for(command, request)
     arguments = shlex.split(command)[1:]
     url = next(argument for argument in arguments if "://" in argument)
@@ -216,7 +219,7 @@ def test_the_readme_quickstart_runs(
 SHELL_PAGES = ["README.md", *(f"docs/{page}" for page in ("guide.md", *PAGES[1:], "operations.md"))]
 # The first word of every shell line the pages print, by how the suite holds it to the page:
 RUN = {"bucket-memory", "python", "echo", "MODEL=test"}  # run as printed (here or in test_playbooks.py)
-NEEDS_A_CLOUD = {"aws", "gcloud", "docker", "terraform", "curl", "printf", "cd", "pip", "uvicorn"}
+NEEDS_A_CLOUD = {"aws", "gcloud", "docker", "terraform", "curl", "printf", "cd", "pip", "uvicorn", "export"}
 
 
 @pytest.mark.parametrize("page", SHELL_PAGES)

@@ -32,4 +32,4 @@ def test_an_emulator_that_cannot_start_says_why() -> None:
         timeout=60,
         check=False,
     )
-    assert completed.returncode == 2 and "bucket-memory[emulators]" in completed.stderr, completed.stderr
+    assert completed.returncode == 2 and 'pip install -e ".[emulators]"' in completed.stderr, completed.stderr

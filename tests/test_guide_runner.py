@@ -176,6 +176,9 @@ def shell_environment(home: Path, endpoint: str | None = None) -> dict[str, str]
     own = {"MEMORY_URL", "CONVERSATIONS_URL", "MODEL", "OPENAI_API_KEY", "PYTHONPATH"}
     environment = {key: value for key, value in os.environ.items() if not key.startswith(cloud) and key not in own}
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
+    # The checkout's own code, as its own venv's editable install would give it: a worktree that
+    # borrows another checkout's venv would otherwise run that one's (a stale guide would pass).
+    environment["PYTHONPATH"] = str(ROOT / "src")
     environment["AWS_CONFIG_FILE"] = str(home / "aws-config")
     environment["AWS_SHARED_CREDENTIALS_FILE"] = str(home / "aws-credentials")
     environment["CHECKPOINT_DISABLE"] = "1"
@@ -228,8 +231,10 @@ def test_the_lambda_guide_runs_until_the_image_build(tmp_path: Path) -> None:
             "REGION=eu-west-1",
             "ACCOUNT=$(aws sts get-caller-identity",
             "REGISTRY=$ACCOUNT.dkr.ecr.$REGION.amazonaws.com",
+            "BUCKET=agent-memory-$ACCOUNT-$REGION",
             "aws ecr create-repository",
         ]
+        assert run.variables["BUCKET"] == f"agent-memory-{run.variables['ACCOUNT']}-eu-west-1"
         assert run.stopped_at == (
             "docker build --platform linux/amd64 --provenance=false -f deploy/lambda/Dockerfile "
             "-t bucket-memory-agent ."
@@ -335,13 +340,17 @@ def test_the_lambda_guide_deploys_on_moto_until_the_invocation(tmp_path: Path) -
             "REGION=eu-west-1",
             "ACCOUNT=$(aws sts get-caller-identity",
             "REGISTRY=$ACCOUNT.dkr.ecr.$REGION.amazonaws.com",
+            "BUCKET=agent-memory-$ACCOUNT-$REGION",
             "aws ecr create-repository",
             "docker build",
             "aws ecr get-login-password",
             'docker tag bucket-memory-agent "$REGISTRY/bucket-memory-agent:1"',
             'docker push "$REGISTRY/bucket-memory-agent:1"',
             "aws ssm put-parameter",
+            "export TF_VAR_model=openai:gpt-5-mini TF_VAR_model_api_key_parameter=/agents/openai-key",
             "cd terraform/examples/lambda",
+            'export TF_VAR_region="$REGION" TF_VAR_bucket_name="$BUCKET" '
+            'TF_VAR_image_uri="$REGISTRY/bucket-memory-agent:1"',
             "terraform init",
             "terraform apply",
         ]
@@ -357,8 +366,10 @@ def test_the_lambda_guide_deploys_on_moto_until_the_invocation(tmp_path: Path) -
         function = aws("lambda", endpoint, run.variables["REGION"]).get_function(FunctionName=name)
     assert [function["Code"]["ImageUri"]] == docker["pushed"], "the function runs the image the guide pushed"
     looked_at = {word for command in commands if command.startswith("bucket-memory ") for word in command.split()[2:]}
-    assert looked_at == {function["Configuration"]["Environment"]["Variables"]["MEMORY_URL"]}
+    assert looked_at == {'"$MEMORY"'} and "MEMORY=$(terraform output -raw memory_url)" in commands
     outputs = terraform.outputs("examples/lambda")
+    served = function["Configuration"]["Environment"]["Variables"]["MEMORY_URL"]
+    assert outputs["memory_url"] == served and served.startswith(f"s3://{run.variables['BUCKET']}/"), served
     named = set(re.findall(r"terraform output (?:-raw )?(\w+)", (DOCS / LAMBDA).read_text()))
     assert named and named <= outputs.keys(), f"the guide names outputs the example lacks: {named - outputs.keys()}"
 
@@ -376,6 +387,7 @@ def test_the_cloud_run_guide_runs_until_the_first_gcloud(tmp_path: Path) -> None
         "PROJECT=acme-agents",
         "REGION=europe-west1",
         "IMAGE=$REGION-docker.pkg.dev/$PROJECT/agents/service:1",
+        "BUCKET=$PROJECT-agent-memory",
     ]
     assert run.stopped_at == 'gcloud config set project "$PROJECT"'
     words = [shlex.split(flat(command)) for command in commands]
@@ -457,12 +469,50 @@ def test_the_cloud_run_service_serves_as_the_guide_runs_it(tmp_path: Path) -> No
             answer = client.post("/conversations/release-42/messages", json={"message": "ship friday"})
             assert (answer.status_code, answer.json()["answer"]) == (200, "done"), answer.text
         look = [command for command in deploy_commands(CLOUD_RUN) if command.startswith("bucket-memory ")]
-        assert {command.split()[2] for command in look} == {health.json()["memory"]}
-        run = run_as_printed([*exports, *look], cwd=repo, environment=environment, log=tmp_path / "log")
-    assert [head(command) for command in run.ran[len(exports) :]] == [
-        "bucket-memory ls gs://acme-agent-memory/teams/blue",
-        "bucket-memory log gs://acme-agent-memory/teams/blue",
+        assert {command.split()[2] for command in look} == {'"$MEMORY"'}, "step 5 looks at what Terraform names"
+        served = f"MEMORY={health.json()['memory']}"  # what `terraform output -raw memory_url` names there
+        run = run_as_printed([*exports, served, *look], cwd=repo, environment=environment, log=tmp_path / "log")
+    assert [head(command) for command in run.ran[len(exports) + 1 :]] == [
+        'bucket-memory ls "$MEMORY"',
+        'bucket-memory log "$MEMORY"',
     ]
-    listed, logged = run.printed[len(exports) :]
+    listed, logged = run.printed[len(exports) + 1 :]
     assert re.search(r"notes/0001\.md .* - ship friday", listed), listed
     assert re.search(r"write +notes/0001\.md +cloud-run +release-42", logged), "the service's write, as its run"
+
+
+@pytest.mark.parametrize(("page", "scheme"), [(LAMBDA, "s3"), (CLOUD_RUN, "gs")])
+def test_the_emulator_a_guide_starts_makes_a_bucket_doctor_passes(page: str, scheme: str, tmp_path: Path) -> None:
+    """Issue 56: the guides' "Try it" emulator made an unversioned bucket, which `doctor` (and every
+    write's warning) then rejected; as printed, it now makes the bucket versioned, as `init` would."""
+    repo = checkout(tmp_path / "repo")
+    environment = shell_environment(tmp_path)
+    emulator = try_it_commands(page)[0]
+    bucket = shlex.split(emulator)[shlex.split(emulator).index("--bucket") + 1]
+    with serving(emulator, cwd=repo, environment=environment, ready=lambda line: line.startswith("#")) as printed:
+        exports = [line for line in printed if line.startswith("export ")]
+        doctor = f"bucket-memory doctor {scheme}://{bucket}/teams/blue --principal tester"
+        run = run_as_printed([*exports, doctor], cwd=repo, environment=environment, log=tmp_path / "log")
+    assert run.printed[-1].startswith("ok: "), run.printed[-1]
+
+
+@pytest.mark.parametrize(("page", "example"), [(LAMBDA, "lambda"), (CLOUD_RUN, "cloud-run")])
+def test_a_guide_tears_down_what_it_made(page: str, example: str) -> None:
+    """Issue 56: neither guide said how to remove what it made, and `terraform destroy` stops at a
+    bucket that holds memories. Each now ends with a teardown the example's inputs allow: apply
+    with force_destroy (passed to the bucket module), then destroy, then the image's repository."""
+    commands = [flat(command) for command in deploy_commands(page)]
+    teardown = commands[commands.index("terraform apply -var force_destroy=true") :]
+    assert teardown[1] == "terraform destroy -var force_destroy=true", teardown
+    assert any(re.search(r"repositor(y|ies) delete|delete-repository", command) for command in teardown[2:]), teardown
+    main = (ROOT / "terraform" / "examples" / example / "main.tf").read_text()
+    assert 'variable "force_destroy"' in main and re.search(r"force_destroy\s*=\s*var\.force_destroy", main)
+
+
+def test_provider_versions_are_bounded_to_a_major() -> None:
+    """Issue 56: `>= 5.30` let a first `terraform init` take a new major nobody tested."""
+    constraints = re.findall(
+        r'source\s*=\s*"hashicorp/\w+"\s*\n\s*version\s*=\s*"([^"]+)"',
+        "\n".join(path.read_text() for path in (ROOT / "terraform").rglob("*.tf")),
+    )
+    assert len(constraints) == 4 and all(re.fullmatch(r"~> \d+\.\d+", found) for found in constraints), constraints

@@ -75,3 +75,12 @@ def test_the_wheel_runs_alone_in_a_clean_environment(built: dict[str, Path], tmp
         "assert 'aiobotocore' not in sys.modules and 'google.cloud.storage' not in sys.modules\n"
     )
     run(python, "-c", script)
+
+
+def test_the_metadata_is_a_version_twine_checks(built: dict[str, Path]) -> None:
+    """Issue 56: `make dist` failed: an unpinned build backend wrote Metadata-Version 2.5, which
+    `twine check` (6.x, the Makefile's) refuses; pyproject.toml bounds hatchling to one that writes 2.4."""
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        (metadata,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+        first = wheel.read(metadata).decode().splitlines()[0]
+    assert first == "Metadata-Version: 2.4", first

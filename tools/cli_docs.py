@@ -57,6 +57,13 @@ def reference() -> str:
         ]
         lines += ["| argument or option | meaning |", "| --- | --- |"]
         lines += [f"| {name_} | {meaning.replace('|', '\\|')} |" for name_, meaning in rows]
+        cloud = [
+            f"`{parameter.opts[0]}`"
+            for parameter in command.params
+            if getattr(parameter, "rich_help_panel", None) == "Cloud" and isinstance(parameter, click.Option)
+        ]
+        if cloud:
+            lines.append(f"| {' '.join(cloud)} | the cloud options, as the top of this page says |")
         key = name.replace(" ", "-")
         if key in OUTPUTS:
             lines += ["", f"`--json` prints what [cli/schemas/{key}.json](cli/schemas/{key}.json) describes."]
@@ -67,10 +74,11 @@ def reference() -> str:
 def _commands(group: click.Group, context: click.Context) -> list[tuple[str, click.Command, click.Context]]:
     """Every command with its full name (`records ls` for one of a group) and its parent's context."""
     found: list[tuple[str, click.Command, click.Context]] = []
-    for name, command in group.commands.items():
+    for name in group.list_commands(context):  # in the order --help lists them
+        command = group.commands[name]
         if isinstance(command, click.Group):
             inner = click.Context(command, info_name=name, parent=context)
-            found += [(f"{name} {sub}", each, inner) for sub, each in command.commands.items()]
+            found += [(f"{name} {sub}", command.commands[sub], inner) for sub in command.list_commands(inner)]
         else:
             found.append((name, command, context))
     return found

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
+from .installing import install_hint
 from .log.options import LogOptions, Ranking
 from .objects.credentials import no_google_credentials
 from .objects.interface import ObjectStore
@@ -151,7 +152,7 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
             from .objects.s3_obstore import ObstoreS3ObjectStore
         except ImportError:
             raise MemoryStoreError(
-                "unavailable", "s3_layer='obstore' needs obstore: pip install 'bucket-memory[fast]'."
+                "unavailable", f"s3_layer='obstore' needs obstore: {install_hint('fast')}."
             ) from None
         return ObstoreS3ObjectStore(bucket=bucket, prefix=prefix)
     if layer != "aiobotocore":
@@ -159,7 +160,7 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
     try:
         from .objects.s3 import S3ObjectStore
     except ImportError:
-        raise MemoryStoreError("unavailable", "s3:// needs aiobotocore: pip install 'bucket-memory[s3]'.") from None
+        raise MemoryStoreError("unavailable", f"s3:// needs aiobotocore: {install_hint('s3')}.") from None
     return S3ObjectStore(bucket=bucket, prefix=prefix)
 
 
@@ -168,9 +169,7 @@ def _gcs_client() -> Any:
         from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
     except ImportError:
-        raise MemoryStoreError(
-            "unavailable", "gs:// needs google-cloud-storage: pip install 'bucket-memory[gcs]'."
-        ) from None
+        raise MemoryStoreError("unavailable", f"gs:// needs google-cloud-storage: {install_hint('gcs')}.") from None
     try:
         return storage.Client()
     except DefaultCredentialsError as error:

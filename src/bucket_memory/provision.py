@@ -432,8 +432,13 @@ def _lock_down(access: Any) -> None:
     access.public_access_prevention = "enforced"
 
 
+class VersioningOff(MemoryStoreError):
+    """An existing bucket keeps no versions and init was not asked to turn them on: the caller's
+    choice to make (--enable-versioning, or another bucket), not a failure of the cloud."""
+
+
 def _versioning_off(bucket: str) -> MemoryStoreError:
-    return MemoryStoreError(
+    return VersioningOff(
         "unavailable",
         f"The bucket {bucket} exists with object versioning off, so `recover` could not bring back deleted "
         "memories. Run init again with --enable-versioning to turn it on (old versions are then kept for "

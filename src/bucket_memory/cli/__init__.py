@@ -1,11 +1,12 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `failures` how a command fails; `tables` how it shows a
-table; `files`, `history`, `erase`, `records` and `browse` hold the commands, and the operator's
-`import_export`, `maintenance` and `provisioning`; `output` the models of their --json output.
-Importing this package registers every command, module by module in the order of the import below
-(alphabetical, as ruff sorts it): that is the order `--help` and docs/cli.md list them in, so a
-module's name places its commands. The commands import the store's modules inside their bodies:
+`base` holds what every command shares; `failures` how a command fails; `interrupts` what one
+stopped by Ctrl-C says it left; `tables` how it shows a table; `visible` how what a memory holds is
+printed without the terminal acting on it; `files`, `history`, `erase`, `records` and `browse` hold
+the commands, and the operator's `import_export`, `maintenance` and `provisioning`; `output` the
+models of their --json output.
+Importing this package registers every command; `--help` and docs/cli.md list them in the order
+`failures.HELP_ORDER` gives, the day's commands first. The commands import the store's modules inside their bodies:
 `--help` and `--version` then import neither the harness's memory package (most of a second) nor
 a cloud SDK, which `test_help_and_version_import_nothing_of_the_store` holds.
 """
@@ -21,9 +22,9 @@ import traceback
 # PYDANTIC_DISABLE_PLUGINS says otherwise.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
 
-from . import browse, erase, files, history, import_export, maintenance, provisioning, records
+from . import browse, erase, files, history, import_export, interrupts, maintenance, provisioning, records
 from .base import app
-from .failures import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
+from .failures import EXIT_NO_MEMORY, EXIT_PIPE, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, ReaderGone
 
 
 def main() -> None:
@@ -40,7 +41,11 @@ def main() -> None:
     except SystemExit as done:
         code = _status(done.code)
     except KeyboardInterrupt:
-        code = 130
+        print(interrupts.outcome(), file=sys.stderr)
+        code = interrupts.EXIT_INTERRUPTED
+    except ReaderGone:  # `| head`: stop quietly, as coreutils and git do when SIGPIPE ends them
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered, to nowhere
+        code = EXIT_PIPE
     except BaseException:  # what click does not catch: its traceback, as Python would print it
         traceback.print_exc()
         code = 1
@@ -48,8 +53,8 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader gone (`| head`): 120, as Python's own exit says
-            code = code or 120
+        except (OSError, ValueError):  # a reader gone (`| head -0`) as the output is flushed
+            code = code or EXIT_PIPE
     os._exit(code)
 
 

@@ -10,7 +10,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence, Sized
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import click
 import typer
 from pydantic import TypeAdapter
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from . import interrupts, versioning
+from .checks import checked_principal, checked_profile, checked_url
 from .failures import EXIT_CODES, EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, JsonFailuresGroup, fail
 from .identity import cloud_identity, os_user
+from .visible import VisibleConsole, visible_json
 
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -44,63 +46,10 @@ app = typer.Typer(
     suggest_commands=False,  # click suggests a near command itself: typer's would say it twice
     cls=JsonFailuresGroup,
 )
-# Paths, texts and messages come from the memory: printed literally, never read as rich markup.
-out = Console(soft_wrap=True, markup=False, highlight=False)
-err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
-
-
-@contextmanager
-def as_usage(param_hint: str | None = None) -> Iterator[None]:
-    """The store's refusal of something the command line gave (a URL, a path, a version, a pattern)
-    as a usage error, exit code 2: checked before anything is opened, it is the command line that
-    is wrong."""
-    from a13n_harness.providers.memory import MemoryStoreError
-
-    try:
-        yield
-    except MemoryStoreError as error:
-        raise typer.BadParameter(str(error), param_hint=param_hint) from None
-
-
-def checked_url(value: str) -> str:
-    from ..objects.urls import parse_url
-
-    with as_usage():
-        parse_url(value)
-    return value
-
-
-def checked_version(value: str | None) -> str | None:
-    from ..admin import version_seq
-
-    if value is not None:
-        with as_usage():
-            version_seq(value)
-    return value
-
-
-def checked_path(value: str | None) -> str | None:
-    from a13n_harness.providers.memory import FileFormat
-
-    from ..format import wire_values
-
-    if value == "-":  # aws-cli's standard input, never a file name here
-        raise typer.BadParameter("- is standard input, not a file's path: name the file, then - (`put URL PATH -`).")
-    if value is not None:
-        with as_usage():
-            wire_values.checked_path(value, FileFormat())  # the format every command opens its store with
-    return value
-
-
-def _checked_principal(value: str | None) -> str | None:
-    from a13n_harness.providers.memory import Origin
-
-    from ..format.wire_values import checked_origin
-
-    if value is not None:
-        with as_usage():
-            checked_origin(Origin(principal_id=value))
-    return value
+# Paths, texts and messages come from the memory: printed literally, never read as rich markup, and
+# with their control characters shown, never acted on by the terminal (visible.py).
+out = VisibleConsole(soft_wrap=True, markup=False, highlight=False)
+err = VisibleConsole(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 Url = Annotated[str, typer.Argument(help=f"The memory: {URL_FORMS}.", show_default=False, callback=checked_url)]
@@ -141,14 +90,14 @@ _CLOUD_PARAMETERS = [
         annotation=Annotated[str | None, typer.Option(help=text, rich_help_panel="Cloud", callback=check)],
     )
     for name, text, check in (
-        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", None),
+        ("profile", "AWS: the profile from ~/.aws/config (else AWS_PROFILE).", checked_profile),
         ("region", "AWS: the region (else AWS_REGION / AWS_DEFAULT_REGION).", None),
         ("endpoint_url", "S3: an endpoint such as http://127.0.0.1:5000 (else AWS_ENDPOINT_URL).", None),
         ("project", "GCS: the Google Cloud project (else GOOGLE_CLOUD_PROJECT).", None),
         (
             "principal",
             "Who changes are attributed to (else the cloud identity, else the OS user).",
-            _checked_principal,
+            checked_principal,
         ),
     )
 ]
@@ -218,7 +167,9 @@ def origin(command_name: str, url: str) -> Origin:
 
     given = _cloud.get()
     principal = (given.principal if given else None) or cloud_identity(url) or os_user()
-    return Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
+    made = Origin(run_id=f"bucket-memory {command_name}", principal_id=principal)
+    interrupts.named(made)
+    return made
 
 
 async def named(command_name: str, url: str) -> Origin:
@@ -246,6 +197,7 @@ def run[T](
     read_only: bool = False,
     new_ok: bool = False,
     log_only: bool = False,
+    says_versioning: bool = False,
 ) -> T:
     """Open the memory, run `work` on it, and turn a store error into a message and exit code 3.
 
@@ -254,22 +206,38 @@ def run[T](
     it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers); so does
     one that writes through the log's own operations alone (`log_only`: put, rm, mv), which never
     touches stored versions. Unless `new_ok`, a URL where nothing was ever written is exit code 4
-    (a mistyped URL)."""
+    (a mistyped URL). A change reads the bucket's versioning beside its work, and warns when it is
+    off (`versioning.py`: once a day a bucket; through aiobotocore, which reads it), unless the
+    command `says_versioning` itself."""
     from ..admin import MemoryAdmin
     from ..connect import open_store
 
-    fast = (read_only or log_only) and importlib.util.find_spec("obstore") is not None
+    checking = not read_only and not says_versioning and versioning.to_check(url)
+    fast = (read_only or (log_only and not checking)) and importlib.util.find_spec("obstore") is not None
     layer: Literal["aiobotocore", "obstore"] = "obstore" if fast else "aiobotocore"
 
     async def opened() -> T:
-        async with open_store(url, read_only=read_only, s3_layer=layer) as store:
-            if not new_ok:
-                await _check_memory_there(store)
-            return await work(MemoryAdmin(store))
+        with interrupts.cancelled_on_interrupt():
+            async with open_store(url, read_only=read_only, s3_layer=layer) as store:
+                if not new_ok:
+                    await _check_memory_there(store)
+                admin = MemoryAdmin(store)
+                if not checking:
+                    return await work(admin)
+                warning = asyncio.create_task(versioning.warn_if_off(admin, url))
+                try:
+                    result = await work(admin)
+                except BaseException:
+                    warning.cancel()
+                    raise
+                _warn(*await asyncio.gather(warning, return_exceptions=True))
+                return result
 
+    if not read_only:
+        interrupts.changing(url)
     with store_errors():
         try:
-            return asyncio.run(opened())
+            return _interruptible(opened)
         except _NoMemory:
             fail(
                 "no_memory",
@@ -277,6 +245,24 @@ def run[T](
                 hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
                 exit_code=EXIT_NO_MEMORY,
             )
+
+
+def _warn(found: str | BaseException | None) -> None:
+    """The versioning warning a change's check found, if any (a check that failed says nothing:
+    the command's own outcome is what matters)."""
+    if isinstance(found, str):
+        err.print(found)
+
+
+def _interruptible[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(work())`; once Ctrl-C cancelled it, whatever it raised as it unwound is the
+    interrupt (main() says what landed)."""
+    try:
+        return asyncio.run(work())
+    except BaseException:
+        if interrupts.interrupted():
+            raise KeyboardInterrupt from None
+        raise
 
 
 async def _check_memory_there(store: LogFileStore) -> None:
@@ -301,8 +287,8 @@ def store_errors() -> Iterator[None]:
         yield
     except MemoryStoreError as error:
         fail(error.code, str(error), hint=_hint(error), exit_code=EXIT_STORE)
-    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt):
-        raise  # a usage error keeps its exit code 2
+    except (click.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
+        raise  # a usage error keeps its exit code 2; an interrupt and a closed pipe are main()'s
     except Exception as error:  # a failure nobody mapped: still a message and exit code 3, not a traceback
         fail(
             "unexpected",
@@ -386,7 +372,7 @@ def emit(value: object, as_json: bool, human: Callable[[], object]) -> None:
         human()
         return
     adapter: TypeAdapter[Any] = TypeAdapter(list[Any] if isinstance(value, list) else type(value))
-    sys.stdout.write(adapter.dump_json(value, indent=2).decode() + "\n")
+    sys.stdout.write(visible_json(adapter.dump_json(value, indent=2).decode()) + "\n")
 
 
 @contextmanager

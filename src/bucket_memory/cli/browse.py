@@ -36,7 +36,9 @@ def browse(
 
         from ..browser import browser_app, new_token
     except ImportError:
-        err.print("browse needs its web stack: pip install 'bucket-memory[browse]'")
+        from ..installing import install_hint
+
+        err.print(f"browse needs its web stack: {install_hint('browse')}")
         raise typer.Exit(EXIT_USAGE) from None
     made = made_embedder(embedder)  # a name this installation cannot use is a usage error, before serving
     run(lambda admin: admin.store.list(), url, read_only=True)  # a wrong URL fails here, with its message

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, Yes, ask, checked_path, command, count, emit, err, listed, origin, out, run
+from .base import Json, Url, Yes, ask, command, count, emit, err, listed, origin, out, run
+from .checks import checked_path
 
 if TYPE_CHECKING:
     from ..admin import MemoryAdmin

@@ -16,24 +16,28 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 import typer
 from pydantic import TypeAdapter, ValidationError
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
+
+from . import interrupts
+from .visible import VisibleConsole, visible_json
 
 if TYPE_CHECKING:
     from .output import FailureCode
 
 
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_NO_MEMORY = 1, 2, 3, 4
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `git log | head -1`'s git, or coreutils' seq
 EXIT_CODES = (
     "Exit codes: 0 done; 1 verify or doctor found a problem, grep or records search found nothing, or a change "
     "was declined; 2 the command line "
     "was wrong, or a change needs --yes off a terminal; 3 the store refused or failed (the message says why "
-    "and what to do); 4 no memory at the URL (nothing was ever written there)."
+    "and what to do); 4 no memory at the URL (nothing was ever written there); 130 interrupted (Ctrl-C; one line says "
+    "what landed); 141 the reader of its output went away (`| head`), silently, as git and coreutils do."
 )
 
 _as_json: ContextVar[bool] = ContextVar("bucket_memory_cli_json_failures", default=False)
-_stderr = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+_stderr = VisibleConsole(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 def fail(code: FailureCode, message: str, *, exit_code: int, hint: str | None = None) -> NoReturn:
@@ -53,7 +57,7 @@ def report(code: FailureCode, message: str, hint: str | None = None) -> None:
         code, message = "unexpected", f"{message} (code {code!r})"
     if _as_json.get():
         failed = Failed(error=Failure(code=code, message=message, hint=hint))
-        sys.stdout.write(failed.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(visible_json(failed.model_dump_json(indent=2)) + "\n")
         return
     _stderr.print(Text("error", style="red"), Text(f" ({code}): {message}"), sep="")
     if hint:
@@ -72,10 +76,28 @@ def asks_json(words: Sequence[str]) -> bool:
     return "--json" in words[: words.index("--") if "--" in words else len(words)]
 
 
+class ReaderGone(Exception):
+    """The command's standard output is a pipe whose reader closed it (`| head -1`). click would
+    exit 1 for it, which here means "found nothing"; main() ends with EXIT_PIPE instead."""
+
+
+# The order --help and docs/cli.md list the commands in: a day's reading and writing first, then
+# the records, setting up, moving files in and out, looking after a memory, and erasing.
+HELP_ORDER = (
+    *("ls", "cat", "put", "rm", "mv", "grep", "diff", "log", "restore", "rollback", "records", "browse"),
+    *("memories", "init", "doctor", "policy", "import", "export", "verify", "stats", "recover", "compact", "erase"),
+)
+
+
 class JsonFailuresGroup(TyperGroup):
     """The app's command group. It reads --json off the raw command line before parsing it, so
     that a failure anywhere, in parsing included, is reported as the command line asked; without
-    --json, click and typer report their own usage errors as they always do."""
+    --json, click and typer report their own usage errors as they always do. It lists its
+    commands in HELP_ORDER (any it does not name last)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: HELP_ORDER.index(name) if name in HELP_ORDER else len(HELP_ORDER))
 
     def main(
         self,
@@ -101,7 +123,17 @@ class JsonFailuresGroup(TyperGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         with _click_failures():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                raise ReaderGone from None
+            except KeyboardInterrupt:  # typer would exit 130 and say nothing of what landed
+                said = interrupts.outcome()
+                if _as_json.get():
+                    report("aborted", said)
+                else:
+                    _stderr.print(said)
+                raise click.exceptions.Exit(interrupts.EXIT_INTERRUPTED) from None
 
 
 @contextmanager

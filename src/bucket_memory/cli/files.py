@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, as_usage, checked_path, checked_version, command, emit, err, naming, out, run
-from .failures import EXIT_PROBLEMS
+from .base import Json, Url, command, emit, err, naming, out, run
+from .checks import as_usage, checked_path, checked_version
+from .failures import EXIT_PROBLEMS, EXIT_STORE, fail
 from .tables import Column, Wide, show
+from .visible import holds_controls, visible
 
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import FileText
@@ -92,10 +94,33 @@ def cat(
     """
     from .output import File
 
-    found = run(
-        lambda admin: admin.store.read(path) if version is None else admin.read_at(path, version), url, read_only=True
-    )
-    emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: sys.stdout.write(found.text))
+    async def read(admin: MemoryAdmin) -> FileText:
+        from a13n_harness.providers.memory import MemoryStoreError
+
+        try:
+            return await (admin.store.read(path) if version is None else admin.read_at(path, version))
+        except MemoryStoreError as error:
+            inside = f"{path}/"
+            if error.code == "not_found" and any(entry.path.startswith(inside) for entry in await admin.store.list()):
+                raise MemoryStoreError(
+                    "not_found", f"{path} is a folder, not a file: `bucket-memory ls {url} {path}/` lists its files."
+                ) from None
+            raise
+
+    found = run(read, url, read_only=True)
+    emit(File(path=found.path, version=found.version, text=found.text), as_json, lambda: _write_as_is(found.text))
+
+
+def _write_as_is(text: str) -> None:
+    """A file's text as it is stored, which a pipe or a redirection needs byte for byte; on a
+    terminal, with a warning on stderr first when it holds control characters (as `less` warns)."""
+    if sys.stdout.isatty() and holds_controls(text):
+        err.print(
+            "warning: this file holds control characters, which your terminal acts on as printed below; "
+            "`bucket-memory cat --json` shows them escaped."
+        )
+        err.file.flush()
+    sys.stdout.write(text)
 
 
 @command()
@@ -122,6 +147,7 @@ def put(
     from .output import Written
 
     text = _source_text(source, allow_empty=allow_empty)
+    _check_size(text, source)
 
     async def write(admin: MemoryAdmin) -> str:
         store, who = admin.store, naming("put", url)
@@ -253,9 +279,24 @@ def diff(
     def human() -> None:
         for note in erased:
             err.print(f"{path}@{note}")
-        sys.stdout.write(lines)
+        sys.stdout.write(visible(lines))
 
     emit(Diff(path=path, start=start, end=end or "now", diff=lines, erased=erased), as_json, human)
+
+
+def _check_size(text: str, source: str | None) -> None:
+    """A text larger than a memory file may be, refused before anything is opened, with its size."""
+    from a13n_harness.providers.memory import FileFormat
+
+    limit, size = FileFormat().max_file_bytes, len(text.encode())
+    if size > limit:
+        fail(
+            "too_large",
+            f"{'standard input' if source in (None, '-') else source} has {size} bytes; a memory file has at most "
+            f"{limit} bytes. Nothing was written.",
+            hint="Split the text into several files (`bucket-memory import` writes a directory of them as one commit).",
+            exit_code=EXIT_STORE,
+        )
 
 
 def _on_terminal() -> bool:

@@ -13,8 +13,6 @@ from .base import (
     Json,
     Url,
     Yes,
-    checked_path,
-    checked_version,
     command,
     confirm,
     emit,
@@ -23,6 +21,7 @@ from .base import (
     out,
     run,
 )
+from .checks import checked_path, checked_version
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from .base import (
     run,
 )
 from .failures import EXIT_PROBLEMS
+from .versioning import versioning_warning
 
 if TYPE_CHECKING:
     from ..admin import MemoryAdmin
@@ -123,7 +124,7 @@ def recover(
 
     when = moment(as_of) if as_of is not None else None
     who = origin("recover", url)
-    done = run(lambda admin: admin.recover(None, origin=who), url, new_ok=True)
+    done = run(lambda admin: admin.recover(None, origin=who), url, new_ok=True, says_versioning=True)
     as_of_commit = None
     if when is not None:
         changes = run(lambda admin: admin.preview_recover_as_of(when), url)
@@ -164,16 +165,6 @@ def recover(
     )
     if done.versioning != "enabled":
         err.print(versioning_warning(done.versioning, url))
-
-
-def versioning_warning(versioning: str, url: str) -> str:
-    """What recover and doctor warn when the bucket's versioning (its state, or "unknown") is not enabled."""
-    if versioning == "unknown":
-        return f"warning: cannot read the versioning of {url} (no permission); recovery depends on it."
-    return (
-        f"warning: versioning is {versioning} on {url}: a deleted or overwritten object cannot be brought back. "
-        "Turn it on (`bucket-memory init --enable-versioning`)."
-    )
 
 
 def _sized(count: int) -> str:

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import URL_FORMS, Json, Url, app, as_usage, checked_url, command, emit, err, out, run, store_errors
-from .failures import EXIT_PROBLEMS, EXIT_STORE
-from .maintenance import versioning_warning
+from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, store_errors
+from .checks import as_usage, checked_url
+from .failures import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, fail
+from .versioning import bucket_of, versioning_warning
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -73,12 +74,20 @@ def init(
     """
     import os
 
-    from ..provision import InitOptions, init_bucket
+    from ..provision import InitOptions, VersioningOff, init_bucket
 
     project = os.environ.get("GOOGLE_CLOUD_PROJECT")
     options = InitOptions(enable_versioning, noncurrent_days, tls_only, project, location, kms_key)
     with store_errors():
-        plan = init_bucket(url, options, dry_run=dry_run)
+        try:
+            plan = init_bucket(url, options, dry_run=dry_run)
+        except VersioningOff as error:
+            fail(
+                "usage",
+                str(error),
+                hint=f"`bucket-memory init {bucket_of(url)} --enable-versioning` turns it on.",
+                exit_code=EXIT_USAGE,
+            )
     _show_plan(plan, err if as_json else out)
     if dry_run:
         emit(
@@ -186,16 +195,18 @@ def doctor(url: Url, as_json: Json = False) -> None:
         return await admin.recovery.versioning()
 
     try:
-        versioning = run(work, url, new_ok=True)
+        versioning = run(work, url, new_ok=True, says_versioning=True)
     except typer.Exit as exit:
         raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
-    emit(
-        Checked(create_only=True, versioning=versioning),
-        as_json,
-        lambda: out.print(f"ok: {url} refuses duplicate creates and its memory loads"),
-    )
-    if versioning not in (None, "enabled"):
-        err.print(versioning_warning(versioning, url))
+    whole = versioning in (None, "enabled")  # else no "ok:" line: the warning, and exit 1
+
+    def said() -> None:
+        if whole:
+            out.print(f"ok: {url} refuses duplicate creates and its memory loads")
+
+    emit(Checked(create_only=True, versioning=versioning), as_json, said)
+    if not whole:
+        err.print(versioning_warning(versioning or "unknown", url))
         raise typer.Exit(EXIT_PROBLEMS)
 
 

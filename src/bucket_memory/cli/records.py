@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, cast
@@ -10,7 +11,7 @@ import click
 import typer
 
 from ..log.options import RANKINGS, Ranking
-from .base import Json, Url, Yes, app, command, emit, named, out, run
+from .base import Json, Url, Yes, app, command, emit, err, named, out, run
 from .erase import DryRun
 from .failures import EXIT_PROBLEMS
 from .tables import Column, Wide, age, show
@@ -159,7 +160,14 @@ def search(
     made = made_embedder(embedder)
     work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
     found = [_record(record) for record in run(work, url, read_only=True)]
-    emit(found, as_json, lambda: _table(found, scored=True, wide=wide))
+
+    def human() -> None:
+        if found:
+            _table(found, scored=True, wide=wide)
+        else:  # not an empty table: words, on stderr (stdout stays empty for a script)
+            err.print(f"no record matches {query[:80]!r}")
+
+    emit(found, as_json, human)
     if not found:  # as grep: a script can tell a search that found nothing
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -182,6 +190,18 @@ def add(
     emit(added, as_json, lambda: out.print(f"added {added.id}"))
 
 
+# A record's id as LogRecordStore.full_id takes one: 4 to 32 of its hex digits, in any case.
+_ID = re.compile(r"[0-9a-f]{4,32}")
+
+
+def _checked_id(value: str) -> str:
+    """An id that cannot name a record, refused as the command line's mistake (exit 2) before the
+    memory is read: a record not found is exit 3."""
+    if _ID.fullmatch(value.strip().lower()) is None:
+        raise typer.BadParameter(f"{value[:80]!a} is not a record id: give 4 to 32 of its hex digits, such as 5f0c.")
+    return value
+
+
 @command("rm", group=records)
 def rm(
     url: Url,
@@ -191,6 +211,7 @@ def rm(
             metavar="ID",
             help="The record's id, or its first 4 or more hex digits if no other starts so.",
             show_default=False,
+            callback=_checked_id,
         ),
     ],
     as_json: Json = False,
@@ -220,6 +241,7 @@ def erase(
             help="The record's id, or its first 4 or more hex digits if no other live record's start so; "
             "a deleted record by its whole id.",
             show_default=False,
+            callback=_checked_id,
         ),
     ],
     dry_run: DryRun = False,

@@ -1,9 +1,11 @@
 """Tables for people at a terminal: they fit its width, 80 columns and up, keep whole every value
 that names something (a version, an id, a path), and show times as ages; with --wide, every value
-whole and times exact, on lines as wide as they need."""
+whole and times exact, on lines as wide as they need. Written to a file or a pipe (with no COLUMNS
+set), a table cuts nothing and pads no line's end."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +16,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from .base import out
+from .visible import visible
 
 Wide = Annotated[
     bool,
@@ -38,29 +41,42 @@ class Column:
 
 def show(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bool) -> None:
     """Print `rows` under `columns` on stdout, fitted to the terminal, or whole with `wide`."""
-    if not wide:  # one line per row where values are cut: a newline in one would start another
-        rows = [
-            [
-                cell.replace("\n", " ") if column.fit == "cut" else cell
-                for column, cell in zip(columns, row, strict=True)
-            ]
-            for row in rows
+    # Control characters shown, before the widths are measured; one line per row where values are
+    # cut (a newline in one would start another).
+    rows = [
+        [
+            visible(cell.replace("\n", " ") if column.fit == "cut" and not wide else cell)
+            for column, cell in zip(columns, row, strict=True)
         ]
+        for row in rows
+    ]
     natural = [
         max([_width(column.header), *(_width(row[index]) for row in rows)]) for index, column in enumerate(columns)
     ]
-    widths = natural if wide else _fitted(columns, natural, out.width - _PADDING * len(columns))
+    room = None if wide else _room()
+    widths = natural if room is None else _fitted(columns, natural, room - _PADDING * len(columns))
     table = Table(box=None, width=sum(widths) + _PADDING * len(columns))  # may be wider than the terminal
     for column, width in zip(columns, widths, strict=True):
         table.add_column(
             column.header,
             width=width,
-            no_wrap=wide or column.fit != "fold",
+            no_wrap=room is None or column.fit != "fold",
             overflow="fold" if column.fit == "fold" else "ellipsis",
         )
     for row in rows:
         table.add_row(*row)
-    out.print(table)
+    if out.is_terminal:
+        out.print(table)
+        return
+    with out.capture() as captured:  # for a file or a pipe: no padding at the ends of the lines
+        out.print(table)
+    out.file.write("".join(f"{line.rstrip()}\n" for line in captured.get().splitlines()))
+
+
+def _room() -> int | None:
+    """The width to fit a table in: the terminal's, or COLUMNS where it is set; None for a file or a
+    pipe, whose lines are as wide as they need (a cut there would lose what a script reads)."""
+    return out.width if out.is_terminal or os.environ.get("COLUMNS") else None
 
 
 def _width(text: str) -> int:

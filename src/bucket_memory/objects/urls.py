@@ -56,13 +56,20 @@ def parse_url(url: str | os.PathLike[str]) -> MemoryUrl:
 
 
 def check_prefix(prefix: str, bucket_url: str) -> None:
-    """Refuse a key prefix inside the folders a memory keeps its objects in.
+    """Refuse a key prefix with a relative segment (. or ..), or inside the folders a memory keeps
+    its objects in.
 
     A memory at `P` owns `P/log/` and `P/checkpoints/`; one opened at `P/log` would put its objects
     among them. Readers ignore keys they do not own, so nothing breaks, but the mix-up is refused.
     """
     segments = prefix.split("/") if prefix else []
     for index, segment in enumerate(segments):
+        if segment in (".", ".."):  # a key, not a path: S3 and GCS keep the segment, clients may not
+            raise MemoryStoreError(
+                "invalid_path",
+                f"{bucket_url}/{prefix} has a {segment!r} segment: a prefix names its folders whole "
+                f"({bucket_url}/teams/blue, never {bucket_url}/teams/../blue).",
+            )
         if segment in RESERVED_FOLDERS:
             owner = "/".join(segments[:index])
             raise MemoryStoreError(

