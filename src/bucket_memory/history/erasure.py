@@ -35,6 +35,7 @@ from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObje
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
+from ..log.commit_log import CommitLog
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
@@ -146,7 +147,7 @@ class Erasure:
         origin = checked_origin(origin)
         await self.rewriting.check()
         path = checked_path(path, self.store.format)
-        if await self._record_earlier(path):
+        if await _record_earlier(self.log, path):
             logger.warning("%s: recorded the erasure of %s that an earlier release made", self.log.location, path)
         target = await self._target(path)
         erasure = target.lineages.erasure(target.path, target.files)
@@ -189,24 +190,6 @@ class Erasure:
             tuple(rewritten),
             (*dropped, *(f"{version.key}@{version.version}" for version in deleted), *staged),
         )
-
-    async def _record_earlier(self, path: str) -> bool:
-        """Record the erasures of `path` in the retained log that releases before erasure records
-        committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
-        applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
-        the file). Whether there were any: the operator, running `erase` on the path, vouches for them."""
-        commits = await History(self.log).commits()
-        checkpoints = [seq for seq, _ in await self.log.reader.list_checkpoints()]
-        recorded = False
-        for commit in commits:
-            if commit.erasure_authorized or path not in erased_paths(commit):
-                continue
-            after = next((seq for seq in checkpoints if seq >= commit.seq), None)
-            if after is None or path in (await History(self.log).state_at(after)).files:
-                continue
-            await self.log.reader.erasures.create(commit, commit.moment.timestamp())
-            recorded = True
-        return recorded
 
     async def returned(self, path: str) -> tuple[int, list[str]] | None:
         """For a file an erasure erased: that erasure's seq and the current objects that hold one of
@@ -374,6 +357,25 @@ class Erasure:
                 f"No file of {self.log.location} was ever at {target.path}, in the retained history or in the "
                 "bucket's versions: nothing to erase. `bucket-memory log URL` lists the paths it holds.",
             )
+
+
+async def _record_earlier(log: CommitLog, path: str) -> bool:
+    """Record the erasures of `path` in the retained log that releases before erasure records
+    committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
+    applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
+    the file). Whether there were any: the operator, running `erase` on the path, vouches for them."""
+    commits = await History(log).commits()
+    checkpoints = [seq for seq, _ in await log.reader.list_checkpoints()]
+    recorded = False
+    for commit in commits:
+        if commit.erasure_authorized or path not in erased_paths(commit):
+            continue
+        after = next((seq for seq in checkpoints if seq >= commit.seq), None)
+        if after is None or path in (await History(log).state_at(after)).files:
+            continue
+        await log.reader.erasures.create(commit, commit.moment.timestamp())
+        recorded = True
+    return recorded
 
 
 def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:

@@ -91,9 +91,6 @@ class Committer:
                 resolve(batch, planned, None)
                 return None
             commit = await self._made(state, accepted, folds, batch[0].origin)
-            for request, _ in accepted:
-                if request.before_create is not None:
-                    await request.before_create(commit)
             # A batch that goes on as intents if it loses needs only the winner (whether it took
             # our place) and no catch-up: publishing an intent lists the log itself.
             handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
@@ -141,7 +138,8 @@ class Committer:
         fallback: Origin,
     ) -> Commit:
         """The commit of the accepted requests' changes (and the intents it settles) after `state`,
-        under the first caller's origin, each other caller's change under its own."""
+        under the first caller's origin, each other caller's change under its own; what its requests
+        must store before it is created (`Request.before_create`) is stored."""
         first = accepted[0][0].origin if accepted else fallback
         changes = tuple(
             change if request.origin == first else change.model_copy(update={"origin": request.origin})
@@ -164,7 +162,11 @@ class Committer:
         if any(isinstance(change, Erase) for change in changes) and not any(r.before_create for r, _ in accepted):
             # Only `erase` records an erasure; readers would find any other commit of one void.
             raise MemoryStoreError("forbidden", "Only `bucket-memory erase` commits an erasure.")
-        return await off_loop(text_bytes(changes), make)
+        commit = await off_loop(text_bytes(changes), make)
+        for request, _ in accepted:
+            if request.before_create is not None:  # what must be stored before the commit is (an erasure's record)
+                await request.before_create(commit)
+        return commit
 
     def _hand_over(self, batch: Sequence[Request]) -> list[Request]:
         """After a lost race, the requests that go on as intents (answered `HandedOver`), when the
