@@ -78,7 +78,8 @@ HOSTILE_PREFIXES: list[tuple[str, str]] = [
     ("teams//blue", "no empty segment"),
     ("teams/../red", "a . or .. segment"),
     ("./teams", "a . or .. segment"),
-    ("teams/log", "log or checkpoints segment"),
+    ("teams/log", "log, checkpoints or erasures segment"),
+    ("teams/erasures/blue", "log, checkpoints or erasures segment"),  # its agents would write the records
     ("x" * 944, "at most 943 characters"),
 ]
 # Prefixes both accept.
