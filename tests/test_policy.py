@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
+from bucket_memory.format.wire_values import checkpoint_key, erasure_record_key, intent_key, log_key, run_key
 from bucket_memory.objects.urls import parse_url
 from bucket_memory.policy import (
     BUCKET_PATTERNS,
@@ -23,11 +24,12 @@ from bucket_memory.policy import (
     REFUSED_SEGMENTS,
     access_policy,
     gcs_condition,
+    gcs_write_condition,
     memory_prefixes,
     operator_policy,
 )
 
-from .helpers import cli
+from .helpers import cli, iam_enforced_moto
 from .test_terraform import GOOD_PREFIXES, HOSTILE_PREFIXES
 
 MODULES = Path(__file__).parent.parent / "terraform" / "modules"
@@ -160,3 +162,120 @@ def test_the_gcs_condition_admits_every_prefix_and_no_more() -> None:
     condition = gcs_condition("acme", prefixes)
     assert condition is not None
     assert _condition_prefixes(condition) == [f"projects/_/buckets/acme/objects/{prefix}" for prefix in prefixes]
+
+
+# The keys a memory writes, relative to its prefix (`MEMORY_KEYS`), and the records only operators write.
+MEMORY_KEYS = [
+    log_key(7),
+    run_key(7),
+    checkpoint_key(7),
+    intent_key(1_700_000_000_000, 7, "0" * 32),
+    "doctor/0123456789abcdef.json",
+]
+RECORD = erasure_record_key(7, "0" * 64)
+# Memories under the granted `teams/` and `teams/blue/`: those two, one nested under a grant but not
+# granted itself, and one whose last segment ends in "erasures" (a pattern like teams/*erasures/*
+# would refuse its log).
+MEMORIES = ["teams/", "teams/blue/", "teams/green/x/", "teams/old-erasures/"]
+GRANTED = ["teams/", "teams/blue/"]
+
+
+def _s3_allows(policy: dict[str, Any], action: str, key: str) -> bool:
+    """Whether IAM lets a holder of `policy` alone do `action` on `key` of bucket acme: an explicit Deny
+    that matches outweighs every Allow."""
+    resource = f"arn:aws:s3:::acme/{key}"
+    matching = [
+        statement
+        for statement in policy["Statement"]
+        if action in _listed(statement["Action"])
+        and any(_iam_matches(pattern, resource) for pattern in _listed(statement["Resource"]))
+    ]
+    return any(s["Effect"] == "Allow" for s in matching) and not any(s["Effect"] == "Deny" for s in matching)
+
+
+def _listed(value: str | list[str]) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_only_operators_create_or_delete_an_erasure_record_on_s3() -> None:
+    agent, operator = access_policy("acme", GRANTED), operator_policy("acme", GRANTED)
+    for memory in MEMORIES:
+        for key in [*MEMORY_KEYS, RECORD]:
+            for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+                assert _s3_allows(operator, action, memory + key), (action, memory + key)
+                allowed = key != RECORD or action == "s3:GetObject"
+                assert _s3_allows(agent, action, memory + key) == allowed, (action, memory + key)
+    assert not _s3_allows(agent, "s3:PutObject", f"other/{RECORD}"), "nor anything outside the prefixes"
+    # The whole bucket: every memory's records, none of its keys.
+    whole = access_policy("acme", [""])
+    assert not _s3_allows(whole, "s3:PutObject", RECORD) and not _s3_allows(whole, "s3:DeleteObject", f"a/b/{RECORD}")
+    assert all(_s3_allows(whole, "s3:PutObject", f"a/{key}") for key in MEMORY_KEYS)
+
+
+def _cel_admits(condition: str, name: str) -> bool:
+    """How IAM reads a condition made of `resource.name.startsWith("...")`, `resource.type == "..."`,
+    `!`, `&&`, `||` and parentheses, for the object `name` of bucket acme."""
+    python = re.sub(r'resource\.name\.startsWith\(("[^"]*")\)', r"name.startswith(\1)", condition)
+    python = python.replace("resource.type ==", "kind ==").replace("&&", " and ").replace("||", " or ")
+    python = python.replace("!", " not ")
+    assert re.fullmatch(r'([ ()]|name\.startswith\("[^"]*"\)|kind == "[^"]*"|and|or|not)*', python), condition
+    scope = {"name": f"projects/_/buckets/acme/objects/{name}", "kind": "storage.googleapis.com/Object"}
+    return bool(eval(python, {"__builtins__": {}}, scope))  # checked above to be only these words
+
+
+def test_agents_on_gcs_write_under_their_prefixes_but_no_erasure_record() -> None:
+    """The agents' objectUser binding; their objectViewer binding and the operators' objectUser one
+    admit every object under the prefixes (test_the_gcs_condition_admits_every_prefix_and_no_more)."""
+    writes = gcs_write_condition("acme", GRANTED)
+    read = gcs_condition("acme", GRANTED)
+    assert read is not None
+    for memory in MEMORIES:
+        for key in MEMORY_KEYS:
+            assert _cel_admits(writes, memory + key) and _cel_admits(read, memory + key), memory + key
+        assert _cel_admits(read, memory + RECORD), "agents read every record"
+        # Named in the grant, a memory's records are refused; nested under one and not named, they
+        # are not (IAM conditions compare only a name's start and end: docs/design.md says so).
+        assert _cel_admits(writes, memory + RECORD) == (memory not in GRANTED), memory
+    assert not _cel_admits(writes, f"other/{MEMORY_KEYS[0]}")
+    whole = gcs_write_condition("acme", [""])
+    assert _cel_admits(whole, f"a/{MEMORY_KEYS[0]}") and not _cel_admits(whole, RECORD)
+
+
+def test_moto_enforcing_iam_refuses_the_agents_an_erasure_record_and_admits_the_operators() -> None:
+    """moto evaluates a user's policies as IAM does for these documents: `*` spans `/`, an explicit
+    Deny outweighs any Allow (it ignores conditions, which these object statements have none of)."""
+    import botocore.exceptions
+    import botocore.session
+
+    with iam_enforced_moto(
+        "acme",
+        {"agent": json.dumps(access_policy("acme", GRANTED)), "operator": json.dumps(operator_policy("acme", GRANTED))},
+    ) as act_as:
+
+        def s3() -> Any:
+            return botocore.session.get_session().create_client("s3")
+
+        def refused(call: Callable[[], object]) -> bool:
+            with pytest.raises(botocore.exceptions.ClientError) as caught:
+                call()
+            return bool(caught.value.response["Error"]["Code"] == "AccessDenied")
+
+        act_as("operator")
+        for memory in ("teams/", "teams/green/x/"):
+            s3().put_object(Bucket="acme", Key=memory + RECORD, Body=b"{}")
+        act_as("agent")
+        agent = s3()
+        for memory in ("teams/", "teams/green/x/"):
+            assert agent.get_object(Bucket="acme", Key=memory + RECORD)["Body"].read() == b"{}"
+            assert refused(lambda: agent.put_object(Bucket="acme", Key=memory + RECORD, Body=b"forged"))  # noqa: B023
+            assert refused(lambda: agent.delete_object(Bucket="acme", Key=memory + RECORD))  # noqa: B023
+            assert refused(lambda: agent.put_object(Bucket="acme", Key=f"{memory}erasures/x", Body=b"x"))  # noqa: B023
+        for memory in MEMORIES:
+            agent.put_object(Bucket="acme", Key=memory + log_key(1), Body=b"{}")
+            agent.delete_object(Bucket="acme", Key=memory + log_key(1))
+        assert refused(lambda: agent.put_object(Bucket="acme", Key="other/" + log_key(1), Body=b"{}"))
+        act_as("operator")
+        operator = s3()
+        operator.put_object(Bucket="acme", Key=f"teams/blue/{RECORD}", Body=b"{}")
+        operator.delete_object(Bucket="acme", Key=f"teams/blue/{RECORD}")
+        assert operator.get_object(Bucket="acme", Key=f"teams/{RECORD}")["Body"].read() == b"{}", "not forged"

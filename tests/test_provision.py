@@ -190,18 +190,26 @@ def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
 
 def test_policy_prints_the_grants_for_one_bucket() -> None:
     agent = json.loads(run("policy", "s3://acme/teams/blue", "s3://acme/teams/blue/", "s3://acme/ops"))
-    (objects, listing) = agent["Statement"]
+    (objects, listing, erasures) = agent["Statement"]
     assert objects["Resource"] == ["arn:aws:s3:::acme/teams/blue/*", "arn:aws:s3:::acme/ops/*"]
+    assert erasures["Effect"] == "Deny" and erasures["Resource"] == [
+        "arn:aws:s3:::acme/teams/blue/erasures/*",
+        "arn:aws:s3:::acme/teams/blue/*/erasures/*",
+        "arn:aws:s3:::acme/ops/erasures/*",
+        "arn:aws:s3:::acme/ops/*/erasures/*",
+    ]
     assert listing["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "ops/*"]
     assert not any("Version" in str(statement["Action"]) for statement in agent["Statement"])
     operator = json.loads(run("policy", "--operator", "s3://acme"))
+    assert all(statement["Effect"] == "Allow" for statement in operator["Statement"]), "operators write records"
     granted = {s["Action"] for s in operator["Statement"][2:]}
     assert {"s3:ListBucketVersions", "s3:GetObjectVersion", "s3:DeleteObjectVersion"} <= granted
     erase = next(s for s in operator["Statement"] if s["Action"] == "s3:DeleteObjectVersion")
     assert erase["Resource"] == ["arn:aws:s3:::acme/*"], "erase deletes old versions under the prefixes only"
     assert operator["Statement"][0]["Resource"] == ["arn:aws:s3:::acme/*"], "a bucket URL grants the whole bucket"
     keyed = json.loads(run("policy", "s3://acme/t", "--kms-key", "arn:aws:kms:eu-west-1:123456789012:key/k-1"))
-    assert keyed["Statement"][-1]["Condition"]["StringEquals"]["kms:ViaService"] == "s3.eu-west-1.amazonaws.com"
+    (key,) = [statement for statement in keyed["Statement"] if statement["Sid"] == "MemoryEncryptionKey"]
+    assert key["Condition"]["StringEquals"]["kms:ViaService"] == "s3.eu-west-1.amazonaws.com"
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import open_store
-from bucket_memory.policy import access_policy, operator_policy
+from bucket_memory.policy import access_policy, gcs_condition, gcs_write_condition, operator_policy
 from bucket_memory.testing.emulators import moto_server
 
 from .helpers import cli, point_at_moto
@@ -78,7 +78,8 @@ HOSTILE_PREFIXES: list[tuple[str, str]] = [
     ("teams//blue", "no empty segment"),
     ("teams/../red", "a . or .. segment"),
     ("./teams", "a . or .. segment"),
-    ("teams/log", "log or checkpoints segment"),
+    ("teams/log", "log, checkpoints or erasures segment"),
+    ("teams/erasures/blue", "log, checkpoints or erasures segment"),  # its agents would write the records
     ("x" * 944, "at most 943 characters"),
 ]
 # Prefixes both accept.
@@ -138,6 +139,30 @@ def test_both_modules_validate_prefixes_alike() -> None:
 
     s3, gcs = prefix_rules("s3-memory-bucket"), prefix_rules("gcs-memory-bucket")
     assert next(iter(s3.values()))["validation"] == next(iter(gcs.values()))["validation"]
+
+
+def test_the_gcs_modules_conditions_are_what_policy_prints(terraform: Terraform) -> None:
+    """The GCS module's locals, evaluated by terraform without the google provider (a root holding
+    them alone), equal `gcs_condition` and `gcs_write_condition`."""
+    source = (TERRAFORM_TREE / "modules" / "gcs-memory-bucket" / "main.tf").read_text()
+    start = source.index("\nlocals {") + 1
+    end = source.index("\n}\n", start) + 3
+    root = terraform.tree / "gcs-conditions"
+    root.mkdir()
+    (root / "main.tf").write_text(
+        'variable "bucket_name" {\n  type = string\n}\nvariable "prefixes" {\n  type = list(string)\n}\n'
+        + source[start:end]
+        + 'output "access_condition" {\n  value = local.whole_bucket ? null : local.condition\n}\n'
+        + 'output "write_condition" {\n  value = local.write_condition\n}\n'
+    )
+    terraform("gcs-conditions", "init")
+    for given in (["teams/blue", "teams/blue/", "ops"], ["", "teams/blue"]):
+        variables = ["-var", "bucket_name=acme", "-var", f"prefixes={_hcl(given)}"]
+        terraform("gcs-conditions", "apply", "-auto-approve", *variables)
+        outputs = terraform.outputs("gcs-conditions")  # a null output is left out
+        prefixes = list(dict.fromkeys(f"{prefix.strip('/')}/" if prefix.strip("/") else "" for prefix in given))
+        assert outputs.get("access_condition") == gcs_condition("acme", prefixes), given
+        assert outputs["write_condition"] == gcs_write_condition("acme", prefixes), given
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +244,8 @@ def test_both_policies_grant_the_key_and_only_the_operator_reads_versions(applie
             "arn:aws:s3:::applied/teams/green/*",
         ]
     assert not any("Version" in str(statement["Action"]) for statement in agent.values())
+    assert agent["OnlyOperatorsWriteErasureRecords"]["Effect"] == "Deny"
+    assert all(statement["Effect"] == "Allow" for statement in operator.values()), "operators write records"
     assert operator["ListMemoryVersions"]["Condition"]["StringLike"]["s3:prefix"] == ["teams/blue/*", "teams/green/*"]
     assert sorted(operator["ReadMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
     assert sorted(operator["EraseMemoryVersions"]["Resource"]) == sorted(agent["MemoryObjects"]["Resource"])
@@ -259,6 +286,30 @@ async def test_the_agent_policy_admits_its_prefixes_and_refuses_others(applied: 
         async with open_store("s3://applied/teams/red") as other:
             await other.write("plan.md", "sneak\n", expected=None, origin=Origin())
     assert caught.value.code == "forbidden"
+
+
+@pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer
+def test_only_the_operator_writes_erasure_records_under_the_applied_policies(applied: dict[str, Any]) -> None:
+    import botocore.exceptions
+    import botocore.session
+
+    record = "teams/blue/erasures/00000000000000000002-" + "0" * 64 + ".json"
+    applied["act_as"]("operator")
+    botocore.session.get_session().create_client("s3").put_object(Bucket="applied", Key=record, Body=b"{}")
+    applied["act_as"]("agent")
+    agent: Any = botocore.session.get_session().create_client("s3")
+    assert agent.get_object(Bucket="applied", Key=record)["Body"].read() == b"{}"
+    forgeries: list[Callable[[], object]] = [
+        lambda: agent.put_object(Bucket="applied", Key=record, Body=b"forged"),
+        lambda: agent.delete_object(Bucket="applied", Key=record),
+        lambda: agent.put_object(Bucket="applied", Key="teams/green/nested/erasures/x", Body=b"x"),
+    ]
+    for forging in forgeries:
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            forging()
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    applied["act_as"]("operator")
+    botocore.session.get_session().create_client("s3").delete_object(Bucket="applied", Key=record)
 
 
 @pytest.mark.slow  # the provider waits about a minute on moto's lifecycle answer

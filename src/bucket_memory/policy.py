@@ -1,11 +1,13 @@
 """The IAM grants a memory needs, as the Terraform modules write them, for `bucket-memory policy`.
 
 `access_policy` is what agents need on S3: objects under each prefix, listing only under them,
-and the bucket's KMS key through S3 when there is one. `operator_policy` adds what `recover`,
-`compact`, `verify`, `erase` and history need: old versions under the prefixes (reading them, and
-deleting them for `erase`) and the versioning status.
-`gcs_condition` is the IAM condition the GCS module binds `roles/storage.objectUser` with. A test
-holds each to what the modules apply.
+and the bucket's KMS key through S3 when there is one, but never creating or deleting an erasure
+record under any memory's `erasures/` (an explicit Deny). `operator_policy` has the same object
+grants without that Deny, and adds what `recover`, `compact`, `verify`, `erase` and history need:
+old versions under the prefixes (reading them, and deleting them for `erase`) and the versioning
+status. On GCS, `gcs_condition` admits the objects under the prefixes (agents read, operators
+read and write them) and `gcs_write_condition` those agents may write. A test holds each to what
+the modules apply.
 
 Each refuses a bucket or prefix the Terraform modules' validation refuses: the rules below are
 theirs (a test reads them out of variables.tf), so that nothing but letters, digits and `_ . = - /`
@@ -23,7 +25,7 @@ from typing import Any, Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .format.wire_values import RESERVED_FOLDERS, intent_key
+from .format.wire_values import ERASURES_PREFIX, RESERVED_FOLDERS, intent_key
 from .objects.urls import MemoryUrl
 
 type Policy = dict[str, Any]
@@ -56,7 +58,58 @@ def memory_prefixes(urls: Sequence[MemoryUrl]) -> tuple[str, list[str]]:
 
 
 def access_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
-    """The agents' policy: read, write and list exactly what bucket-memory needs under the prefixes."""
+    """The agents' policy: read, write and list exactly what bucket-memory needs under the prefixes,
+    but never create or delete an erasure record (the operator's word that an erasure is one)."""
+    arn = f"arn:aws:s3:::{bucket}"
+    policy = _objects_policy(bucket, prefixes, kms_key_arn)
+    policy["Statement"].append(
+        {
+            # An explicit Deny outweighs every Allow, this policy's and any other the agent holds.
+            "Sid": "OnlyOperatorsWriteErasureRecords",
+            "Effect": "Deny",
+            "Action": ["s3:PutObject", "s3:DeleteObject"],
+            "Resource": [f"{arn}/{key}" for key in erasure_record_patterns(prefixes)],
+        }
+    )
+    return policy
+
+
+def erasure_record_patterns(prefixes: Sequence[str]) -> list[str]:
+    """The keys, as IAM wildcards, of the erasure records of every memory an agent of `prefixes` could
+    write to: each prefix's own, and those of memories nested under it (`*` spans `/`). No other key
+    a memory writes matches: none has an `erasures` segment but the records (a prefix may not)."""
+    own, nested = f"{ERASURES_PREFIX}*", f"*/{ERASURES_PREFIX}*"
+    return [prefix + pattern for prefix in prefixes for pattern in (own, nested)]
+
+
+def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
+    """The operators' policy: the agents' object grants without their Deny (so operators create and
+    delete erasure records), old versions under the prefixes (read, and deleted by `erase`), the
+    versioning status."""
+    arn = f"arn:aws:s3:::{bucket}"
+    policy = _objects_policy(bucket, prefixes, kms_key_arn)
+    policy["Statement"] += [
+        {"Sid": "MemoryVersioningStatus", "Effect": "Allow", "Action": "s3:GetBucketVersioning", "Resource": arn},
+        _listing("ListMemoryVersions", "s3:ListBucketVersions", arn, prefixes),
+        {
+            "Sid": "ReadMemoryVersions",
+            "Effect": "Allow",
+            "Action": "s3:GetObjectVersion",
+            "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
+        },
+        {
+            "Sid": "EraseMemoryVersions",
+            "Effect": "Allow",
+            "Action": "s3:DeleteObjectVersion",
+            "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
+        },
+    ]
+    return policy
+
+
+def _objects_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None) -> Policy:
+    """What agents and operators both hold: objects under each prefix, listing only under them, and
+    the bucket's KMS key through S3 when there is one."""
     check_grantable("s3", bucket, prefixes)
     arn = f"arn:aws:s3:::{bucket}"
     statements: list[dict[str, Any]] = [
@@ -87,38 +140,28 @@ def access_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None 
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
-    """The operators' policy: the agents' grants, old versions under the prefixes (read, and deleted by
-    `erase`), the versioning status."""
-    arn = f"arn:aws:s3:::{bucket}"
-    policy = access_policy(bucket, prefixes, kms_key_arn)
-    policy["Statement"] += [
-        {"Sid": "MemoryVersioningStatus", "Effect": "Allow", "Action": "s3:GetBucketVersioning", "Resource": arn},
-        _listing("ListMemoryVersions", "s3:ListBucketVersions", arn, prefixes),
-        {
-            "Sid": "ReadMemoryVersions",
-            "Effect": "Allow",
-            "Action": "s3:GetObjectVersion",
-            "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
-        },
-        {
-            "Sid": "EraseMemoryVersions",
-            "Effect": "Allow",
-            "Action": "s3:DeleteObjectVersion",
-            "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
-        },
-    ]
-    return policy
-
-
 def gcs_condition(bucket: str, prefixes: Sequence[str]) -> str | None:
-    """The condition of the members' binding; None when a prefix is the whole bucket (no condition)."""
+    """The condition that admits objects under the prefixes and the bucket (listing is checked on it):
+    of the agents' `roles/storage.objectViewer` binding and the operators' `roles/storage.objectUser`
+    binding. None when a prefix is the whole bucket (no condition)."""
     check_grantable("gs", bucket, prefixes)
     if "" in prefixes:
         return None
     objects = f"projects/_/buckets/{bucket}/objects/"
     admitted = [f"resource.name.startsWith({_cel_string(objects + prefix)})" for prefix in prefixes]
     return " || ".join([*admitted, f"resource.type == {_cel_string('storage.googleapis.com/Bucket')}"])
+
+
+def gcs_write_condition(bucket: str, prefixes: Sequence[str]) -> str:
+    """The condition of the agents' `roles/storage.objectUser` binding: objects under the prefixes but
+    under none of their `erasures/`, which only operators create or delete. IAM conditions can only
+    compare `resource.name`'s start and end, so a memory nested under a prefix, and not among
+    `prefixes` itself, is not covered: its `erasures/` is writable by its parent's agents."""
+    check_grantable("gs", bucket, prefixes)
+    objects = f"projects/_/buckets/{bucket}/objects/"
+    admitted = " || ".join(f"resource.name.startsWith({_cel_string(objects + prefix)})" for prefix in prefixes)
+    refused = [f"!resource.name.startsWith({_cel_string(objects + prefix + ERASURES_PREFIX)})" for prefix in prefixes]
+    return " && ".join([f"({admitted})", *refused])
 
 
 def _cel_string(text: str) -> str:
@@ -159,7 +202,7 @@ def _prefix_refusal(prefix: str) -> str | None:
         if segment in REFUSED_SEGMENTS:
             return (
                 f"{segment!r} cannot be a segment of a prefix IAM grants (nor can any of . and .., which are "
-                "relative, and log and checkpoints, the folders a memory keeps its objects in)"
+                "relative, and log, checkpoints and erasures, the folders a memory keeps its objects in)"
             )
     if len(stem) > MAX_PREFIX_CHARS:
         return (

@@ -147,7 +147,7 @@ def policy(
         bool,
         typer.Option(
             help="Also grant what recover, compact, verify, erase and history need: reading old versions, "
-            "and deleting them (erase)."
+            "deleting them (erase), and creating and deleting erasure records, which agents may only read."
         ),
     ] = False,
     kms_key: Annotated[
@@ -157,22 +157,38 @@ def policy(
     """Print the IAM grants the memories need, as the Terraform modules write them; changes nothing.
 
     On S3, a policy document for agents (or, with --operator, for operators), limited to the
-    prefixes; attach it with `aws iam put-role-policy`. On GCS, the condition to bind
-    roles/storage.objectUser with. Example: bucket-memory policy s3://my-memories/team > policy.json
+    prefixes; attach it with `aws iam put-role-policy`. On GCS, each role to bind and its condition.
+    Agents never create or delete an erasure record (only --operator does).
+    Example: bucket-memory policy s3://my-memories/team > policy.json
     """
     from ..objects.urls import parse_url
-    from ..policy import access_policy, gcs_condition, memory_prefixes, operator_policy
+    from ..policy import access_policy, memory_prefixes, operator_policy
 
     with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
         parsed = [parse_url(url) for url in urls]
         bucket, prefixes = memory_prefixes(parsed)
         if parsed[0].scheme == "gs":
-            condition = gcs_condition(bucket, prefixes)
-            out.print("role: roles/storage.objectUser (it includes reading old versions, for recover)")
-            out.print(f"condition: {condition}" if condition else "condition: none (the whole bucket)")
+            _print_gcs_bindings(bucket, prefixes, operator)
             return
         made = operator_policy if operator else access_policy
         out.print(json.dumps(made(bucket, prefixes, kms_key), indent=2))
+
+
+def _print_gcs_bindings(bucket: str, prefixes: list[str], operator: bool) -> None:
+    """The bindings the GCS module makes: operators one, agents two (reading everything, writing all
+    but the erasure records)."""
+    from ..policy import gcs_condition, gcs_write_condition
+
+    condition = gcs_condition(bucket, prefixes)
+    read = f"condition: {condition}" if condition else "condition: none (the whole bucket)"
+    if operator:
+        out.print("role: roles/storage.objectUser (reading and deleting old versions, writing erasure records)")
+        out.print(read)
+        return
+    out.print("role: roles/storage.objectViewer (reading and listing, erasure records included)")
+    out.print(read)
+    out.print("role: roles/storage.objectUser (writing, but no erasure record)")
+    out.print(f"condition: {gcs_write_condition(bucket, prefixes)}")
 
 
 @command()

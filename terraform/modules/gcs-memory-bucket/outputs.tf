@@ -9,6 +9,11 @@ output "memory_urls" {
 }
 
 output "access_condition" {
-  description = "The IAM condition expression of the members' binding, null when a prefix grants the whole bucket."
+  description = "The IAM condition of the members' roles/storage.objectViewer binding and of the operators' roles/storage.objectUser binding, null when a prefix grants the whole bucket."
   value       = local.whole_bucket ? null : local.condition
+}
+
+output "write_condition" {
+  description = "The IAM condition of the members' roles/storage.objectUser binding: under the prefixes, but not under their erasures/."
+  value       = local.write_condition
 }

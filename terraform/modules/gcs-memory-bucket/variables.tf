@@ -39,10 +39,10 @@ variable "prefixes" {
   validation {
     condition = alltrue([
       for prefix in var.prefixes : alltrue([
-        for segment in split("/", trimsuffix(prefix, "/")) : !contains([".", "..", "log", "checkpoints"], segment)
+        for segment in split("/", trimsuffix(prefix, "/")) : !contains([".", "..", "log", "checkpoints", "erasures"], segment)
       ])
     ])
-    error_message = "A prefix may not have a . or .. segment, nor a log or checkpoints segment (the folders a memory keeps its objects in)."
+    error_message = "A prefix may not have a . or .. segment, nor a log, checkpoints or erasures segment (the folders a memory keeps its objects in)."
   }
 
   validation {
@@ -52,13 +52,24 @@ variable "prefixes" {
 }
 
 variable "members" {
-  description = "Who gets object access under the prefixes, such as [\"serviceAccount:agent@project.iam.gserviceaccount.com\"]."
+  description = "Agents: who reads and writes objects under the prefixes, but never an erasure record, such as [\"serviceAccount:agent@project.iam.gserviceaccount.com\"]."
   type        = list(string)
   default     = []
 
   validation {
     condition     = alltrue([for member in var.members : can(regex("^(serviceAccount|user|group|principal|principalSet):.+", member))])
     error_message = "Each member is an IAM principal such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com; allUsers and allAuthenticatedUsers are refused."
+  }
+}
+
+variable "operators" {
+  description = "Who runs erase, recover, compact and verify: the members' access plus creating and deleting erasure records, such as [\"group:memory-operators@example.com\"]."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for member in var.operators : can(regex("^(serviceAccount|user|group|principal|principalSet):.+", member))])
+    error_message = "Each operator is an IAM principal such as group:NAME@example.com; allUsers and allAuthenticatedUsers are refused."
   }
 }
 

@@ -1,6 +1,6 @@
 # A bucket for bucket-memory: versioned (for recovery), encrypted, private, TLS-only, with old
 # versions and stale delete markers expiring, and two IAM policy documents limited to the prefixes:
-# one for agents, one for operators (recover, compact, verify).
+# one for agents, one for operators (recover, compact, verify, erase).
 
 resource "aws_s3_bucket" "memory" {
   #checkov:skip=CKV_AWS_18:Access logging needs a separate log bucket; enable it in your account baseline.
@@ -98,7 +98,8 @@ locals {
   prefixes = distinct([for prefix in var.prefixes : trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"])
 }
 
-data "aws_iam_policy_document" "access" {
+# What agents and operators both hold: objects under the prefixes, listing under them, the key.
+data "aws_iam_policy_document" "objects" {
   statement {
     sid       = "MemoryObjects"
     actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
@@ -129,8 +130,24 @@ data "aws_iam_policy_document" "access" {
   }
 }
 
+# Agents never create or delete an erasure record: `bucket-memory erase` writes one before its
+# erasure commit, and readers take an `erase` change as an erasure only where one names it. The
+# records of each memory and of every memory nested under it (IAM's * spans /); no other key a
+# memory writes has an erasures segment. An explicit Deny outweighs every Allow.
+data "aws_iam_policy_document" "access" {
+  source_policy_documents = [data.aws_iam_policy_document.objects.json]
+  statement {
+    sid       = "OnlyOperatorsWriteErasureRecords"
+    effect    = "Deny"
+    actions   = ["s3:PutObject", "s3:DeleteObject"]
+    resources = flatten([for prefix in local.prefixes : ["${aws_s3_bucket.memory.arn}/${prefix}erasures/*", "${aws_s3_bucket.memory.arn}/${prefix}*/erasures/*"]])
+  }
+}
+
+# Operators hold the objects grants without the agents' Deny: erase creates erasure records, and
+# deletes one whose commit lost its seq.
 data "aws_iam_policy_document" "operator" {
-  source_policy_documents = [data.aws_iam_policy_document.access.json]
+  source_policy_documents = [data.aws_iam_policy_document.objects.json]
   statement {
     sid       = "MemoryVersioningStatus"
     actions   = ["s3:GetBucketVersioning"]

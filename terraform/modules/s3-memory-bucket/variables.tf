@@ -28,10 +28,10 @@ variable "prefixes" {
   validation {
     condition = alltrue([
       for prefix in var.prefixes : alltrue([
-        for segment in split("/", trimsuffix(prefix, "/")) : !contains([".", "..", "log", "checkpoints"], segment)
+        for segment in split("/", trimsuffix(prefix, "/")) : !contains([".", "..", "log", "checkpoints", "erasures"], segment)
       ])
     ])
-    error_message = "A prefix may not have a . or .. segment, nor a log or checkpoints segment (the folders a memory keeps its objects in)."
+    error_message = "A prefix may not have a . or .. segment, nor a log, checkpoints or erasures segment (the folders a memory keeps its objects in)."
   }
 
   validation {
