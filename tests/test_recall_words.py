@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import Origin
 from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
@@ -123,14 +123,15 @@ async def test_a_record_the_embedder_refuses_is_searched_by_words_and_not_asked_
     assert another.calls == 1, "another process reads the mark: it asks only for its query"
 
 
-async def test_an_embedder_that_fails_every_batch_is_unavailable_and_marks_nothing() -> None:
+async def test_an_embedder_that_refuses_every_text_marks_each_once_and_search_answers() -> None:
+    """It answered the query, so its 400s are about the texts: each is marked (named by `records
+    doctor`) and searched by words; before, every search was `unavailable` and nothing was marked."""
     objects = MemoryObjectStore()
     await unembedded(objects, [f"note {n} about green tea" for n in range(5)])
     model = Refusing(lambda text: True)
     store = LogRecordStore(LogFileStore(objects), embedder=Embedder(model), embed_batch=4, origin=ORIGIN)
-    for _ in range(2):
-        with pytest.raises(MemoryStoreError) as caught:
-            await store.search("green tea", limit=3)
-        assert caught.value.code == "unavailable" and "token limit" in str(caught.value)
-    model.refuse = lambda text: False
     assert len(await store.search("green tea", limit=10)) == 5
+    calls = model.calls
+    assert len(await store.search("green tea", limit=10)) == 5
+    assert model.calls == calls + 1
+    assert [len(one.refused) for one in (await store.census()).models] == [5]

@@ -1,0 +1,128 @@
+"""Whatever an embedder raises, a hybrid search answers: records whose texts it fails on alone are
+marked once per space with why (and named by `records doctor`), never sent again while their text
+stays; a failed call or query ranks by words with a notice on the answer and in telemetry.
+
+What a broken implementation would get wrong: two refused records taking every search down with
+nothing marked (a batch whose texts all fail alone was taken for a failing provider), a local
+model's `ValueError` or an SDK's own exception type taking search down (only HTTP 400/413/422
+counted as a text's failure), a failed query failing the search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+from pydantic_ai import Embedder
+from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
+from pydantic_ai.exceptions import ModelHTTPError
+
+from bucket_memory import LogFileStore, LogRecordStore
+from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.records.record_format import RecordBody
+from bucket_memory.runtime import telemetry
+from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+ORIGIN = Origin(principal_id="failures-test")
+
+
+class ModelCrashed(Exception):
+    """An exception type of a local model's own, which names nothing about HTTP."""
+
+
+def _http_400() -> Exception:
+    return ModelHTTPError(400, "hashing-v1", body="input exceeds the model's token limit")
+
+
+def _value_error() -> Exception:
+    return ValueError("token limit: sequence too long for the tokenizer")
+
+
+def _own_type() -> Exception:
+    return ModelCrashed("token limit: the tokenizer gave up")
+
+
+class Failing(HashingEmbeddingModel):
+    """The offline model; a call holding a document `fails` picks raises `error()`, and with
+    `query_fails` so does every query."""
+
+    def __init__(self, fails: Callable[[str], bool], error: Callable[[], Exception], query_fails: bool = False) -> None:
+        super().__init__()
+        self.fails, self.error, self.query_fails = fails, error, query_fails
+        self.calls: list[tuple[str, int]] = []
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        self.calls.append((input_type, len(texts)))
+        if (input_type == "query" and self.query_fails) or (
+            input_type == "document" and any(self.fails(text) for text in texts)
+        ):
+            raise self.error()
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+async def unembedded(objects: ObjectStore, texts: Sequence[str]) -> list[str]:
+    plain = LogRecordStore(LogFileStore(objects), origin=ORIGIN)
+    return [(await plain.add(text)).id for text in texts]
+
+
+def store_on(objects: ObjectStore, model: Failing, **settings: object) -> LogRecordStore:
+    return LogRecordStore(LogFileStore(objects), embedder=Embedder(model), origin=ORIGIN, **settings)  # type: ignore[arg-type]
+
+
+async def stored(objects: ObjectStore) -> dict[str, RecordBody]:
+    state = await LogFileStore(objects).log.fresh_state()
+    return {
+        path.removesuffix(".json"): body
+        for path, live in state.files.items()
+        if (body := RecordBody.decode(live.text)) is not None
+    }
+
+
+@pytest.mark.parametrize("error", [_http_400, _value_error, _own_type], ids=["http-400", "ValueError", "own-type"])
+@pytest.mark.parametrize("others", [0, 3])
+async def test_records_the_embedder_fails_on_are_searched_by_words_and_marked_once_with_why(
+    error: Callable[[], Exception], others: int
+) -> None:
+    objects = MemoryObjectStore()
+    bad = [f"LONG green tea note {n} " * 30 for n in range(2)]
+    ids = await unembedded(objects, [*bad, *(f"note {n} about green tea" for n in range(others))])
+    model = Failing(lambda text: text.startswith("LONG"), error)
+    store = store_on(objects, model, embed_batch=4)
+    recalled = await store.search("green tea", limit=10)
+    assert {record.id for record in recalled} == set(ids), "every record is found, the failed ones by their words"
+    assert recalled.notice is None, "a text's failure is marked, not a failure of the search"
+    bodies = await stored(objects)
+    marks = {found: body.embeddings[0] for found, body in bodies.items() if body.embeddings[0].refused}
+    assert set(marks) == set(ids[:2])
+    assert all(mark.dimensions == 64 and "token limit" in mark.reason for mark in marks.values())
+    assert sum(not body.embeddings[0].refused for body in bodies.values()) == others
+    calls = len(model.calls)
+    assert {record.id for record in await store.search("green tea", limit=10)} == set(ids)
+    assert len(model.calls) == calls + 1, "only the query: a failed text is not sent on every search"
+    census = await store.census()
+    (share,) = [one for one in census.models if one.refused]
+    assert (share.model, share.dimensions, set(share.refused)) == ("test:hashing-v1", 64, set(ids[:2]))
+    assert all("token limit" in reason for reason in share.reasons)
+    elsewhere = Failing(lambda text: text.startswith("LONG"), error)
+    assert len(await store_on(objects, elsewhere).search("green tea", limit=10)) == len(ids)
+    assert elsewhere.calls == [("query", 1)], "another process reads the marks"
+
+
+async def test_a_query_the_embedder_fails_on_is_answered_by_words_with_a_notice_and_a_count() -> None:
+    objects = MemoryObjectStore()
+    ids = await unembedded(objects, ["green tea at standup", "deploys on tuesdays"])
+    model = Failing(lambda text: False, lambda: ModelHTTPError(503, "hashing-v1", body="overloaded"), query_fails=True)
+    with telemetry.tallied() as tally:
+        recalled = await store_on(objects, model).search("green tea", limit=5)
+    assert [record.id for record in recalled] == [ids[0]]
+    assert recalled.notice is not None and recalled.notice.query and "503" in recalled.notice.reason
+    assert tally.searched_by_words == 2
+    with pytest.raises(MemoryStoreError) as caught:
+        await store_on(objects, model, ranking="vectors").search("green tea", limit=5)
+    assert caught.value.code == "unavailable" and "503" in str(caught.value)
+    assert all(not body.embeddings for body in (await stored(objects)).values()), "nothing marked for a failed call"
