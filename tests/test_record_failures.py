@@ -126,3 +126,39 @@ async def test_a_query_the_embedder_fails_on_is_answered_by_words_with_a_notice_
         await store_on(objects, model, ranking="vectors").search("green tea", limit=5)
     assert caught.value.code == "unavailable" and "503" in str(caught.value)
     assert all(not body.embeddings for body in (await stored(objects)).values()), "nothing marked for a failed call"
+
+
+async def test_one_model_at_two_sizes_embeds_each_record_once_per_size() -> None:
+    """A rollout of a size change (one model at 16 and at 48 dimensions, two processes searching in
+    turn): each record is embedded once per size in all, and each size's vectors stand beside the
+    other's. Before, each found the other's vector missing and wrote its own over it: 201 texts
+    embedded at every search."""
+    objects = MemoryObjectStore()
+    ids = await unembedded(objects, [f"fact {n} about green tea" for n in range(40)])
+    small, large = HashingEmbeddingModel("same", 16), HashingEmbeddingModel("same", 48)
+    stores = [
+        LogRecordStore(LogFileStore(objects), embedder=Embedder(model), origin=ORIGIN) for model in (small, large)
+    ]
+    for turn in range(6):
+        assert len(await stores[turn % 2].search("green tea", limit=5)) == 5
+    assert len(small.embedded) == len(large.embedded) == 40 + 3, "each record once, and a query a search"
+    bodies = await stored(objects)
+    assert {tuple(sorted((one.model, one.size) for one in bodies[found].embeddings)) for found in ids} == {
+        (("test:same", 16), ("test:same", 48))
+    }
+    census = await stores[0].census()
+    assert [(one.dimensions, one.vectors) for one in census.models] == [(16, 40), (48, 40)]
+
+
+def test_records_stored_before_spaces_had_sizes_read_as_they_did() -> None:
+    """A record's file from before (one vector as `embedding`; a mark with no size nor reason) reads
+    the same: its vector in the space its length says, its mark standing for every size."""
+    vector = RecordBody.decode(
+        '{"embedding":{"model":"openai:small","vector":"ADwAPA=="},"text":"tea","updated_at":"2023-11-14T22:13:20.000Z"}'
+    )
+    assert vector is not None and vector.vector_of("openai:small", 2) is not None
+    assert vector.vector_of("openai:small", 3) is None
+    mark = RecordBody.decode(
+        '{"embedding":{"model":"openai:small","vector":""},"text":"tea","updated_at":"2023-11-14T22:13:20.000Z"}'
+    )
+    assert mark is not None and all(mark.vector_of("openai:small", size) is not None for size in (2, 512))
