@@ -162,3 +162,21 @@ def test_records_stored_before_spaces_had_sizes_read_as_they_did() -> None:
         '{"embedding":{"model":"openai:small","vector":""},"text":"tea","updated_at":"2023-11-14T22:13:20.000Z"}'
     )
     assert mark is not None and all(mark.vector_of("openai:small", size) is not None for size in (2, 512))
+
+
+@pytest.mark.parametrize("ranking_words", ["green tea standup kettle", "kettle"])
+async def test_a_record_without_a_vector_is_found_by_hybrid_as_bm25_alone_finds_it(ranking_words: str) -> None:
+    """A record the model failed on, holding every query word, first for BM25 alone: first for
+    hybrid too. Before, its score was capped at the words' share while the best cosine got the
+    meaning's: it ranked 20th, 13th and 14th behind records that shared a word or two."""
+    objects = MemoryObjectStore()
+    others = [
+        f"note {n}: {'green' if n % 2 else 'tea'} leaves and {'standup' if n % 3 else 'kettle'} notes"
+        for n in range(30)
+    ]
+    ids = await unembedded(objects, ["LONG " + ranking_words + " green tea at the standup with the kettle", *others])
+    words = await LogRecordStore(LogFileStore(objects), origin=ORIGIN).search(ranking_words, limit=3)
+    assert words[0].id == ids[0]
+    model = Failing(lambda text: text.startswith("LONG"), _value_error)
+    hybrid = await store_on(objects, model).search(ranking_words, limit=3)
+    assert hybrid[0].id == ids[0]

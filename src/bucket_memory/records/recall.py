@@ -297,8 +297,8 @@ def _by_both(
 
 def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> list[numpy.ndarray]:
     """Each record's hybrid score, per group: `WORDS_WEIGHT` of its BM25 score over the best of all,
-    plus the rest of its cosine min-max scaled over every record that has one (NaN: none, which
-    adds nothing). A plain convex fusion of normalized scores: a weak model moves a record by at most
+    plus the rest of its cosine min-max scaled over every record that has one (NaN: none; a record
+    without a vector has its scaled BM25 score for both shares, so that it competes on one scale). A plain convex fusion of normalized scores: a weak model moves a record by at most
     its share, where rank fusion gave its tenth best as much as BM25's first."""
     import numpy
 
@@ -308,8 +308,10 @@ def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> 
     fused = []
     for said, near in zip(words, cosines, strict=True):
         scaled = (near - low) / (high - low) if high > low else numpy.where(numpy.isnan(near), numpy.nan, 1.0)
-        meaning = numpy.nan_to_num(scaled, nan=0.0)
-        fused.append(WORDS_WEIGHT * (said / best if best > 0 else said) + (1 - WORDS_WEIGHT) * meaning)
+        worded = said / best if best > 0 else said
+        # A record with no vector is scored on the one scale by what it has: its words, for both shares.
+        meaning = numpy.where(numpy.isnan(scaled), worded, scaled)
+        fused.append(WORDS_WEIGHT * worded + (1 - WORDS_WEIGHT) * meaning)
     return fused
 
 
