@@ -37,18 +37,48 @@ logger = logging.getLogger(__name__)
 
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-# Hybrid's share for BM25 against cosine (`convex`), chosen on the two labelled sets of `make bench`
-# (benchmarks/recall.py) with the local model as the one share whose hybrid is never worse than
-# the better of BM25 and vectors at recall@1, 5 and 10 on both. Recall@1/5/10 on conversations
-# (160 questions; BM25 0.419/0.594/0.619) and team facts (70; vectors 0.743/0.914/0.957): 0.375/
-# 0.600/0.700 and 0.771/0.943/0.957 at 0.2 (worse at @1 on conversations); 0.419/0.625/0.675 and
-# 0.771/0.929/0.957 at 0.3; 0.419/0.625/0.662 and 0.771/0.914/0.943 at 0.4; 0.412/0.637/0.644
-# and 0.771/0.900/0.943 at 0.5 (worse than vectors on team facts, where the model is strong).
-WORDS_WEIGHT = 0.3
+PEAK = 10  # how far down a ranking its best score is compared with, for how peaked it is
 # Seconds before a store that could not write a refusal mark back asks for the text again.
 REFUSAL_RETRY = 3600.0
 # Seconds a space's records are not sent again after its embedder failed a call (not its texts).
 REST = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How hybrid weighs BM25 against cosine: `words`, BM25's share, of scores each put on a scale
+    of its own for the query: standardized over the ranking's `depth` best (their mean 0, their
+    spread 1), so that a ranking whose best stand far above the rest of its best (a rare word
+    matched, a close paraphrase) has more say for that query than one whose best are all alike;
+    `depth` 0 scales as before, BM25 over its best and cosine min-max over all."""
+
+    words: float
+    depth: int
+
+
+# Hybrid's fusion, chosen by `make bench` (benchmarks/fusion.py) on three labelled sets of different
+# kinds, and measured on each with the fusion chosen on the other two (docs/performance.md, "Recall").
+FUSION = Fusion(words=0.75, depth=20)
+
+
+def _scaled(scores: numpy.ndarray, depth: int, floor: bool) -> numpy.ndarray:
+    """`scores` (NaN: none) on the fusion's scale: standardized over the `depth` best, or with
+    `depth` 0, over the best (`floor`: and the worst) of them."""
+    import numpy
+
+    known = scores[~numpy.isnan(scores)]
+    if known.size == 0:
+        return scores
+    if depth == 0:
+        low = float(known.min()) if floor else 0.0
+        spread = float(known.max()) - low
+        return (scores - low) / spread if spread > 0 else numpy.where(numpy.isnan(scores), numpy.nan, 0.0)
+    best = numpy.partition(known, known.size - min(depth, known.size))[known.size - min(depth, known.size) :]
+    spread = float(best.std())
+    if spread <= 0:  # no score stands out (or a zero query vector): this ranking says nothing
+        return numpy.where(numpy.isnan(scores), numpy.nan, 0.0)
+    scaled: numpy.ndarray = (scores - float(best.mean())) / spread
+    return scaled
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,22 +326,26 @@ def _by_both(
 
 
 def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> list[numpy.ndarray]:
-    """Each record's hybrid score, per group: `WORDS_WEIGHT` of its BM25 score over the best of all,
-    plus the rest of its cosine min-max scaled over every record that has one (NaN: none; a record
-    without a vector has its scaled BM25 score for both shares, so that it competes on one scale). A plain convex fusion of normalized scores: a weak model moves a record by at most
-    its share, where rank fusion gave its tenth best as much as BM25's first."""
+    """Each record's hybrid score, per group, by `FUSION` over all the groups at once (`fused_scores`)."""
     import numpy
 
-    known = numpy.concatenate([found[~numpy.isnan(found)] for found in cosines]) if cosines else numpy.zeros(0)
-    low, high = (float(known.min()), float(known.max())) if known.size else (0.0, 0.0)
-    best = max((float(found.max()) for found in words if found.size), default=0.0)
-    fused = []
-    for said, near in zip(words, cosines, strict=True):
-        scaled = (near - low) / (high - low) if high > low else numpy.where(numpy.isnan(near), numpy.nan, 1.0)
-        worded = said / best if best > 0 else said
-        # A record with no vector is scored on the one scale by what it has: its words, for both shares.
-        meaning = numpy.where(numpy.isnan(scaled), worded, scaled)
-        fused.append(WORDS_WEIGHT * worded + (1 - WORDS_WEIGHT) * meaning)
+    if not words:
+        return []
+    fused = fused_scores(FUSION, numpy.concatenate(words), numpy.concatenate(cosines))
+    return numpy.split(fused, numpy.cumsum([len(group) for group in words])[:-1])
+
+
+def fused_scores(fusion: Fusion, words: numpy.ndarray, cosines: numpy.ndarray) -> numpy.ndarray:
+    """Each record's hybrid score: `fusion.words` of its BM25 score plus the rest of its cosine, each
+    on its scale (`Fusion`). A record without a vector (NaN) has its scaled BM25 score for both
+    shares, so that it competes on the one scale. A convex fusion of scores, not of ranks: rank
+    fusion gave a weak ranking's tenth best as much say as the other's first."""
+    import numpy
+
+    worded = _scaled(words, fusion.depth, floor=False)
+    scaled = _scaled(cosines, fusion.depth, floor=True)
+    meaning = numpy.where(numpy.isnan(scaled), worded, scaled)
+    fused: numpy.ndarray = fusion.words * worded + (1 - fusion.words) * meaning
     return fused
 
 
