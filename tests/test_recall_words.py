@@ -10,6 +10,7 @@ a local embedder that reaches for the network or blocks the event loop.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,24 @@ async def test_an_embedder_that_refuses_every_text_marks_each_once_and_search_an
     assert len(await store.search("green tea", limit=10)) == 5
     assert model.calls == calls + 1
     assert [len(one.refused) for one in (await store.census()).models] == [5]
+
+
+def test_the_local_model_leaves_no_folder_behind_and_the_hosts_logging_as_it_was(tmp_path: Path) -> None:
+    """WordLlama calls `logging.basicConfig(level=INFO)` on import, and its tokenizer was copied to
+    a temporary folder left behind by every process (1.8 MB each)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, logging\n"
+        "from bucket_memory.records.local_embedding import local_embedder\n"
+        "vectors = asyncio.run(local_embedder().embed_documents(['green tea']))\n"
+        "root = logging.getLogger()\n"
+        "assert len(vectors.embeddings[0]) == 256\n"
+        "print(len(root.handlers), logging.getLevelName(root.level))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "WARNING"], "the host's root logger untouched"
+    assert list(tmp_path.iterdir()) == [], "no temporary folder left"

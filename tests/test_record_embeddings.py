@@ -197,9 +197,11 @@ async def test_vectors_of_different_lengths_in_one_answer_are_not_kept_and_the_s
 
 async def test_a_zero_vector_is_stored_and_similar_to_nothing() -> None:
     zeros = ScriptedModel(reply=lambda texts: [[0.0, 0.0, 0.0]] * len(texts))
-    store = store_on(MemoryObjectStore(), zeros, ranking="vectors")
-    record = await store.add("a fact")
-    assert [(found.id, found.score) for found in await store.search("fact", limit=3)] == [(record.id, 0.0)]
+    objects = MemoryObjectStore()
+    record = await store_on(objects, zeros).add("a fact")
+    await refused("unavailable", store_on(objects, zeros, ranking="vectors").search("fact", limit=3), "zero vector")
+    recalled = await store_on(objects, zeros).search("fact", limit=3)
+    assert [found.id for found in recalled] == [record.id] and recalled.notice is not None
 
 
 @pytest.mark.parametrize("dimensions", [1, 3, 384, 1536, 3072, 6145, 8192])

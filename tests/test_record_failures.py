@@ -180,3 +180,26 @@ async def test_a_record_without_a_vector_is_found_by_hybrid_as_bm25_alone_finds_
     model = Failing(lambda text: text.startswith("LONG"), _value_error)
     hybrid = await store_on(objects, model).search(ranking_words, limit=3)
     assert hybrid[0].id == ids[0]
+
+
+class ZeroQueries(HashingEmbeddingModel):
+    """The offline model, whose vector of any query is all zeros (similar to every record alike)."""
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        made = await super().embed(inputs, input_type=input_type, settings=settings)
+        if input_type == "query":
+            made.embeddings = [[0.0] * self.dimensions for _ in made.embeddings]
+        return made
+
+
+async def test_a_zero_query_vector_ranks_by_words_with_a_notice_not_arbitrary_records() -> None:
+    """A zero query vector tied every vectored record: hybrid returned arbitrary ones (by id)."""
+    objects = MemoryObjectStore()
+    ids = await unembedded(objects, [*(f"aaa note {n} on deploys" for n in range(8)), "green tea at standup"])
+    recalled = await LogRecordStore(LogFileStore(objects), embedder=Embedder(ZeroQueries()), origin=ORIGIN).search(
+        "green tea", limit=3
+    )
+    assert [record.id for record in recalled] == [ids[-1]], "only the record holding the words"
+    assert recalled.notice is not None and recalled.notice.query and "zero vector" in recalled.notice.reason

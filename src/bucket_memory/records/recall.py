@@ -122,6 +122,12 @@ class Recall:
             return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit)), None
         try:
             wanted = await embed_query(embedder, query)
+            if not wanted.rows[0].any():  # similar to every record alike: the vectors cannot rank them
+                raise MemoryStoreError(
+                    "unavailable",
+                    f"The embedder {_named(wanted.space)} made a zero vector of the query, which no vector is near; "
+                    "search with ranking hybrid or bm25, or reword the query.",
+                )
         except MemoryStoreError as error:
             if self.ranking == "vectors":
                 raise
