@@ -203,3 +203,13 @@ async def test_a_zero_query_vector_ranks_by_words_with_a_notice_not_arbitrary_re
     )
     assert [record.id for record in recalled] == [ids[-1]], "only the record holding the words"
     assert recalled.notice is not None and recalled.notice.query and "zero vector" in recalled.notice.reason
+
+
+async def test_a_query_past_the_providers_token_limit_is_answered_by_words() -> None:
+    objects = MemoryObjectStore()
+    ids = await unembedded(objects, ["green tea at standup", "deploys on tuesdays"])
+    too_long = ModelHTTPError(400, "hashing-v1", body="This model's maximum context length is 8192 tokens")
+    model = Failing(lambda text: False, lambda: too_long, query_fails=True)
+    recalled = await store_on(objects, model).search("green tea " * 4000, limit=5)
+    assert [record.id for record in recalled] == [ids[0]]
+    assert recalled.notice is not None and recalled.notice.query and "maximum context length" in recalled.notice.reason
