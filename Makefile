@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.bench
 	$(PY) -m benchmarks.records
 	$(PY) -m benchmarks.recall
+	$(PY) -m benchmarks.fusion
 	$(PY) -m benchmarks.peers
 	$(PY) -m benchmarks.peers_s3
 	$(PY) -m benchmarks.layers

@@ -563,6 +563,25 @@ async def test_records_are_searched_by_meaning_with_the_embedder_browse_was_give
     assert sorted(set(model.embedded) - {"green tea"}) == ["deploys happen on tuesdays", "green tea at standup"]
 
 
+async def test_a_read_only_browser_embeds_each_record_once_across_page_loads(url: str) -> None:
+    """Issue 54: the records page made a record store per request, so a read-only browser embedded
+    every record stored without a vector again at every search (301 texts a page load for 300)."""
+    from pydantic_ai import Embedder
+
+    from bucket_memory import LogRecordStore
+    from bucket_memory.testing.embeddings import HashingEmbeddingModel
+
+    async with open_store(url) as store:
+        plain = LogRecordStore(store)
+        for n in range(5):
+            await plain.add(f"note {n} about green tea")
+    model = HashingEmbeddingModel()
+    async for reader in client_for(url, write=False, embedder=Embedder(model)):
+        for query in ("green tea", "tea notes", "note"):
+            assert (await reader.get("/records", params={"q": query})).status_code == 200
+    assert len(model.embedded) == 5 + 3, "each record once in the process, and a query a page"
+
+
 def test_browse_refuses_an_embedder_it_cannot_use(tmp_path: Path) -> None:
     from .helpers import cli
 

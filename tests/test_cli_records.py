@@ -105,8 +105,11 @@ def test_a_providers_refusal_is_a_message_with_its_words(endpoint: Endpoint, tmp
     url = str(tmp_path / "facts")
     run("records", "add", url, "The team drinks green tea at standup.")  # no vector: embedded at a search
     endpoint.refusing = True
-    printed = run("records", "search", url, "tea", "--embedder", f"openai:{MODEL}", expect=EXIT_STORE)
+    searching = ("records", "search", url, "tea", "--embedder", f"openai:{MODEL}")
+    printed = run(*searching, "--ranking", "vectors", expect=EXIT_STORE)
     assert "error (unavailable)" in printed and "<b>quota</b> exceeded" in printed and f"openai:{MODEL}" in printed
+    printed = run(*searching)  # hybrid answers by words, and says why
+    assert "The team drinks" in printed and "ranked by words alone" in printed and "<b>quota</b> exceeded" in printed
     printed = run("records", "add", url, "another", "--embedder", f"openai:{MODEL}", expect=EXIT_STORE)
     assert "400" in printed and len(json.loads(run("records", "ls", url, "--json"))) == 1
 
@@ -208,8 +211,9 @@ def test_records_doctor_names_the_texts_a_model_refused(tmp_path: Path) -> None:
         "records": 3,
         "without": 1,
         "models": [
-            {"model": model, "vectors": 1, "refused": [ids[1]]},
-            {"model": "test:other", "vectors": 1, "refused": []},
+            {"model": model, "dimensions": None, "vectors": 0, "refused": [ids[1]], "reasons": [""]},
+            {"model": model, "dimensions": 2, "vectors": 1, "refused": [], "reasons": []},
+            {"model": "test:other", "dimensions": 2, "vectors": 1, "refused": [], "reasons": []},
         ],
     }
     run("records", "rm", url, ids[1])

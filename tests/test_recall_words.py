@@ -10,12 +10,13 @@ a local embedder that reaches for the network or blocks the event loop.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from a13n_harness.providers.memory import MemoryStoreError, Origin
+from a13n_harness.providers.memory import Origin
 from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
@@ -123,14 +124,36 @@ async def test_a_record_the_embedder_refuses_is_searched_by_words_and_not_asked_
     assert another.calls == 1, "another process reads the mark: it asks only for its query"
 
 
-async def test_an_embedder_that_fails_every_batch_is_unavailable_and_marks_nothing() -> None:
+async def test_an_embedder_that_refuses_every_text_marks_each_once_and_search_answers() -> None:
+    """It answered the query, so its 400s are about the texts: each is marked (named by `records
+    doctor`) and searched by words; before, every search was `unavailable` and nothing was marked."""
     objects = MemoryObjectStore()
     await unembedded(objects, [f"note {n} about green tea" for n in range(5)])
     model = Refusing(lambda text: True)
     store = LogRecordStore(LogFileStore(objects), embedder=Embedder(model), embed_batch=4, origin=ORIGIN)
-    for _ in range(2):
-        with pytest.raises(MemoryStoreError) as caught:
-            await store.search("green tea", limit=3)
-        assert caught.value.code == "unavailable" and "token limit" in str(caught.value)
-    model.refuse = lambda text: False
     assert len(await store.search("green tea", limit=10)) == 5
+    calls = model.calls
+    assert len(await store.search("green tea", limit=10)) == 5
+    assert model.calls == calls + 1
+    assert [len(one.refused) for one in (await store.census()).models] == [5]
+
+
+def test_the_local_model_leaves_no_folder_behind_and_the_hosts_logging_as_it_was(tmp_path: Path) -> None:
+    """WordLlama calls `logging.basicConfig(level=INFO)` on import, and its tokenizer was copied to
+    a temporary folder left behind by every process (1.8 MB each)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, logging\n"
+        "from bucket_memory.records.local_embedding import local_embedder\n"
+        "vectors = asyncio.run(local_embedder().embed_documents(['green tea']))\n"
+        "root = logging.getLogger()\n"
+        "assert len(vectors.embeddings[0]) == 256\n"
+        "print(len(root.handlers), logging.getLevelName(root.level))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "WARNING"], "the host's root logger untouched"
+    assert list(tmp_path.iterdir()) == [], "no temporary folder left"

@@ -53,7 +53,7 @@ class ScriptedModel(HashingEmbeddingModel):
         if self.limit is not None and len(texts) > self.limit:
             raise RuntimeError(f"400 Bad Request: at most {self.limit} inputs per request, got {len(texts)}")
         if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
-            raise RuntimeError("503 Service Unavailable: <b>overloaded</b>")
+            raise ModelHTTPError(503, self._name, body="Service Unavailable: <b>overloaded</b>")
         if self.during is not None and input_type == "document":
             during, self.during = self.during, None
             await during()
@@ -126,13 +126,17 @@ async def refused(code: str, operation: object, *words: str) -> str:
 
 @pytest.mark.parametrize("stubborn", [False, True], ids=["hangs", "hangs-and-ignores-cancel"])
 async def test_an_embedder_that_never_answers_ends_unavailable_at_the_deadline(stubborn: bool) -> None:
+    """A write needs its vector: `unavailable`. A hybrid search answers by words, with a notice."""
     objects = MemoryObjectStore()
-    await seeded(objects, ["green tea at standup"])
+    (found,) = await seeded(objects, ["green tea at standup"])
     model = Hanging(stubborn=stubborn)
     store = store_on(objects, model, options=SHORT)
     try:
         await refused("unavailable", store.add("a new fact"), "operation_timeout", "hashing-v1")
-        await refused("unavailable", store.search("tea", limit=3), "operation_timeout")
+        await refused("unavailable", store_on(objects, model, options=SHORT, ranking="vectors").search("tea", limit=3))
+        recalled = await store.search("tea", limit=3)
+        assert [record.id for record in recalled] == [found]
+        assert recalled.notice is not None and recalled.notice.query and "operation_timeout" in recalled.notice.reason
         assert (await store.list(limit=5)).records[0].text == "green tea at standup"  # nothing was written
         assert len((await store.list(limit=5)).records) == 1
     finally:
@@ -142,9 +146,7 @@ async def test_an_embedder_that_never_answers_ends_unavailable_at_the_deadline(s
 
 async def test_a_provider_error_is_unavailable_naming_it() -> None:
     store = store_on(MemoryObjectStore(), ScriptedModel(fail_on_call=1))
-    message = await refused(
-        "unavailable", store.add("a fact"), "RuntimeError", "503 Service Unavailable", "test:hashing-v1"
-    )
+    message = await refused("unavailable", store.add("a fact"), "ModelHTTPError", "503", "test:hashing-v1")
     assert "<b>overloaded</b>" in message  # the provider's words, kept literally (the CLI prints them as text)
     assert (await store.list(limit=5)).records == ()
 
@@ -173,22 +175,33 @@ async def test_an_answer_that_is_not_one_finite_vector_per_text_is_unavailable(
     await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
     store = store_on(objects, ScriptedModel(reply=reply))
     await refused("unavailable", store.add("a fact"), "answered with")
-    await refused("unavailable", store.search("tea", limit=3), "answered with")
+    await refused(
+        "unavailable", store_on(objects, ScriptedModel(reply=reply), ranking="vectors").search("tea", limit=3)
+    )
+    recalled = await store.search("tea", limit=3)  # hybrid: by words, saying why
+    assert [record.text for record in recalled] == ["green tea at standup"]
+    assert recalled.notice is not None and "answered with" in recalled.notice.reason
     assert len((await store.list(limit=5)).records) == 2
 
 
-async def test_vectors_of_different_lengths_in_one_answer_are_unavailable() -> None:
+async def test_vectors_of_different_lengths_in_one_answer_are_not_kept_and_the_search_answers() -> None:
     objects = MemoryObjectStore()
     await seeded(objects, ["green tea at standup", "deploys on tuesdays"])
     ragged = ScriptedModel(reply=lambda texts: [[1.0, 2.0], [1.0, 2.0, 3.0]][: len(texts)])
-    await refused("unavailable", store_on(objects, ragged).search("tea", limit=3), "answered with")
+    recalled = await store_on(objects, ragged).search("tea", limit=3)
+    assert [record.text for record in recalled] == ["green tea at standup"]
+    assert recalled.notice is not None and not recalled.notice.query and recalled.notice.records == 2
+    assert "answered with" in recalled.notice.reason
+    assert set((await stored_models(objects)).values()) == {None}, "nothing marked: the call failed, not the texts"
 
 
 async def test_a_zero_vector_is_stored_and_similar_to_nothing() -> None:
     zeros = ScriptedModel(reply=lambda texts: [[0.0, 0.0, 0.0]] * len(texts))
-    store = store_on(MemoryObjectStore(), zeros, ranking="vectors")
-    record = await store.add("a fact")
-    assert [(found.id, found.score) for found in await store.search("fact", limit=3)] == [(record.id, 0.0)]
+    objects = MemoryObjectStore()
+    record = await store_on(objects, zeros).add("a fact")
+    await refused("unavailable", store_on(objects, zeros, ranking="vectors").search("fact", limit=3), "zero vector")
+    recalled = await store_on(objects, zeros).search("fact", limit=3)
+    assert [found.id for found in recalled] == [record.id] and recalled.notice is not None
 
 
 @pytest.mark.parametrize("dimensions", [1, 3, 384, 1536, 3072, 6145, 8192])
@@ -266,9 +279,13 @@ async def test_an_embedder_failing_part_way_keeps_what_it_made() -> None:
     objects = MemoryObjectStore()
     ids = await seeded(objects, [f"fact {n} about deploys" for n in range(10)])
     failing = ScriptedModel(fail_on_call=4)  # the query, two batches of 4, then a failure
-    await refused(
-        "unavailable", store_on(objects, failing, embed_batch=4).search("deploys", limit=3), "503", "8 of the 10"
-    )
+    failing_store = store_on(objects, failing, embed_batch=4)
+    recalled = await failing_store.search("deploys", limit=3)
+    assert len(recalled) == 3 and recalled.notice is not None and recalled.notice.records == 2
+    assert "503" in recalled.notice.reason and "8 of the 10" in recalled.notice.reason
+    calls = len(failing.calls)
+    assert len(await failing_store.search("deploys", limit=3)) == 3
+    assert len(failing.calls) == calls + 1, "a failed call is not repeated at the next search: only its query"
     models = await stored_models(objects)
     assert [models[record_id] for record_id in ids] == ["test:hashing-v1"] * 8 + [None] * 2
     working = ScriptedModel()

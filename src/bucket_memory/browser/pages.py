@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse
 
 from ..admin import MemoryAdmin, version_seq
 from ..files.store import LogFileStore
+from ..records.store import LogRecordStore
 from ..reports import Revision, short_principal
 from ..state.operations import ErasedVersionError
 from .access import FORM_FIELD
@@ -76,7 +77,9 @@ _templates.filters["breakable"] = _breakable
 @dataclass
 class Browser:
     """One memory as the browser shows it: its store, its operator view, whether changes are allowed,
-    and the embedder its record search uses (None: words alone)."""
+    and the embedder its record search uses (None: words alone), through one record store kept
+    for as long as the browser runs (`records`), so that the vectors and refusals a search made
+    serve every later page."""
 
     url: str
     store: LogFileStore
@@ -87,6 +90,10 @@ class Browser:
     embedder: Embedder | None = None  # the records page's search ranks by meaning too with one
     # What "now" is for the relative times ("3 min ago") on the pages.
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    records: LogRecordStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.records = LogRecordStore(self.store, embedder=self.embedder)
 
 
 def render(request: Request, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..records.store import LogRecordStore
 from .pages import _browser, render
 
 SEARCH_MATCHES = 100
@@ -26,7 +25,7 @@ async def search(request: Request) -> Response:
 
 async def records(request: Request) -> Response:
     browser = _browser(request)
-    recall = LogRecordStore(browser.store, embedder=browser.embedder)
+    recall = browser.records  # kept across requests: a record is embedded once per process
     query = request.query_params.get("q", "")
     if query.strip():
         found, cursor = list(await recall.search(query, limit=RECORDS_PAGE)), None

@@ -159,11 +159,14 @@ class Checked(_Output):
 
 
 class ModelShare(_Output):
-    """One embedding model's vectors of a record memory: `records doctor`."""
+    """One embedding space's vectors of a record memory (its model, and its dimensions: None for a
+    mark from before marks named them): `records doctor`; `reasons` says why each refused failed."""
 
     model: str
+    dimensions: int | None
     vectors: int
     refused: list[str]
+    reasons: list[str]
 
 
 class Vectors(_Output):
@@ -175,7 +178,16 @@ class Vectors(_Output):
 
     @classmethod
     def of(cls, found: VectorCensus) -> Vectors:
-        shares = [ModelShare(model=one.model, vectors=one.vectors, refused=list(one.refused)) for one in found.models]
+        shares = [
+            ModelShare(
+                model=one.model,
+                dimensions=one.dimensions,
+                vectors=one.vectors,
+                refused=list(one.refused),
+                reasons=list(one.reasons),
+            )
+            for one in found.models
+        ]
         return cls(records=found.records, without=found.without, models=shares)
 
 

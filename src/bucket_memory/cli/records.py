@@ -159,7 +159,10 @@ def search(
         raise typer.BadParameter("vectors needs --embedder", param_hint="--ranking")
     made = made_embedder(embedder)
     work = _on_records(lambda store: store.search(query, limit=limit), "search", url, made, cast(Ranking, ranking))
-    found = [_record(record) for record in run(work, url, read_only=True)]
+    recalled = run(work, url, read_only=True)
+    if recalled.notice is not None:  # the embedder failed: said on stderr, the records ranked by words still shown
+        err.print(f"warning: ranked by words alone: {recalled.notice.reason}")
+    found = [_record(record) for record in recalled]
 
     def human() -> None:
         if found:
@@ -281,9 +284,10 @@ def doctor(url: Url, as_json: Json = False) -> None:
 def _census(shown: Vectors) -> None:
     out.print(f"{shown.records} records; {shown.without} with no vector (the next search with a model embeds them)")
     for model in shown.models:
-        out.print(f"{model.model}: {model.vectors} with a vector, {len(model.refused)} refused")
-        for found in model.refused[:20]:
-            out.print(f"  refused {found}")
+        size = f" ({model.dimensions} dimensions)" if model.dimensions else ""
+        out.print(f"{model.model}{size}: {model.vectors} with a vector, {len(model.refused)} refused")
+        for found, reason in list(zip(model.refused, model.reasons, strict=True))[:20]:
+            out.print(f"  refused {found}" + (f": {reason}" if reason else ""))
         if len(model.refused) > 20:
             out.print(f"  and {len(model.refused) - 20} more (--json lists them all)")
     if any(model.refused for model in shown.models):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -32,12 +33,21 @@ _ERROR_CHARS = 300
 
 
 # HTTP statuses with which a provider refuses the inputs themselves (too long, malformed), not the
-# call: a batch refused so is split to find the text (`recall`); a 429 or a 5xx never is.
+# call: a batch refused so is split to find the text (`recall`); a 429, a 5xx or a 401 never is.
 _REFUSALS = frozenset({400, 413, 422})
+# Exceptions that say the call failed, not its texts, by any class in their lineage: the standard
+# library's, and the names SDKs give theirs (httpx's TransportError, openai's APIConnectionError,
+# RateLimitError, AuthenticationError...). Anything else a model raises is taken as the texts' failure.
+_CALL_FAILURES = re.compile(r"Timeout|Connect|Transport|Network|RateLimit|Unavailable|Overload|Auth|Permission|Quota")
 
 
 class TextsRefused(MemoryStoreError):
-    """The embedder refused a call's texts (`unavailable`): one of them may be one it refuses alone."""
+    """The embedder failed on a call's texts (`unavailable`), not on the call: one of them may be
+    one it fails on alone. `reason` is what it raised."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__("unavailable", message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +94,24 @@ async def _embedded(embedder: Embedder, texts: Sequence[str], kind: Literal["que
     except deadline.DeadlineExceeded:
         raise
     except Exception as error:  # a provider's own errors: none of them is the caller's to handle
-        refused = getattr(error, "status_code", None) in _REFUSALS
-        raise (TextsRefused if refused else MemoryStoreError)(
-            "unavailable",
-            f"The embedder {name} failed ({type(error).__name__}: {str(error)[:_ERROR_CHARS]}); check its model "
-            "name, credentials and quota, then try again.",
-        ) from None
+        reason = f"{type(error).__name__}: {str(error)[:_ERROR_CHARS]}"
+        message = f"The embedder {name} failed ({reason}); check its model name, credentials and quota, then try again."
+        if _of_the_texts(error):
+            raise TextsRefused(message, reason) from None
+        raise MemoryStoreError("unavailable", message) from None
     return _checked(result, len(texts), name)
+
+
+def _of_the_texts(error: Exception) -> bool:
+    """Whether an embedder's exception is about the texts it was given (a provider's 400, 413 or
+    422; any exception of a local model or SDK), not about the call (a status of another kind, a
+    timeout, a connection, a rate limit, credentials: `_CALL_FAILURES`)."""
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return status in _REFUSALS
+    if isinstance(error, TimeoutError | ConnectionError | MemoryError):
+        return False
+    return not any(_CALL_FAILURES.search(kind.__name__) for kind in type(error).__mro__)
 
 
 async def _bounded(call: Awaitable[EmbeddingResult], what: str) -> EmbeddingResult:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
+import logging
 import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
@@ -66,7 +69,7 @@ def local_embedder() -> Embedder:
     from pydantic_ai import Embedder
 
     try:
-        import wordllama  # noqa: F401  (checked now: a missing extra is the caller's usage error)
+        _wordllama()  # checked now: a missing extra is the caller's usage error
     except ImportError as error:
         raise ImportError(f"The local embedder needs wordllama, which this installation lacks: {INSTALL}") from error
     return Embedder(LocalEmbeddingModel())
@@ -83,13 +86,32 @@ def embedded(texts: list[str]) -> numpy.ndarray:
 
 @functools.cache
 def _model() -> WordLlamaInference:
-    import wordllama
-    from wordllama import WordLlama
-
+    wordllama = _wordllama()
     # wordllama 0.4.0 looks for its tokenizer under tokenizer/ but ships it under tokenizers/, and
-    # would download it: a cache directory holding a copy where it looks keeps it offline.
-    shipped = Path(wordllama.__file__).parent / "tokenizers" / f"{_CONFIG}_tokenizer_config.json"
+    # would download it: a cache directory holding a copy where it looks keeps it offline. It is
+    # read while loading only, so it is removed then (it was left behind, one a process).
+    shipped = Path(str(wordllama.__file__)).parent / "tokenizers" / f"{_CONFIG}_tokenizer_config.json"
     cache = Path(tempfile.mkdtemp(prefix="bucket-memory-wordllama-"))
-    (cache / "tokenizers").mkdir()
-    shutil.copy(shipped, cache / "tokenizers")
-    return WordLlama.load(_CONFIG, cache_dir=cache, dim=_DIMENSIONS, disable_download=True)
+    try:
+        (cache / "tokenizers").mkdir()
+        shutil.copy(shipped, cache / "tokenizers")
+        model: WordLlamaInference = wordllama.WordLlama.load(
+            _CONFIG, cache_dir=cache, dim=_DIMENSIONS, disable_download=True
+        )
+        return model
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _wordllama() -> ModuleType:
+    """The wordllama package, imported without the INFO logging it turns on for the whole process
+    (its modules call `logging.basicConfig` on import): the host's root logger is left as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        wordllama = importlib.import_module("wordllama")
+    finally:
+        for added in [handler for handler in root.handlers if handler not in handlers]:
+            root.removeHandler(added)
+        root.setLevel(level)
+    return wordllama

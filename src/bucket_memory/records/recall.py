@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -36,48 +37,114 @@ logger = logging.getLogger(__name__)
 
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-# Hybrid's share for BM25 against cosine (`convex`), chosen on the two labelled sets of `make bench`
-# (benchmarks/recall.py) with the local model as the one share whose hybrid is never worse than
-# the better of BM25 and vectors at recall@1, 5 and 10 on both. Recall@1/5/10 on conversations
-# (160 questions; BM25 0.419/0.594/0.619) and team facts (70; vectors 0.743/0.914/0.957): 0.375/
-# 0.600/0.700 and 0.771/0.943/0.957 at 0.2 (worse at @1 on conversations); 0.419/0.625/0.675 and
-# 0.771/0.929/0.957 at 0.3; 0.419/0.625/0.662 and 0.771/0.914/0.943 at 0.4; 0.412/0.637/0.644
-# and 0.771/0.900/0.943 at 0.5 (worse than vectors on team facts, where the model is strong).
-WORDS_WEIGHT = 0.3
+PEAK = 10  # how far down a ranking its best score is compared with, for how peaked it is
 # Seconds before a store that could not write a refusal mark back asks for the text again.
 REFUSAL_RETRY = 3600.0
+# Seconds a space's records are not sent again after its embedder failed a call (not its texts).
+REST = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How hybrid weighs BM25 against cosine: `words`, BM25's share, of scores each put on a scale
+    of its own for the query: standardized over the ranking's `depth` best (their mean 0, their
+    spread 1), so that a ranking whose best stand far above the rest of its best (a rare word
+    matched, a close paraphrase) has more say for that query than one whose best are all alike;
+    `depth` 0 scales as before, BM25 over its best and cosine min-max over all."""
+
+    words: float
+    depth: int
+
+
+# Hybrid's fusion, chosen by `make bench` (benchmarks/fusion.py) on three labelled sets of different
+# kinds, and measured on each with the fusion chosen on the other two (docs/performance.md, "Recall").
+FUSION = Fusion(words=0.75, depth=20)
+
+
+def _scaled(scores: numpy.ndarray, depth: int, floor: bool) -> numpy.ndarray:
+    """`scores` (NaN: none) on the fusion's scale: standardized over the `depth` best, or with
+    `depth` 0, over the best (`floor`: and the worst) of them."""
+    import numpy
+
+    known = scores[~numpy.isnan(scores)]
+    if known.size == 0:
+        return scores
+    if depth == 0:
+        low = float(known.min()) if floor else 0.0
+        spread = float(known.max()) - low
+        return (scores - low) / spread if spread > 0 else numpy.where(numpy.isnan(scores), numpy.nan, 0.0)
+    best = numpy.partition(known, known.size - min(depth, known.size))[known.size - min(depth, known.size) :]
+    spread = float(best.std())
+    if spread <= 0:  # no score stands out (or a zero query vector): this ranking says nothing
+        return numpy.where(numpy.isnan(scores), numpy.nan, 0.0)
+    scaled: numpy.ndarray = (scores - float(best.mean())) / spread
+    return scaled
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Why a search ranked some records by their words alone: the query's vector could not be made
+    (`query`: every record was), or `records` records had no vector the embedder could make at this
+    search (a call failure, or the deadline; not a text it fails on, which is marked). `reason`
+    says what failed."""
+
+    query: bool
+    records: int
+    reason: str
+
+
+type Ranked = tuple[Found, Notice | None]
 
 
 class Recall:
     """Searches of one store's records: its index, kept between searches, and how it ranks with an
     embedder (`ranking`; BM25 alone without one) and the terms BM25 counts (`analyzer`). Vectors
-    missing are asked for `batch` texts at a time."""
+    missing are asked for `batch` texts at a time. Whatever the embedder raises, a hybrid search
+    answers (`Notice`); only a "vectors" search whose query has no vector fails."""
 
     def __init__(self, batch: int, ranking: Ranking, analyzer: Analyzer) -> None:
         self.batch = batch
         self.ranking = ranking
         self.analyzer = analyzer
         self.index = RecordIndex()
-        # (model, record id, version) -> when the embedder may be asked again for a text it refused
-        self._refused: dict[tuple[str, str, int], float] = {}
+        # (space, record id, version) -> when the embedder may be asked again for a text it failed
+        # on (for a store that could not write the mark back)
+        self._refused: dict[tuple[Space, str, int], float] = {}
+        # space -> until when, and why, its embedder's calls failed: records are not sent meanwhile
+        self._resting: dict[Space, tuple[float, str]] = {}
 
-    async def search(self, query: str, snapshot: Snapshot, limit: int, embedder: Embedder | None, keep: Keep) -> Found:
-        """The ids of the `limit` records closest to `query`, best first, with their scores."""
+    async def search(self, query: str, snapshot: Snapshot, limit: int, embedder: Embedder | None, keep: Keep) -> Ranked:
+        """The ids of the `limit` records closest to `query`, best first, with their scores, and
+        what was ranked by words alone for want of a vector."""
         if limit <= 0 or not query.strip():
-            return []
+            return [], None
         if embedder is None or self.ranking == "bm25":
-            return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit))
-        wanted = await embed_query(embedder, query)
+            return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit)), None
+        try:
+            wanted = await embed_query(embedder, query)
+            if not wanted.rows[0].any():  # similar to every record alike: the vectors cannot rank them
+                raise MemoryStoreError(
+                    "unavailable",
+                    f"The embedder {_named(wanted.space)} made a zero vector of the query, which no vector is near; "
+                    "search with ranking hybrid or bm25, or reword the query.",
+                )
+        except MemoryStoreError as error:
+            if self.ranking == "vectors":
+                raise
+            said = _noticed(Notice(query=True, records=snapshot.count(), reason=str(error)))
+            return await _worked(snapshot, 16, lambda: _by_words(snapshot, self.analyzer, query, limit)), said
         space, target = wanted.space, wanted.rows[0]
         missing = await _worked(snapshot, space.dimensions, lambda: snapshot.missing(space))
+        notice: Notice | None = None
         if missing:
-            snapshot = await self._embed(snapshot, missing, embedder, space, keep)
+            snapshot, notice = await self._embed(snapshot, missing, embedder, space, keep)
         if self.ranking == "vectors":
-            return await _worked(snapshot, space.dimensions, lambda: _by_meaning(snapshot, space, target, limit))
-
-        return await _worked(
+            found = await _worked(snapshot, space.dimensions, lambda: _by_meaning(snapshot, space, target, limit))
+            return found, notice
+        found = await _worked(
             snapshot, space.dimensions, lambda: _by_both(snapshot, self.analyzer, space, query, target, limit)
         )
+        return found, notice
 
     async def embed_document(self, embedder: Embedder, text: str) -> Embedding:
         """One record's vector, as `add` and `update` store it."""
@@ -87,23 +154,27 @@ class Recall:
 
     async def _embed(
         self, snapshot: Snapshot, missing: list[Record], embedder: Embedder, space: Space, keep: Keep
-    ) -> Snapshot:
+    ) -> tuple[Snapshot, Notice | None]:
         """`snapshot` with vectors for the records stored without one of `space`, made batch by
         batch; each batch is kept (in the index and through `keep`) before the next is asked for.
-        A batch the embedder fails is split to find the texts it refuses alone: those are kept
-        marked refused for the model (ranked by words, never sent again while their text stays)."""
+        A batch the embedder fails on is split to find the texts it fails on alone: those are kept
+        marked with the failure for the space (ranked by words, never sent again while their text
+        stays). A failed call (not its texts) or the deadline ends the embedding: the records left
+        are ranked by words, and none is sent again for `REST` seconds (the `Notice` says so)."""
         now = time.monotonic()
-        wanted = [record for record in missing if now >= self._refused.get((space.model, *record[:2]), now)]
+        resting, why = self._resting.get(space, (now, ""))
+        wanted = [record for record in missing if now >= self._refused.get((space, *record[:2]), now)]
         if not wanted:
-            return snapshot
-        logger.info("embedding %d records stored without a %s vector", len(wanted), space.model)
+            return snapshot, None
+        if now < resting:
+            return snapshot, _noticed(Notice(query=False, records=len(wanted), reason=why))
+        logger.info("embedding %d records stored without a %s vector", len(wanted), _named(space))
         done = 0
         try:
             for start in range(0, len(wanted), self.batch):
                 batch = wanted[start : start + self.batch]
                 made, refused = await self._made(embedder, batch, space)
-                marks = [_with(record, Embedding(space.model, "")) for record in refused]
-                await keep([*(_with(record, _stored(vectors.space, row)) for record, vectors, row in made), *marks])
+                await keep([*(_with(record, _stored(vectors.space, row)) for record, vectors, row in made), *refused])
                 fitting = [(record, row) for record, vectors, row in made if vectors.space == space]
                 if fitting:
                     import numpy
@@ -116,48 +187,61 @@ class Recall:
                     self.index.keep_made(before, snapshot)
                 done += len(batch)
         except MemoryStoreError as error:
-            raise MemoryStoreError(
-                "unavailable",
-                f"{error} {done} of the {len(wanted)} records stored without a {space.model} vector were "
-                "embedded and kept; the next search goes on from there.",
-            ) from None
-        return snapshot
+            reason = (
+                f"{error} {done} of the {len(wanted)} records stored without a {_named(space)} vector were "
+                f"embedded and kept; the others are searched by words until a search {REST:.0f} s from now."
+            )
+            self._resting[space] = (time.monotonic() + REST, reason)
+            return snapshot, _noticed(Notice(query=False, records=len(wanted) - done, reason=reason))
+        return snapshot, None
 
     async def _made(self, embedder: Embedder, batch: list[Record], space: Space) -> tuple[list[Made], list[Record]]:
-        """The vectors of a batch's records, and the records whose texts the embedder refuses
-        alone (also marked in this process, for a store that cannot write the mark back). When
-        every text of a failed batch of several fails alone, the embedder is failing, not the
-        texts: its error is raised. (A lone text that fails is refused: the embedder answered
-        this search's query just before.)"""
-        made, refused, failure = await _split(embedder, batch)
-        if failure is not None and not made and len(batch) > 1:
-            raise failure
-        for found, version, _ in refused:
-            self._refused[(space.model, found, version)] = time.monotonic() + REFUSAL_RETRY
+        """The vectors of a batch's records, and those records marked with the failure of the texts
+        the embedder fails on alone (also kept in this process, for a store that cannot write the
+        mark back). A failed call, not of its texts, is raised."""
+        made, failed = await _split(embedder, batch)
+        marked = []
+        for (found, version, body), reason in failed:
+            self._refused[(space, found, version)] = time.monotonic() + REFUSAL_RETRY
             telemetry.count("embeddings_refused")
-            logger.warning("%s refused the text of record %s; it is searched by words alone", space.model, found)
-        return made, refused
+            logger.warning(
+                "%s failed on the text of record %s (%s); it is searched by words", _named(space), found, reason
+            )
+            marked.append((found, version, body.with_vector(Embedding(space.model, "", space.dimensions, reason))))
+        return made, marked
 
 
 type Made = tuple[Record, Vectors, "numpy.ndarray"]
 
 
-async def _split(embedder: Embedder, batch: list[Record]) -> tuple[list[Made], list[Record], MemoryStoreError | None]:
-    """The batch's vectors in one call, or when the embedder refuses its texts, its halves'
-    (recursively): what was made, the records whose texts were refused alone, and the first
-    refusal. Any other failure is raised: a split would only send more calls to a failing provider."""
+async def _split(embedder: Embedder, batch: list[Record]) -> tuple[list[Made], list[tuple[Record, str]]]:
+    """The batch's vectors in one call, or when the embedder fails on its texts, its halves'
+    (recursively): what was made, and the records whose texts it fails on alone, with what it
+    raised. A failed call is raised: a split would only send more calls to a failing provider."""
     try:
         vectors = await anext(embed_documents(embedder, [body.text for _, _, body in batch], batch=len(batch)))
     except TextsRefused as error:
         if len(batch) == 1:
-            return [], batch, error
-        made, refused = [], []
+            return [], [(batch[0], error.reason)]
+        made, failed = [], []
         for half in (batch[: len(batch) // 2], batch[len(batch) // 2 :]):
-            half_made, half_refused, _ = await _split(embedder, half)
+            half_made, half_failed = await _split(embedder, half)
             made += half_made
-            refused += half_refused
-        return made, refused, error
-    return [(record, vectors, row) for record, row in zip(batch, vectors.rows, strict=True)], [], None
+            failed += half_failed
+        return made, failed
+    return [(record, vectors, row) for record, row in zip(batch, vectors.rows, strict=True)], []
+
+
+def _noticed(notice: Notice) -> Notice:
+    """`notice`, counted in telemetry and logged once per search."""
+    telemetry.count("searched_by_words", notice.records)
+    what = "the query" if notice.query else f"{notice.records} records"
+    logger.warning("a search ranked %s by words alone: %s", what, notice.reason)
+    return notice
+
+
+def _named(space: Space) -> str:
+    return f"{space.model} ({space.dimensions} dimensions)"
 
 
 def _stored(space: Space, row: numpy.ndarray) -> Embedding:
@@ -248,20 +332,26 @@ def _by_both(
 
 
 def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> list[numpy.ndarray]:
-    """Each record's hybrid score, per group: `WORDS_WEIGHT` of its BM25 score over the best of all,
-    plus the rest of its cosine min-max scaled over every record that has one (NaN: none, which
-    adds nothing). A plain convex fusion of normalized scores: a weak model moves a record by at most
-    its share, where rank fusion gave its tenth best as much as BM25's first."""
+    """Each record's hybrid score, per group, by `FUSION` over all the groups at once (`fused_scores`)."""
     import numpy
 
-    known = numpy.concatenate([found[~numpy.isnan(found)] for found in cosines]) if cosines else numpy.zeros(0)
-    low, high = (float(known.min()), float(known.max())) if known.size else (0.0, 0.0)
-    best = max((float(found.max()) for found in words if found.size), default=0.0)
-    fused = []
-    for said, near in zip(words, cosines, strict=True):
-        scaled = (near - low) / (high - low) if high > low else numpy.where(numpy.isnan(near), numpy.nan, 1.0)
-        meaning = numpy.nan_to_num(scaled, nan=0.0)
-        fused.append(WORDS_WEIGHT * (said / best if best > 0 else said) + (1 - WORDS_WEIGHT) * meaning)
+    if not words:
+        return []
+    fused = fused_scores(FUSION, numpy.concatenate(words), numpy.concatenate(cosines))
+    return numpy.split(fused, numpy.cumsum([len(group) for group in words])[:-1])
+
+
+def fused_scores(fusion: Fusion, words: numpy.ndarray, cosines: numpy.ndarray) -> numpy.ndarray:
+    """Each record's hybrid score: `fusion.words` of its BM25 score plus the rest of its cosine, each
+    on its scale (`Fusion`). A record without a vector (NaN) has its scaled BM25 score for both
+    shares, so that it competes on the one scale. A convex fusion of scores, not of ranks: rank
+    fusion gave a weak ranking's tenth best as much say as the other's first."""
+    import numpy
+
+    worded = _scaled(words, fusion.depth, floor=False)
+    scaled = _scaled(cosines, fusion.depth, floor=True)
+    meaning = numpy.where(numpy.isnan(scaled), worded, scaled)
+    fused: numpy.ndarray = fusion.words * worded + (1 - fusion.words) * meaning
     return fused
 
 

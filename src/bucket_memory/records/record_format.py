@@ -23,37 +23,58 @@ ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 SUFFIX = ".json"
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_VECTOR, _MARK = frozenset({"model", "vector"}), frozenset({"dimensions", "model", "reason", "vector"})
 _REQUIRED, _ALL = frozenset({"text", "updated_at"}), frozenset({"text", "updated_at", "embedding", "embeddings"})
 
 
 @dataclass(frozen=True, slots=True)
 class Embedding:
-    """A record's vector of one model: the model that made it (as "provider:model") and its values
-    as base64 of little-endian float16 (2 bytes a dimension: 10,000 records of 1,536 dimensions take
-    40 MB). An empty vector marks a text the model refused alone (`refused`): it is searched by
-    words, and not sent again until its text changes. Neither field has a length limit of its
-    own: the file's (`FileFormat.max_file_bytes`) bounds both."""
+    """A record's vector in one space (`embedding.Space`: a model, as "provider:model", and a number
+    of dimensions): its values as base64 of little-endian float16 (2 bytes a dimension, so their
+    length says the dimensions; 10,000 records of 1,536 dimensions take 40 MB). An empty vector
+    marks a text the space's model failed on alone (`refused`), with that failure as `reason` and
+    the space's `dimensions` (None in marks written before spaces had them: every size of the
+    model): it is searched by words, and not sent again until its text changes. No field has a
+    length limit of its own: the file's (`FileFormat.max_file_bytes`) bounds them all."""
 
     model: str
     vector: str  # in base64's alphabet, so its JSON needs no escapes
+    dimensions: int | None = None  # a mark's; a vector's is its length
+    reason: str = ""  # a mark's: what the model raised
 
     @property
     def refused(self) -> bool:
         return not self.vector
 
+    @property
+    def size(self) -> int | None:
+        """The dimensions of the space this vector (or mark) belongs to; None: a mark of every size."""
+        if self.refused:
+            return self.dimensions
+        padding = len(self.vector) - len(self.vector.rstrip("="))
+        return (len(self.vector) // 4 * 3 - padding) // 2
+
+    def of(self, model: str, dimensions: int) -> bool:
+        """Whether this is a vector or mark of the space `model` at `dimensions`."""
+        return self.model == model and self.size in (dimensions, None)
+
     def encode(self) -> str:
-        return f'{{"model":{encode_basestring(self.model)},"vector":"{self.vector}"}}'
+        model = encode_basestring(self.model)
+        if self.dimensions is None:
+            return f'{{"model":{model},"vector":"{self.vector}"}}'
+        reason = encode_basestring(self.reason)
+        return f'{{"dimensions":{self.dimensions},"model":{model},"reason":{reason},"vector":"{self.vector}"}}'
 
 
-# Vectors a record keeps, one a model, the latest written first: a fleet rolling out a new model
-# has two at once; a fifth model's vector drops the one written longest ago.
+# Vectors a record keeps, one a space, the latest written first: a fleet rolling out a new model
+# or size has two at once; a fifth space's vector drops the one written longest ago.
 MAX_VECTORS = 4
 
 
 @dataclass(frozen=True, slots=True)
 class RecordBody:
     """What a record's file holds: its text, when it was written (as commits record times), and its
-    vectors, at most one a model, latest first. Its file is the canonical JSON of these (sorted
+    vectors, at most one a space (model and dimensions), latest first. Its file is the canonical JSON of these (sorted
     keys, no spaces, UTF-8): one vector as `embedding` (as versions before several models wrote,
     so they still read it), several as the list `embeddings`, none left out."""
 
@@ -61,12 +82,18 @@ class RecordBody:
     updated_at: str
     embeddings: tuple[Embedding, ...] = ()
 
-    def vector_of(self, model: str) -> Embedding | None:
-        return next((stored for stored in self.embeddings if stored.model == model), None)
+    def vector_of(self, model: str, dimensions: int) -> Embedding | None:
+        """The vector or mark this record holds in the space `model` at `dimensions`."""
+        return next((stored for stored in self.embeddings if stored.of(model, dimensions)), None)
 
     def with_vector(self, embedding: Embedding) -> RecordBody:
-        """This record with `embedding` as its model's vector, first; the others kept, up to `MAX_VECTORS`."""
-        others = tuple(stored for stored in self.embeddings if stored.model != embedding.model)
+        """This record with `embedding` as its space's vector, first, in place of that space's (and
+        of a mark of its model from before marks named a size); the others kept, up to `MAX_VECTORS`."""
+        others = tuple(
+            stored
+            for stored in self.embeddings
+            if stored.model != embedding.model or stored.size not in (embedding.size, None)
+        )
         return replace(self, embeddings=(embedding, *others)[:MAX_VECTORS])
 
     def encode(self) -> str:
@@ -100,8 +127,10 @@ class RecordBody:
         stored = [value["embedding"]] if "embedding" in value else value.get("embeddings", [])
         if type(stored) is not list or len(stored) > MAX_VECTORS or not all(map(_embedding, stored)):
             return None
-        embeddings = tuple(Embedding(one["model"], one["vector"]) for one in stored)
-        if len({one.model for one in embeddings}) < len(embeddings):
+        embeddings = tuple(
+            Embedding(one["model"], one["vector"], one.get("dimensions"), one.get("reason", "")) for one in stored
+        )
+        if len({(one.model, one.size) for one in embeddings}) < len(embeddings):
             return None
         body = cls(said, updated, embeddings)
         return body if body.encode() == text else None
@@ -120,8 +149,15 @@ def _real_time(text: str) -> bool:
 
 def _embedding(stored: object) -> bool:
     """Whether a stored embedding has a model name and a vector in base64's alphabet (its bytes are
-    checked when it is used: one that does not decode is missing, not a reason to skip the record)."""
-    if type(stored) is not dict or stored.keys() != {"model", "vector"}:
+    checked when it is used: one that does not decode is missing, not a reason to skip the record),
+    or is a mark (an empty vector) with its space's dimensions and its reason, or without both."""
+    if type(stored) is not dict:
+        return False
+    if stored.keys() == _MARK:
+        dimensions = stored["dimensions"]
+        if type(dimensions) is not int or dimensions < 1 or type(stored["reason"]) is not str or stored["vector"]:
+            return False
+    elif stored.keys() != _VECTOR:
         return False
     model, vector = stored["model"], stored["vector"]
     return type(model) is str and bool(model) and type(vector) is str and _BASE64.fullmatch(vector) is not None

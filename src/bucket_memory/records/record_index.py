@@ -201,7 +201,7 @@ class Snapshot:
         return Corpus(self.count(), sum(segment.words(analyzer) for segment in self.segments))
 
     def missing(self, space: Space) -> list[Record]:
-        """The live records with no usable vector of `space`, stored or made, nor marked refused by its model."""
+        """The live records with no usable vector of `space`, stored or made, nor marked refused in it."""
         made = self.made.get(space)
         have = set(made.ids) if made is not None else set()
         found = []
@@ -209,7 +209,7 @@ class Snapshot:
             absent = segment.rows(space).missing
             for slot in absent[segment.live[absent]].tolist():
                 body = segment.bodies[slot]
-                marked = body.vector_of(space.model)
+                marked = body.vector_of(space.model, space.dimensions)
                 if segment.ids[slot] not in have and (marked is None or not marked.refused):
                     found.append((segment.ids[slot], segment.versions[slot], body))
         return found

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a13n_harness.providers.memory import (
@@ -36,7 +36,7 @@ from ..state.state import State
 from .analyzer import DEFAULT_LANGUAGE, Analyzer
 from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
-from .recall import Recall
+from .recall import Notice, Recall
 from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
 from .record_index import Snapshot
@@ -175,12 +175,14 @@ class LogRecordStore:
         return RecordPage(tuple(records))
 
     @traced("records.search")
-    async def search(self, query: str, *, limit: int) -> tuple[MemoryRecord, ...]:
+    async def search(self, query: str, *, limit: int) -> Recalled:
+        """The `limit` records closest to `query`, best first; `notice` on the answer says what was
+        ranked by words alone because the embedder failed (None: nothing was)."""
         query = _text(query, "A search query")[: self.record_chars]
         with deadline.within(self._timeout), records_extra():
             snapshot = await self._snapshot(await self.files.log.fresh_state())
-            scored = await self._recall.search(query, snapshot, limit, self.embedder, self._write_back.keep)
-        return tuple(_record(found, snapshot.body(found), score) for found, score in scored)
+            scored, notice = await self._recall.search(query, snapshot, limit, self.embedder, self._write_back.keep)
+        return Recalled((_record(found, snapshot.body(found), score) for found, score in scored), notice)
 
     async def census(self) -> VectorCensus:
         """Which models' vectors the live records hold, and which texts each model refused."""
@@ -263,6 +265,19 @@ class LogRecordStore:
                 "invalid_cursor", "That cursor was not issued by this record memory; list again without one."
             )
         return match[1]
+
+
+class Recalled(tuple[MemoryRecord, ...]):
+    """A search's records, best first (a tuple, as the harness's contract has it), and its `notice`:
+    what it ranked by words alone because the embedder failed on the query or its calls (None:
+    nothing was)."""
+
+    notice: Notice | None
+
+    def __new__(cls, records: Iterable[MemoryRecord], notice: Notice | None = None) -> Recalled:
+        made = super().__new__(cls, records)
+        made.notice = notice
+        return made
 
 
 def _text(text: object, what: str) -> str:

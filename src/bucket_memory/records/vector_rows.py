@@ -37,8 +37,8 @@ class Rows:
         encoded = 4 * ((width + 2) // 3)  # the base64 of exactly `width` bytes
         slots, texts = [], []
         for slot, body in enumerate(bodies):
-            stored = body.vector_of(space.model)
-            if stored is not None and stored.model == space.model and len(stored.vector) == encoded:
+            stored = body.vector_of(space.model, space.dimensions)
+            if stored is not None and len(stored.vector) == encoded:
                 slots.append(slot)
                 texts.append(stored.vector)
         data, decoded = _decoded(texts, width)

@@ -36,7 +36,7 @@ class VectorWriteBack:
         record holds by then (another process's write-back is never undone); a record whose text
         changed since it was read is left as it is (its new text has its own vectors or none), a
         refusal mark never takes the place of a vector another process made of the same model
-        meanwhile, and a record that would outgrow a file drops the vectors written longest ago."""
+        meanwhile in its space, and a record that would outgrow a file drops the vectors written longest ago."""
         if self.files.log.read_only or not made:
             return
 
@@ -52,7 +52,8 @@ class VectorWriteBack:
                     stored = RecordBody.decode(current.text)
                     if stored is None or stored.text != body.text:
                         continue
-                    new, held = body.embeddings[0], stored.vector_of(body.embeddings[0].model)
+                    new = body.embeddings[0]
+                    held = stored.vector_of(new.model, new.size) if new.size is not None else None
                     if new.refused and held is not None and not held.refused:
                         continue  # another process's embedder took the text meanwhile: its vector stands
                     body = stored.with_vector(new)

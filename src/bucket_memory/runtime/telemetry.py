@@ -51,6 +51,7 @@ class Tally:
     intents: int = 0
     folded: int = 0
     embeddings_refused: int = 0
+    searched_by_words: int = 0
 
     def add(self, other: Tally) -> None:
         for name in _EVENTS:
@@ -84,6 +85,11 @@ _COUNTERS = {
         "bucket_memory.embeddings_refused",
         unit="{record}",
         description="Record texts an embedder refused alone, searched by words until asked again.",
+    ),
+    "searched_by_words": _meter.create_counter(
+        "bucket_memory.searched_by_words",
+        unit="{record}",
+        description="Records a hybrid search ranked by words alone: its embedder failed on the query or the call.",
     ),
 }
 _cold_starts = _meter.create_counter(
