@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ...admin import MemoryAdmin
-from ...objects.interface import TransientError
 from ..faults import SimulatedCrash, UnmappedError
 from .ledger import Ack
 from .world import OPERATOR, PATHS, Process, World
@@ -65,12 +64,12 @@ async def operator_act(world: World, step: int, kind: str) -> None:
     draw = world.schedule
     try:
         summary = await _command(world, admin, step, kind, draw)
-    except TransientError as error:  # every failure a caller sees must be a MemoryStoreError
-        world.ledger.leaks.append(f"operator {kind} raised a bare TransientError: {error}")
-        world.ledger.note(step, f"operator {kind} -> TransientError leaked: {error}")
-        return
     except ANSWERS as error:
         world.ledger.note(step, f"operator {kind} -> {_answer(error)}")
+        return
+    except Exception as error:  # every failure a caller sees must be a MemoryStoreError
+        world.ledger.leaks.append(f"operator {kind} raised {type(error).__name__}: {error}")
+        world.ledger.note(step, f"operator {kind} -> {type(error).__name__} leaked: {error}")
         return
     world.ledger.note(step, f"operator {kind} {summary}")
 

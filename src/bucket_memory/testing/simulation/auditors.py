@@ -44,8 +44,12 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
     for ack in world.ledger.acks:
         if ack.text is None or ack.version <= replay.base or world.ledger.erased_below(ack.path, ack.version, erased):
             continue
+        homes = [ack.version, *world.ledger.reapplied.get(ack.version, ())]
+        held_at = [
+            seq for seq in homes if seq in replay.commits and replay.commits[seq].touched.get(ack.path) == ack.text
+        ]
         commit = replay.commits.get(ack.version)
-        if commit is None or commit.touched.get(ack.path) != ack.text:
+        if not held_at:
             held = None if commit is None else commit.touched.get(ack.path, "(path untouched)")
             found.append(f"{ack.actor}'s write of {ack.path} acked at {ack.version} is not there: holds {held!r}")
         copies = [
@@ -54,7 +58,9 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
             if made.by not in _REWRITERS and made.touched.get(ack.path) == ack.text
         ]
         if len(copies) > 1:
-            found.append(f"{ack.actor}'s write of {ack.path} acked at {ack.version} was committed {len(copies)} times: {copies}")
+            found.append(
+                f"{ack.actor}'s write of {ack.path} acked at {ack.version} was committed {len(copies)} times: {copies}"
+            )
     return found
 
 

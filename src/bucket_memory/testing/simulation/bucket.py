@@ -7,10 +7,11 @@ a kill at any request, after which that process sends nothing more (a process ki
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import replace
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from ..faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash, _Request
 from ..versioned import VersionedMemoryObjectStore
@@ -26,7 +27,7 @@ class SimBucket(VersionedMemoryObjectStore):
         super().__init__("sim")
         self.gets: Counter[str] = Counter()
 
-    @property  # type: ignore[override]
+    @property
     def clock(self) -> float:
         return self._virtual.now
 
@@ -43,9 +44,9 @@ class SimBucket(VersionedMemoryObjectStore):
         for key, (data, _) in self.objects.items():
             yield key, "current object", data
         for key, versions in self.stored.items():
-            for version, data, _ in versions:
-                if data is not None:
-                    yield key, f"stored version {version}", data
+            for version, stored, _ in versions:
+                if stored is not None:
+                    yield key, f"stored version {version}", stored
 
 
 class MortalObjects(FaultyObjectStore):
@@ -72,10 +73,11 @@ class MortalObjects(FaultyObjectStore):
 
 def keys_holding(bucket: SimBucket, needles: Sequence[str]) -> list[str]:
     """Where any of `needles` is held, as 'key (where)', over current objects and stored versions."""
-    encoded = [(needle, needle.encode()) for needle in needles]
+    # Objects are JSON: a text is stored escaped ("\\n" for a newline), or raw in a packed checkpoint.
+    encoded = [(needle, (needle.encode(), json.dumps(needle)[1:-1].encode())) for needle in needles]
     return [
         f"{key} ({where}) holds {needle!r}"
         for key, where, data in bucket.every_stored_bytes()
-        for needle, raw in encoded
-        if raw in data
+        for needle, forms in encoded
+        if any(form in data for form in forms)
     ]

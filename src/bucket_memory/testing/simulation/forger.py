@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ...files.store import LogFileStore
 from ...format.changes import Change, Edit, Erase, Move, Write
@@ -55,7 +55,10 @@ class Forger:
 
     async def forge(self, kind: str) -> Forgery | None:
         """Do one forgery of `kind`; None when the memory gives it nothing to act on yet."""
-        return await getattr(self, "_" + kind.replace("-", "_"))()
+        try:
+            return await getattr(self, "_" + kind.replace("-", "_"))()  # type: ignore[no-any-return]
+        except MemoryStoreError:
+            return None  # the memory cannot be read now (an earlier forgery): nothing to forge on
 
     async def commit(self, *changes: Change, origin: Origin = MALLORY) -> Commit | None:
         """Create the next log key with a commit hashed and chained as a store would."""
@@ -65,7 +68,9 @@ class Forger:
 
     async def overwrite(self, key: str, data: bytes) -> bool:
         """What PutObject does to a key that exists: a new current version over it."""
-        current = [version for version in await self.bucket.list_versions(key) if version.key == key and version.current]
+        current = [
+            version for version in await self.bucket.list_versions(key) if version.key == key and version.current
+        ]
         return bool(current) and await self.bucket.replace(key, data, tag=current[0].tag)
 
     async def _files(self) -> dict[str, str]:
@@ -74,12 +79,16 @@ class Forger:
 
     async def _benign_commit(self) -> Forgery | None:
         made = await self.commit(Write(path="mallory.md", text=f"mallory {self.draw.randrange(10**6)}\n"))
-        return made and Forgery("benign-commit", (log_key(made.seq),), False, "a well-formed agent commit")
+        return (
+            None
+            if made is None
+            else Forgery("benign-commit", (log_key(made.seq),), False, "a well-formed agent commit")
+        )
 
     async def _void_commit(self) -> Forgery | None:
         changes = (Write(path="payroll.md", text="Pay Mallory.\n"), Move(source="nope.md", destination="x.md"))
         made = await self.commit(*changes)
-        return made and Forgery("void-commit", (log_key(made.seq),), False, "a move of a missing file")
+        return None if made is None else Forgery("void-commit", (log_key(made.seq),), False, "a move of a missing file")
 
     async def _void_edit(self) -> Forgery | None:
         files = await self._files()
@@ -87,9 +96,13 @@ class Forger:
             return None
         path = self.draw.choice(sorted(files))
         wrong = "not what the file holds"
-        edit = Edit(path=path, at=0, removed=wrong, inserted="x", size=len(files[path]) - len(wrong) + 1)
+        edit = Edit(path=path, at=0, removed=wrong, inserted="x", size=max(0, len(files[path]) - len(wrong) + 1))
         made = await self.commit(edit, Write(path="payroll.md", text="Pay Mallory, by an edit.\n"))
-        return made and Forgery("void-edit", (log_key(made.seq),), False, f"an edit of {path} that does not fit")
+        return (
+            None
+            if made is None
+            else Forgery("void-edit", (log_key(made.seq),), False, f"an edit of {path} that does not fit")
+        )
 
     async def _erase_change(self) -> Forgery | None:
         files = await self._files()
@@ -97,7 +110,11 @@ class Forger:
             return None
         path = self.draw.choice(sorted(files))
         made = await self.commit(Erase(path=path), origin=OPERATOR)
-        return made and Forgery("erase-change", (log_key(made.seq),), True, f"erase {path} claiming the operator")
+        return (
+            None
+            if made is None
+            else Forgery("erase-change", (log_key(made.seq),), True, f"erase {path} claiming the operator")
+        )
 
     async def _garbage_intents(self) -> Forgery | None:
         head = (await self.reader.log.proven_state()).head
@@ -134,13 +151,12 @@ class Forger:
         return Forgery("forged-checkpoint", (key,), landed, f"{path} rewritten in a checkpoint") if landed else None
 
     async def _delete_commit(self) -> Forgery | None:
-        keys = [info.key for info in await self.bucket.list("log/") if info.key.endswith("0.json") or True]
-        commits = [key for key in keys if not key.endswith(".run.json")]
+        commits = [info.key for info in await self.bucket.list("log/") if not info.key.endswith(".run.json")]
         if not commits:
             return None
-        key = self.draw.choice(commits)
-        await self.bucket.delete([key])
-        return Forgery("delete-commit", (key,), True, "a commit deleted")
+        # The head: an older one may be what compaction would delete anyway, which no one can tell.
+        await self.bucket.delete([commits[-1]])
+        return Forgery("delete-commit", (commits[-1],), True, "the newest commit deleted")
 
     async def _overwrite_commit(self) -> Forgery | None:
         commits = [info.key for info in await self.bucket.list("log/") if not info.key.endswith(".run.json")]

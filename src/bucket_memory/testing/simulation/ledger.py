@@ -43,6 +43,7 @@ class Ledger:
     exports: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # (step, files) of each export
     moments: list[tuple[int, float]] = field(default_factory=list)  # (step, virtual time) each step ended at
     trace: list[str] = field(default_factory=list)
+    reapplied: dict[int, list[int]] = field(default_factory=dict)  # seq -> where recover re-applied a fork there
     leaks: list[str] = field(default_factory=list)  # failures that reached a caller unmapped
 
     def note(self, step: int, line: str) -> None:
@@ -67,11 +68,9 @@ class Ledger:
         return any(erased == path and seq > version for seq, erased in [*done, *found])
 
     def moved(self, reapplied: tuple[tuple[int, int | None], ...]) -> None:
-        """`recover` re-applied fork commits at new seqs: what was acknowledged there now lives there."""
-        moves = {old: new for old, new in reapplied}
-        self.acks = [
-            Ack(ack.path, ack.text, moves[ack.version] or ack.version, ack.actor, ack.step)
-            if ack.version in moves
-            else ack
-            for ack in self.acks
-        ]
+        """`recover` re-applied the commits of a fork at new seqs: an acknowledged write may now live
+        at the new seq (when the fork was its writer's) or still at its own (when the fork was a
+        forgery over it, and recover put the writer's commit back)."""
+        for old, new in reapplied:
+            if new is not None:
+                self.reapplied.setdefault(old, []).append(new)

@@ -44,7 +44,11 @@ WEIGHTS = {
 OPERATOR_STEPS = ("erase", "compact", "recover", "recover-as-of", "rollback", "restore", "export", "import")
 RECOVER_WITHIN = 3
 # What a background task of a process may end in: its kill, or an error its caller never sees.
-EXPECTED = (SimulatedCrash, UnmappedError, MemoryStoreError)  # steps from a forgery that changes what readers serve to the operator's recover
+EXPECTED = (
+    SimulatedCrash,
+    UnmappedError,
+    MemoryStoreError,
+)  # steps from a forgery that changes what readers serve to the operator's recover
 
 
 @dataclass
@@ -91,7 +95,9 @@ async def _run(seed: int, settings: Settings, skip: frozenset[str], clock: Virtu
             violations = []
             if forgery is not None and forgery.affects_state and "verify" not in skip:
                 violations += await _verify_names(world, forgery)
-                recover_at = recover_at if recover_at is not None else step + 1 + world.schedule.randrange(RECOVER_WITHIN)
+                recover_at = (
+                    recover_at if recover_at is not None else step + 1 + world.schedule.randrange(RECOVER_WITHIN)
+                )
                 audit.tainted.extend(forgery.keys)
             if kind == "recover" and recover_at is not None and step >= recover_at:
                 violations += await _recovered(world, audit, step, skip)
@@ -143,7 +149,8 @@ async def _verify_names(world: World, forgery: Forgery) -> list[str]:
     """`verify` names a forgery that changes what readers serve (one of the keys it wrote or removed)."""
     problems = await MemoryAdmin(world.cold()).verify()
     # A deleted commit is named by the one after the gap it leaves.
-    near = {*forgery.keys, *(log_key(key_seq(key) + 1) for key in forgery.keys if key_seq(key) is not None)}
+    seqs = [seq for seq in map(key_seq, forgery.keys) if seq is not None]
+    near = {*forgery.keys, *(log_key(seq + 1) for seq in seqs)}
     if any(problem.key in near for problem in problems):
         return []
     named = [problem.key for problem in problems]
@@ -160,11 +167,11 @@ async def _recovered(world: World, audit: AuditState, step: int, skip: frozenset
     world.ledger.moved(done.restoration.reapplied)
     world.ledger.note(step, f"operator recover (playbook) -> reapplied {list(done.restoration.reapplied)}")
     audit.tainted.clear()
-    if "verify" in skip:
+    if "recover-repairs" in skip:
         return []
     problems = await MemoryAdmin(world.cold()).verify()
     left = [f"{problem.key}: {problem.message[:120]}" for problem in problems if "void" not in problem.message]
-    return [f"[verify] after recover, verify still names {left}"] if left else []
+    return [f"[recover-repairs] after recover, verify still names {left}"] if left else []
 
 
 async def _settle(world: World) -> None:

@@ -2,10 +2,10 @@
 replays exactly from its seed.
 
 `VirtualEventLoop` is an asyncio loop whose clock is `VirtualClock`: when nothing is ready to run,
-it jumps the clock to the next timer instead of waiting for it, and work sent to a thread runs at once. `virtual_world` also points
-`time.time`, `time.monotonic`, the `random` module and `secrets.token_hex` (intent and commit ids,
-salts) at the run's clock and seed for as long as the run lasts, so that every key, id and retry
-pause the store draws is the same on a replay.
+it jumps the clock to the next timer instead of waiting for it, and work sent to a thread runs at
+once. `virtual_world` also points `time.time`, `time.monotonic`, the `random` module and
+`secrets.token_hex` (intent and commit ids, salts) at the run's clock and seed for as long as the
+run lasts, so that every key, id and retry pause the store draws is the same on a replay.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.clock.now
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:  # type: ignore[override]
         """Run `func` here and now: a worker thread would finish at a wall-clock moment the virtual
         clock knows nothing of, and the run would no longer replay exactly."""
         future: asyncio.Future[Any] = self.create_future()
@@ -89,11 +89,11 @@ def virtual_world(clock: VirtualClock, seed: int) -> Iterator[None]:
         return draws.randbytes(32 if nbytes is None else nbytes).hex()
 
     random.seed(f"store-{seed}")
-    time.time, time.monotonic, secrets.token_hex = clock, clock, token_hex  # type: ignore[assignment]
+    time.time, time.monotonic, secrets.token_hex = clock, clock, token_hex
     try:
         yield
     finally:
-        time.time, time.monotonic, secrets.token_hex = saved  # type: ignore[assignment]
+        time.time, time.monotonic, secrets.token_hex = saved
         random.setstate(saved_state)
 
 
@@ -123,4 +123,3 @@ def run_virtual[T](
 
 async def _awaited[T](awaitable: Awaitable[T]) -> T:
     return await awaitable
-
