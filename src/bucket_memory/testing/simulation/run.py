@@ -26,6 +26,7 @@ from .virtual_time import VirtualClock, run_virtual
 from .world import OPERATOR, Settings, World
 
 SEED_VARIABLE = "BUCKET_MEMORY_SEED"
+SKIP_VARIABLE = "BUCKET_MEMORY_SKIP"
 # How often each kind of step is drawn.
 WEIGHTS = {
     "fleet": 30,
@@ -71,8 +72,10 @@ def simulate(seed: int, settings: Settings | None = None, *, skip: frozenset[str
     return run_virtual(seed, lambda clock: _run(seed, settings or Settings(), skip, clock), expected=EXPECTED)
 
 
-def replay_command(seed: int, test: str = "tests/test_simulation.py") -> str:
-    return f"{SEED_VARIABLE}={seed} .venv/bin/pytest {test} -k replay -p no:randomly"
+def replay_command(seed: int, skip: frozenset[str] = frozenset(), test: str = "tests/test_simulation.py") -> str:
+    """The one command that replays seed `seed` exactly, with the same auditors switched off."""
+    skipping = f"{SKIP_VARIABLE}={','.join(sorted(skip))} " if skip else ""
+    return f"{SEED_VARIABLE}={seed} {skipping}.venv/bin/pytest {test} -k test_replay"
 
 
 async def _run(seed: int, settings: Settings, skip: frozenset[str], clock: VirtualClock) -> Outcome:
