@@ -1,0 +1,76 @@
+"""What the run's actors were told, which the auditors hold the memory to.
+
+The ledger is the simulation's model: each acknowledged change (path, text, version), each erasure
+the operator saw done (and the texts it promised to remove), each verdict a reader once observed,
+and the step trace that a failing seed prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A change a writer was told is done: `text` at `path` as of commit `version` (None: a delete)."""
+
+    path: str
+    text: str | None
+    version: int
+    actor: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """An erasure the operator was told is done: its commit and every text the path held below it."""
+
+    path: str
+    seq: int
+    texts: frozenset[str]
+    step: int
+
+
+@dataclass
+class Ledger:
+    """The run's record of promises: acknowledged changes, done erasures, observed verdicts,
+    exports and the moments each step ended at."""
+
+    acks: list[Ack] = field(default_factory=list)
+    erased: list[Erased] = field(default_factory=list)
+    erasing: set[str] = field(default_factory=set)  # paths the operator began to erase, done or not
+    verdicts: dict[tuple[int, str], str] = field(default_factory=dict)  # (seq, hash) -> "valid" or the void reason
+    exports: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # (step, files) of each export
+    moments: list[tuple[int, float]] = field(default_factory=list)  # (step, virtual time) each step ended at
+    trace: list[str] = field(default_factory=list)
+    reapplied: dict[int, list[int]] = field(default_factory=dict)  # seq -> where recover re-applied a fork there
+    leaks: list[str] = field(default_factory=list)  # failures that reached a caller unmapped
+
+    def note(self, step: int, line: str) -> None:
+        self.trace.append(f"{step:4d} {line}")
+
+    def acked(self, ack: Ack) -> None:
+        self.acks.append(ack)
+
+    def erasure_done(self, path: str, seq: int, step: int) -> None:
+        """The texts an erasure of `path` at commit `seq` must remove: every text acknowledged at
+        the path below it (a write unconfirmed then may land on either side of it)."""
+        texts = frozenset(ack.text for ack in self.acks if ack.path == path and ack.text and ack.version < seq)
+        self.erased.append(Erased(path, seq, texts, step))
+
+    def erased_texts(self) -> set[str]:
+        return {text for erasure in self.erased for text in erasure.texts}
+
+    def erased_below(self, path: str, version: int, found: list[tuple[int, str]] = []) -> bool:  # noqa: B006
+        """Whether an erasure the operator ran (reported done, or `found` in the log) removes what
+        commit `version` wrote at `path`."""
+        done = [(erasure.seq, erasure.path) for erasure in self.erased]
+        return any(erased == path and seq > version for seq, erased in [*done, *found])
+
+    def moved(self, reapplied: tuple[tuple[int, int | None], ...]) -> None:
+        """`recover` re-applied the commits of a fork at new seqs: an acknowledged write may now live
+        at the new seq (when the fork was its writer's) or still at its own (when the fork was a
+        forgery over it, and recover put the writer's commit back)."""
+        for old, new in reapplied:
+            if new is not None:
+                self.reapplied.setdefault(old, []).append(new)
