@@ -27,7 +27,7 @@ from ..log.runs import read_run
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
-from ..state.state import State, Void, same_checkpoint
+from ..state.state import State, Void, same_checkpoint, unrecorded_erasure
 from .lineage import erasure_problems
 
 # Compaction deletes what verify listed; a check that met it starts again, this many times in all.
@@ -268,7 +268,13 @@ class History:
             state = checkpoints[min(bases)].copy()
         else:
             return [Problem(log_key(first), "the log starts here but no checkpoint holds the state before it")]
-        problems: list[Problem] = []
+        # Commits the base checkpoint already holds are not replayed; an erasure no record names is
+        # void whatever the state, so it is named there too.
+        problems = [
+            Problem(log_key(seq), _void_message(commit, Void(seq, reason)))
+            for seq, commit in sorted(commits.items())
+            if seq <= state.head and (reason := unrecorded_erasure(commit)) is not None
+        ]
         for seq in range(state.head + 1, max(commits) + 1):
             try:
                 void = state.apply(commits[seq], self.log.location)

@@ -60,7 +60,11 @@ class ErasedPaths:
         # restored chain meanwhile (the next recover re-applies it); that break must not keep the
         # erasures of the commits before it from being finished.
         for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
-            await Erasure(self.store).erase(path, origin=origin)
+            try:
+                await Erasure(self.store).erase(path, origin=origin)
+            except MemoryStoreError as error:
+                if error.code != "not_found":
+                    raise  # not_found: nothing of the file is left anywhere, so nothing to finish
 
     async def returned(self) -> list[Problem]:
         """Each object that holds a text an erasure erased (an erase stopped part-way, or an object

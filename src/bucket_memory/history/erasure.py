@@ -363,7 +363,8 @@ async def _record_earlier(log: CommitLog, path: str) -> bool:
     """Record the erasures of `path` in the retained log that releases before erasure records
     committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
     applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
-    the file). Whether there were any: the operator, running `erase` on the path, vouches for them."""
+    the file) and that deleted a file. Whether there were any: the operator, running `erase` on
+    the path, vouches for them."""
     commits = await History(log).commits()
     checkpoints = [seq for seq, _ in await log.reader.list_checkpoints()]
     recorded = False
@@ -371,8 +372,11 @@ async def _record_earlier(log: CommitLog, path: str) -> bool:
         if commit.erasure_authorized or path not in erased_paths(commit):
             continue
         after = next((seq for seq in checkpoints if seq >= commit.seq), None)
-        if after is None or path in (await History(log).state_at(after)).files:
+        names = erased_paths(commit)
+        if after is None or names & set((await History(log).state_at(after)).files):
             continue
+        if not names & set((await History(log).state_at(commit.seq - 1)).files):
+            continue  # it deleted nothing: no release's erasure, and nothing to adopt
         await log.reader.erasures.create(commit, commit.moment.timestamp())
         recorded = True
     return recorded

@@ -102,7 +102,7 @@ class State:
         if commit.prev != self.head_hash:
             raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
         refusals = (self.folds.refusal(fold, commit.seq) for fold in commit.folded or ())
-        reason = commit.void or _unauthorized(commit) or next((r for r in refusals if r is not None), None)
+        reason = commit.void or unrecorded_erasure(commit) or next((r for r in refusals if r is not None), None)
         if reason is None:
             try:
                 self._apply_changes(commit)
@@ -299,7 +299,7 @@ class State:
             self.changed[path] = seq
 
 
-def _unauthorized(commit: Commit) -> str | None:
+def unrecorded_erasure(commit: Commit) -> str | None:
     """Why a commit that erases is no erasure: no operator's record names it (`erasure_record`).
     Such a change is what any writer with PutObject could forge, so it changes nothing at all."""
     authorized = commit.erasure_authorized
