@@ -42,7 +42,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
-from bucket_memory.installing import install_hint
+from bucket_memory.runtime.installing import install_hint
 from bucket_memory.testing.emulators import moto_server
 from examples.agents import MEMORY, Step, Transcript, call, memory_agent, persevering, scripted_model
 from examples.record_agents import recall, remember

@@ -364,7 +364,7 @@ async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeyp
     store = store_on(MemoryObjectStore(), ScriptedModel() if embedded else None)
     await store.add("green tea at standup")
     monkeypatch.setitem(sys.modules, "numpy", None)  # import then raises ModuleNotFoundError
-    install = 'pip install "bucket-memory[records]"'
+    install = 'pip install -e ".[records]" in a checkout'  # a command that runs: no index has bucket-memory
     fresh = store_on(store.files.log.objects, ScriptedModel() if embedded else None)  # nothing imported yet
     await refused("unavailable", fresh.search("tea", limit=3), "numpy", install)
     await refused("unavailable", fresh.list(limit=3), "numpy", install)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
-from .installing import install_hint
 from .log.options import LogOptions, Ranking
 from .objects.credentials import no_google_credentials
 from .objects.interface import ObjectStore
@@ -25,6 +24,7 @@ from .objects.urls import parse_url
 from .records.analyzer import DEFAULT_LANGUAGE
 from .records.embedding import DEFAULT_BATCH, embedder_named
 from .records.store import RECORD_CHARS, LogRecordStore
+from .runtime.installing import install_hint
 
 if TYPE_CHECKING:
     from pydantic_ai import Embedder

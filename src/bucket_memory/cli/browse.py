@@ -36,7 +36,7 @@ def browse(
 
         from ..browser import browser_app, new_token
     except ImportError:
-        from ..installing import install_hint
+        from ..runtime.installing import install_hint
 
         err.print(f"browse needs its web stack: {install_hint('browse')}")
         raise typer.Exit(EXIT_USAGE) from None

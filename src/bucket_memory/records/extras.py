@@ -7,7 +7,9 @@ from contextlib import contextmanager
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-INSTALL = 'pip install "bucket-memory[records]"'
+from ..runtime.installing import install_hint
+
+INSTALL = install_hint("records")
 _RECORDS = frozenset({"numpy", "Stemmer"})
 
 

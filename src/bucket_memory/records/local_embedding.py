@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from ..runtime.installing import install_hint
+
 if TYPE_CHECKING:
     import numpy
     from pydantic_ai import Embedder
     from wordllama import WordLlamaInference
 
 LOCAL = "local"  # the embedder name `open_record_store` and `--embedder` take for this model
-INSTALL = 'pip install "bucket-memory[local-embeddings]"'
+INSTALL = install_hint("local-embeddings")
 _CONFIG, _DIMENSIONS = "l2_supercat", 256
 _LOCK = threading.Lock()
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO
 
-from ..installing import install_hint
+from ..runtime.installing import install_hint
 
 _START_SECONDS = 30.0
 
