@@ -23,6 +23,7 @@ from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.erasure_record import ErasureRecord
 from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
 from bucket_memory.objects.interface import VersionedObjectStore
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot, read_directory
 
@@ -241,3 +242,20 @@ def test_an_erasure_record_is_read_as_hostile_bytes(data: bytes) -> None:
         return
     assert record.encode() == data and (record.seq, record.commit) == (5, "a" * 64)
     assert list(record.paths) == sorted(set(record.paths))
+
+
+async def test_a_failed_read_of_a_run_is_retried_by_recover_not_leaked() -> None:
+    """Found by the simulator (errors-mapped): one 503 on the GET of a run ended `recover` with a
+    bare TransientError, a traceback for the operator."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for number in range(4):
+        await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
+    await objects.create("log/00000000000000000004.run.json", b"not a run")  # listed beside the log, then read
+
+    def once(operation: Operation, key: str, count: int) -> Fault | None:
+        return "refuse" if operation == "get" and key.endswith(".run.json") and count == 0 else None
+
+    faulty = FaultyObjectStore(objects, Faults(script=once))
+    await MemoryAdmin(LogFileStore(faulty, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {f"n{n}.md": f"{n}\n" for n in range(4)}

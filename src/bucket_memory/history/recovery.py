@@ -367,7 +367,8 @@ async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> lis
     firsts = await stored.first_commits()
     stray: list[str] = []
     for seq in runs:
-        data = await stored.objects.get(run_key(seq))
+        # Retried as every request of recovery is: one 503 once ended `recover` with a bare TransientError.
+        data = await retrying(functools.partial(stored.objects.get, run_key(seq)), what=f"Reading {run_key(seq)}")
         run = None if data is None else read_run(stored.location, seq, data)
         if run is not None and (
             seq > head
