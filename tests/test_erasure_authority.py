@@ -259,3 +259,22 @@ async def test_a_failed_read_of_a_run_is_retried_by_recover_not_leaked() -> None
     faulty = FaultyObjectStore(objects, Faults(script=once))
     await MemoryAdmin(LogFileStore(faulty, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {f"n{n}.md": f"{n}\n" for n in range(4)}
+
+
+async def test_recover_removes_the_runs_and_intents_no_reader_reads() -> None:
+    """Found by the simulator (recover-repairs): a garbage run or intent an agent left stayed after
+    `recover`, and `verify` named it for ever; a valid intent and a key the store does not own stay."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for number in range(4):
+        await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
+    garbage = ["log/00000000000000000004.run.json", "pending/0000000000000-00000000000000000003-" + "0" * 32 + ".json"]
+    for key in garbage:
+        await objects.create(key, b"garbage")
+    await objects.create("pending/notes.txt", b"not the store's")
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert {problem.key for problem in await admin.verify()} >= set(garbage)
+    await admin.recover(None, origin=OPERATOR)
+    assert {info.key for info in await objects.list("")} & set(garbage) == set()
+    assert await objects.get("pending/notes.txt") == b"not the store's"
+    assert [problem.key for problem in await admin.verify()] == ["pending/notes.txt"]

@@ -22,8 +22,20 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Change
 from ..format.codec import Commit, CorruptObjectError
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, key_seq, log_key, reapplication, run_key, run_seq
+from ..format.wire_values import (
+    CHECKPOINT_PREFIX,
+    LOG_PREFIX,
+    PENDING_PREFIX,
+    intent_key_parts,
+    key_seq,
+    log_key,
+    reapplication,
+    run_key,
+    run_seq,
+)
 from ..log.commit_log import CommitLog
+from ..log.intents import read_intent
+from ..log.reader import LogReader
 from ..log.runs import read_run
 from ..objects.interface import VersionedObjectStore
 from ..objects.retry import retrying
@@ -150,6 +162,9 @@ class Recovery:
             for key in plan.stray:  # read above, and kept as a version
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which is not of the memory's chain", location, key)
+            for key in await _garbage(self.log.reader):  # kept as a version too
+                await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
+                logger.info("%s: removed %s, which no reader reads", location, key)
             self.log.forget()
         reapplying = _Reapplying(self.log, plan.head)
         for commit, changes in sorted(plan.forks, key=_made):
@@ -379,6 +394,28 @@ async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> lis
         ):
             stray.append(run_key(seq))
     return stray
+
+
+async def _garbage(reader: LogReader) -> list[str]:
+    """The runs and intents that do not read as one (what verify names "passed over" and "no writer
+    folds it"): every reader passes them over, so only recover removes them, as it removes strays."""
+    runs = [(seq, run_key(seq)) for seq in (await reader.list_log_and_runs())[1]]
+    pending = [info.key for info in await reader.list_keys(PENDING_PREFIX)]
+    garbage = []
+    for seq, key in runs:
+        data = await reader.get(key)
+        if data is not None and read_run(reader.location, seq, data) is None:
+            garbage.append(key)
+    for key in pending:
+        if intent_key_parts(key) is None:
+            continue  # not at an intent's key: verify names it, and nothing the store owns is removed
+        data = await reader.get(key)
+        try:
+            if data is not None:
+                read_intent(reader.location, key, data)
+        except CorruptObjectError:
+            garbage.append(key)
+    return garbage
 
 
 def _deleted_records(stored: StoredVersions) -> list[str]:
