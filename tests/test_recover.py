@@ -111,7 +111,7 @@ async def test_a_writer_committing_off_the_restored_chain_during_recover_is_kept
     writer whose cached head is a fork commit recover has just put the chain's own commit back
     over commits again, off the restored chain, while the forks are re-applied. Recover met that
     commit as corrupt and failed; it restores again and keeps both of the writer's writes."""
-    from bucket_memory.history import recovery
+    from bucket_memory.history import reapplying
 
     stale_origin = Origin(principal_id="stale")
     async with open_store(versioned_url) as stale:
@@ -120,14 +120,14 @@ async def test_a_writer_committing_off_the_restored_chain_during_recover_is_kept
             await other.write("b.md", "b\n", expected=None, origin=ORIGIN)
         wipe(versioned_url)
         await stale.write("c.md", "c after the wipe\n", expected=None, origin=stale_origin)  # a fork at 2
-        original = recovery._Reapplying.commit
+        original = reapplying.Reapplying.commit
 
         async def the_writer_goes_on(self: Any, commit: Any, changes: Any) -> int | None:
-            monkeypatch.setattr(recovery._Reapplying, "commit", original)
+            monkeypatch.setattr(reapplying.Reapplying, "commit", original)
             await stale.write("d.md", "d off the restored chain\n", expected=None, origin=stale_origin)
             return await original(self, commit, changes)
 
-        monkeypatch.setattr(recovery._Reapplying, "commit", the_writer_goes_on)
+        monkeypatch.setattr(reapplying.Reapplying, "commit", the_writer_goes_on)
         async with open_store(versioned_url) as store:
             admin = MemoryAdmin(store)
             await admin.recover(None, origin=ORIGIN)
@@ -181,14 +181,14 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
     between their re-applications. Each fork lands once, and the agent's text stays (the second run
     used to re-apply both forks again, over the agent's write)."""
     head = await ghost_forks(versioned_url, monkeypatch)
-    from bucket_memory.history import recovery
+    from bucket_memory.history import reapplying
 
     both_found = asyncio.Barrier(2)
     first_done = asyncio.Event()
     first_taken = False  # set with no await between its test and its setting: one run takes it
-    reapply = recovery._Reapplying.commit
+    reapply = reapplying.Reapplying.commit
 
-    async def racing(self: recovery._Reapplying, fork: Any, changes: Any) -> int | None:
+    async def racing(self: reapplying.Reapplying, fork: Any, changes: Any) -> int | None:
         nonlocal first_taken
         if fork.seq == 1:
             await both_found.wait()  # both runs have computed their forks
@@ -204,7 +204,7 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
             return seq
         return await reapply(self, fork, changes)
 
-    monkeypatch.setattr(recovery._Reapplying, "commit", racing)
+    monkeypatch.setattr(reapplying.Reapplying, "commit", racing)
     async with open_store(versioned_url) as one, open_store(versioned_url) as two:
         done = await asyncio.gather(
             MemoryAdmin(one).recover(None, origin=ORIGIN), MemoryAdmin(two).recover(None, origin=ORIGIN)

@@ -26,16 +26,21 @@ from bucket_memory.testing.simulation.run import SEED_VARIABLE, SKIP_VARIABLE, O
 from bucket_memory.testing.simulation.virtual_time import VirtualClock, run_virtual
 from bucket_memory.testing.simulation.world import OPERATOR, Settings, World
 
-# Auditors of defects the simulator found that are not fixed yet: off in the random seeds, so that
-# the seeds keep looking for the rest (forged checkpoints at the head that recover leaves: issue
-# 53's closing note). The defects issue 53 named are fixed, and their auditors are on.
-KNOWN = frozenset({"recover-repairs"})
-SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "40"))
-# Seeds that, with the known auditors off, still find a defect: each is a test that must fail until
-# its fix lands.
+# Auditors of defects the simulator found that are not fixed yet, off in the random seeds so that
+# the seeds keep looking for the rest: none now.
+KNOWN: frozenset[str] = frozenset()
+SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
+# Seeds that still find a defect: each is a test that must fail until its fix lands. Seeds that
+# found one fixed since stay in the range as its test (4: a forged checkpoint below the chain's
+# base; 38: one created past a gap an erase left in the versions; 54: a recorded erasure on a fork;
+# 90: an unrecorded erasure beside garbage intents; 28: an erased commit taken for a fork).
 FOUND: dict[int, str] = {
-    1: "a warm writer and a cold reader disagree on a file a void commit wrote (payroll.md)",
-    35: "verify does not name an agent's unrecorded erase change in one history (with a forged run beside it)",
+    76: "recover after a forgery answers write_unconfirmed (a commit near seq 16)",
+    102: "a warm writer and a cold reader disagree on notes/b.md",
+    129: "after recover, verify names a checkpoint the first versions of its log disprove",
+    144: "a warm writer serves an erased text",
+    156: "erase raises AssertionError: commits are fed in seq order",
+    198: "a warm writer and a cold reader disagree on payroll.md",
 }
 
 

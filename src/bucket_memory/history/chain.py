@@ -175,11 +175,12 @@ class History:
     async def _verify_once(self, progress: Callable[[int, int], None] | None) -> list[Problem]:
         log = self.log
         listed = [*await log.reader.list_keys(LOG_PREFIX), *await log.reader.list_keys(CHECKPOINT_PREFIX)]
-        problems = [
+        unknown = [
             Problem(info.key, "not an object the store writes; readers ignore it")
             for info in listed
             if key_seq(info.key) is None and run_seq(info.key) is None
         ]
+        problems = list(unknown)
         keys = [info.key for info in listed if key_seq(info.key) is not None]
         done = 0
 
@@ -210,12 +211,16 @@ class History:
                 problems.append(Problem(checkpoint_key(seq), f"it names another commit {seq} than the log holds"))
             if seq > last:
                 problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
+        # The replay needs a whole chain and checkpoints that name it; keys no reader reads (strays,
+        # runs and intents that are not the store's) do not stand in its way, nor hide what it finds.
+        replayable = ordered and len(problems) == len(unknown)
         problems.extend(await self._copy_problems([info.key for info in listed if run_seq(info.key)], commits))
-        if not problems and ordered:
+        if replayable:
             # A replay of the whole retained log: CPU-bound, on states no one else holds.
-            problems.extend(await asyncio.to_thread(self._replay_problems, commits, checkpoints))
-        if not problems and ordered:
-            problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
+            replayed = await asyncio.to_thread(self._replay_problems, commits, checkpoints)
+            problems.extend(replayed)
+            if not replayed:
+                problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
         return problems
 
     async def _copy_problems(self, runs: Sequence[str], commits: Mapping[int, Commit]) -> list[Problem]:

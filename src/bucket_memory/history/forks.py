@@ -43,9 +43,13 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
     decoded: list[Commit] = []
     for version, data in zip(others, await gather_bounded(others, stored.read), strict=True):
         try:
-            decoded.append(await stored.read_commit(version.key, data))
+            commit = await stored.read_commit(version.key, data)
         except CorruptObjectError:
             continue
+        first = firsts.get(version.key)
+        if version is not stored.first(version.key) and first is not None and first.id == commit.id:
+            continue  # its key's own commit, rewritten (by an erase, under a gap the chain does not reach across)
+        decoded.append(commit)
     chain_ids = {commit.id for commit in chain.values()}
     roots = await _checkpoints_past(stored, head)
     known = {(seq, commit.hash) for seq, commit in chain.items()} | {(0, GENESIS_HASH)}

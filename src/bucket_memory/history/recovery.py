@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,7 +28,6 @@ from ..format.wire_values import (
     intent_key_parts,
     key_seq,
     log_key,
-    reapplication,
     run_key,
     run_seq,
 )
@@ -43,17 +41,10 @@ from ..state.state import State
 from .chain import Problem
 from .forks import Fork, fork_commits
 from .lineage import erasures_in
-from .versions import StoredVersions, reapplied
+from .reapplying import Reapplying
+from .versions import StoredVersions
 
 logger = logging.getLogger(__name__)
-
-
-class _Behind(MemoryStoreError):
-    """A re-application was planned on a head past the commits recovery has read for marks."""
-
-    def __init__(self, head: int) -> None:
-        super().__init__("unavailable", "the memory moved on while a fork commit was re-applied; read on")
-        self.head = head
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +157,7 @@ class Recovery:
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which no reader reads", location, key)
             self.log.forget()
-        reapplying = _Reapplying(self.log, plan.head)
+        reapplying = Reapplying(self.log, plan.head)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
 
@@ -245,11 +236,16 @@ class Recovery:
         # the chain's commits at its next keys, so that it reloads, and the retained log must chain.
         below = [seq for seq, _ in listed if seq < base] + ([forks[0][0].seq] if forks else [])
         kept += [log_key(seq) for seq in range(min(below, default=base), base) if log_key(seq) in firsts]
+        # Live checkpoints below the base are still read (by a reader of the retained log, by
+        # `read_at`): each holds its first version where that fits the log, and goes where it does not.
+        kept += [
+            key for seq, key in stored.keys(CHECKPOINT_PREFIX) if seq < base and key in live and await stored.fits(seq)
+        ]
         stray = [
             key
             for key in sorted(live)
             if (seq := key_seq(key) or 0) > head
-            or (key.startswith(CHECKPOINT_PREFIX) and base < seq and key not in kept)
+            or (key.startswith(CHECKPOINT_PREFIX) and seq != base and key not in kept)
         ]
         stray += await _stray_runs(stored, runs, head)
         return _Plan(stored, head, chain, frozenset(kept), frozenset(live), stray, forks)
@@ -320,60 +316,6 @@ class Recovery:
                 f"{self.log.location} keeps no object versions to recover from; restore a backup instead.",
             )
         return self.log.objects
-
-
-class _Reapplying:
-    """Re-applies fork commits on top of a restored memory, each exactly once across processes.
-
-    The marks of re-applications are read from every commit up to `read`; a re-application is
-    planned only on a head no newer than that (else the plan refuses, the commits past it are read,
-    and the fork is looked at again), and it lands at that head + 1 (invariant 1). So a fork that
-    another run re-applied meanwhile is seen before a second re-application could land.
-    """
-
-    def __init__(self, log: CommitLog, read: int) -> None:
-        self.log = log
-        self.read = read
-        self.done: set[str] = set()
-
-    async def commit(self, fork: Commit, changes: tuple[Change, ...]) -> int | None:
-        """Commit the fork commit's `changes` on top, leaving out what no longer applies (a delete of
-        a file now gone); the new seq, or None when nothing is left or another run re-applied it."""
-
-        def plan(state: State) -> Sequence[Change]:
-            if state.head != self.read:
-                raise _Behind(state.head)
-            scratch, kept = state.copy(), []
-            for change in changes:
-                try:
-                    scratch.apply_change(change, state.head + 1)
-                except MemoryStoreError as refused:
-                    logger.info("%s: left out %s: %s", self.log.location, change, refused)
-                    continue
-                kept.append(change if change.origin else change.model_copy(update={"origin": fork.origin}))
-            return kept
-
-        while fork.id not in self.done:
-            try:
-                return await self.log.commit(plan, reapplication(fork.id))
-            except _Behind as behind:
-                await self._read_up_to(behind.head)
-        logger.info("%s: fork commit %s was re-applied by another run", self.log.location, fork.seq)
-        return None
-
-    async def _read_up_to(self, head: int) -> None:
-        """Read the marks of every commit after `read` up to `head` (from the versions if compacted)."""
-        reader = self.log.reader
-        listed = [(seq, info) for seq, info in await reader.list_log(after=self.read) if seq <= head]
-        if [seq for seq, _ in listed] == list(range(self.read + 1, head + 1)):
-            commits = await reader.fetch_commits(listed)
-        else:
-            objects = self.log.objects
-            assert isinstance(objects, VersionedObjectStore)
-            stored = await StoredVersions.listed(objects, self.log.format, LOG_PREFIX)
-            commits = [commit for commit in (await stored.first_commits()).values() if self.read < commit.seq <= head]
-        self.done |= reapplied(commits)
-        self.read = head
 
 
 async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> list[str]:

@@ -234,10 +234,12 @@ class StoredVersions:
 
     async def _checkpoint_verdicts(self, firsts: dict[str, Commit]) -> dict[int, bool]:
         """For each stored checkpoint, whether its first version fits the log's first versions: it
-        names its commit's hash and commit 1's, and, where the bucket keeps commit 1, holds what one
-        replay of them from there gives, and is not past where they turn into another lineage (once
-        commit 1's versions are gone, by an erase or expiry, the hashes are all there is to check:
-        the admitted limit)."""
+        names its commit's hash and commit 1's, and holds what a replay of them gives, from commit 1
+        where the bucket keeps it (else from the oldest checkpoint that names its commit) and, past
+        a gap (versions an erase deleted, or expired), from the oldest checkpoint after the gap that
+        names its commit; and is not past where they turn into another lineage. (A checkpoint an
+        agent created below every other after such a gap is that replay's start: the admitted
+        limit, which only a gap opens.)"""
         by_seq = {commit.seq: commit for commit in firsts.values()}
         genesis = by_seq.get(1)
         states = await self.first_checkpoints()
@@ -247,9 +249,25 @@ class StoredVersions:
             and (genesis is None or state.genesis in (None, genesis.hash))
             for seq, state in states.items()
         }
-        if genesis is None:
-            return verdicts  # nothing older to check a checkpoint by, and none may vouch for another
-        replay = State(format=self.format)
+        replay: State | None = State(format=self.format) if genesis is not None else None
+        if replay is None:  # commit 1's versions are gone: the oldest checkpoint naming its commit starts
+            replay = next((states[seq].copy() for seq in sorted(verdicts) if verdicts[seq]), None)
+        while replay is not None:
+            replay = await self._replay_segment(by_seq, states, verdicts, replay)
+            if (following := by_seq.get(replay.head + 1)) is not None and following.prev != replay.head_hash:
+                # The first versions go on as another lineage (a writer whose head was older than a
+                # wipe, or a log begun again): its checkpoints are no base; its commits are forks.
+                for seq in verdicts:
+                    verdicts[seq] = verdicts[seq] and seq <= replay.head
+                break
+            replay = next((states[seq].copy() for seq in sorted(verdicts) if seq > replay.head and verdicts[seq]), None)
+        return verdicts
+
+    async def _replay_segment(
+        self, by_seq: dict[int, Commit], states: dict[int, State], verdicts: dict[int, bool], replay: State
+    ) -> State:
+        """Replay the first versions of the log on `replay` while they chain, marking each checkpoint
+        met that differs from the state replayed; the state where they stop."""
         while (commit := by_seq.get(replay.head + 1)) is not None and commit.prev == replay.head_hash:
             try:
                 await off_loop(commit.size, functools.partial(replay.apply, commit, self.location))
@@ -262,12 +280,7 @@ class StoredVersions:
                     checkpoint_key(commit.seq),
                 )
                 verdicts[commit.seq] = False
-        if (following := by_seq.get(replay.head + 1)) is not None and following.prev != replay.head_hash:
-            # The first versions go on as another lineage (a writer whose head was older than a wipe,
-            # or a log begun again): its checkpoints are no base; its commits are forks to re-apply.
-            for seq in verdicts:
-                verdicts[seq] = verdicts[seq] and seq <= replay.head
-        return verdicts
+        return replay
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
         """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs

@@ -97,7 +97,7 @@ async def _run(seed: int, settings: Settings, skip: frozenset[str], clock: Virtu
             world.ledger.moments.append((step, clock.now))
             violations = []
             if forgery is not None and forgery.affects_state and "verify" not in skip:
-                violations += await _verify_names(world, forgery)
+                violations += await _verify_names(world, forgery, audit.tainted)
                 recover_at = (
                     recover_at if recover_at is not None else step + 1 + world.schedule.randrange(RECOVER_WITHIN)
                 )
@@ -148,18 +148,26 @@ async def _forge(world: World, audit: AuditState, step: int, skip: frozenset[str
     return forgery
 
 
-async def _verify_names(world: World, forgery: Forgery) -> list[str]:
-    """`verify` names a forgery that changes what readers serve (one of the keys it wrote or removed)."""
+async def _verify_names(world: World, forgery: Forgery, earlier: list[str]) -> list[str]:
+    """`verify` names a forgery that changes what readers serve (one of the keys it wrote or
+    removed), or an earlier one not yet repaired that breaks the chain before it (no reader reads
+    past that break, and verify replays nothing past it either)."""
     problems = await MemoryAdmin(world.cold()).verify()
-    # A deleted commit is named by the one after the gap it leaves.
-    seqs = [seq for seq in map(key_seq, forgery.keys) if seq is not None]
-    near = {*forgery.keys, *(log_key(seq + 1) for seq in seqs)}
-    if any(problem.key in near for problem in problems):
+    if any(problem.key in _near(forgery.keys) for problem in problems):
+        return []
+    if any(problem.key in _near(earlier) and "void" not in problem.message for problem in problems):
         return []
     if forgery.kind == "erase-change" and all([await world.bucket.get(key) is None for key in forgery.keys]):
         return []  # void (no operator's record), and compacted since: nothing is left to name
     named = [problem.key for problem in problems]
     return [f"[verify] the agent's {forgery.kind} ({forgery.detail}) at {forgery.keys} is not named: {named}"]
+
+
+def _near(keys: tuple[str, ...] | list[str]) -> set[str]:
+    """The keys a forgery wrote or removed, and the commit after each (a deleted commit is named by
+    the one after the gap it leaves)."""
+    seqs = [seq for seq in map(key_seq, keys) if seq is not None]
+    return {*keys, *(log_key(seq + 1) for seq in seqs)}
 
 
 async def _recovered(world: World, audit: AuditState, step: int, skip: frozenset[str]) -> list[str]:

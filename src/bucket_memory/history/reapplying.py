@@ -1,0 +1,101 @@
+"""Re-applying fork commits: what writers committed off a memory's chain after a wipe lands again,
+on top of the restored memory, exactly once across processes (see `forks.py` for finding them)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from a13n_harness.providers.memory import MemoryStoreError
+
+from ..format.changes import Change, Erase
+from ..format.codec import Commit
+from ..format.wire_values import LOG_PREFIX, reapplication
+from ..log.commit_log import CommitLog
+from ..objects.interface import VersionedObjectStore
+from ..state.state import State
+from .versions import StoredVersions, reapplied
+
+logger = logging.getLogger(__name__)
+
+
+class _Behind(MemoryStoreError):
+    """A re-application was planned on a head past the commits recovery has read for marks."""
+
+    def __init__(self, head: int) -> None:
+        super().__init__("unavailable", "the memory moved on while a fork commit was re-applied; read on")
+        self.head = head
+
+
+class Reapplying:
+    """Re-applies fork commits on top of a restored memory, each exactly once across processes.
+
+    The marks of re-applications are read from every commit up to `read`; a re-application is
+    planned only on a head no newer than that (else the plan refuses, the commits past it are read,
+    and the fork is looked at again), and it lands at that head + 1 (invariant 1). So a fork that
+    another run re-applied meanwhile is seen before a second re-application could land.
+    """
+
+    def __init__(self, log: CommitLog, read: int) -> None:
+        self.log = log
+        self.read = read
+        self.done: set[str] = set()
+
+    async def commit(self, fork: Commit, changes: tuple[Change, ...]) -> int | None:
+        """Commit the fork commit's `changes` on top, leaving out what no longer applies (a delete of
+        a file now gone); the new seq, or None when nothing is left or another run re-applied it.
+        A fork that erases is re-applied as an erasure only on its record's word (recorded anew for
+        its new seq, as `erase` records one); without a record, readers took it for void, and so
+        does this."""
+        erases = any(isinstance(change, Erase) for change in changes)
+        if erases and not fork.erasure_authorized:
+            logger.info("%s: left out fork commit %s: an erasure no record vouches for", self.log.location, fork.seq)
+            return None
+        records = self.log.reader.erasures
+        recorded: dict[int, str] = {}
+
+        async def record(commit: Commit) -> None:
+            if any(isinstance(change, Erase) for change in commit.changes):
+                recorded[commit.seq] = await records.create(commit, await self.log.reader.objects.now())
+
+        def plan(state: State) -> Sequence[Change]:
+            if state.head != self.read:
+                raise _Behind(state.head)
+            scratch, kept = state.copy(), []
+            for change in changes:
+                try:
+                    scratch.apply_change(change, state.head + 1)
+                except MemoryStoreError as refused:
+                    logger.info("%s: left out %s: %s", self.log.location, change, refused)
+                    continue
+                kept.append(change if change.origin else change.model_copy(update={"origin": fork.origin}))
+            return kept
+
+        while fork.id not in self.done:
+            seq: int | None = None
+            try:
+                seq = await self.log.commit(plan, reapplication(fork.id), before_create=record if erases else None)
+            except _Behind as behind:
+                await self._read_up_to(behind.head)
+                continue
+            finally:
+                for lost in [key for made, key in recorded.items() if made != seq]:
+                    await records.forget(lost)  # that seq holds another commit: the record is of none
+                recorded.clear()
+            return seq
+        logger.info("%s: fork commit %s was re-applied by another run", self.log.location, fork.seq)
+        return None
+
+    async def _read_up_to(self, head: int) -> None:
+        """Read the marks of every commit after `read` up to `head` (from the versions if compacted)."""
+        reader = self.log.reader
+        listed = [(seq, info) for seq, info in await reader.list_log(after=self.read) if seq <= head]
+        if [seq for seq, _ in listed] == list(range(self.read + 1, head + 1)):
+            commits = await reader.fetch_commits(listed)
+        else:
+            objects = self.log.objects
+            assert isinstance(objects, VersionedObjectStore)
+            stored = await StoredVersions.listed(objects, self.log.format, LOG_PREFIX)
+            commits = [commit for commit in (await stored.first_commits()).values() if self.read < commit.seq <= head]
+        self.done |= reapplied(commits)
+        self.read = head
