@@ -180,7 +180,7 @@ class History:
             for info in listed
             if key_seq(info.key) is None and run_seq(info.key) is None
         ]
-        problems = list(unknown)
+        problems: list[Problem] = []  # of the commits and checkpoints read: each stops the replay below
         keys = [info.key for info in listed if key_seq(info.key) is not None]
         done = 0
 
@@ -213,15 +213,13 @@ class History:
                 problems.append(Problem(checkpoint_key(seq), f"it is beyond the last commit, {last}"))
         # The replay needs a whole chain and checkpoints that name it; keys no reader reads (strays,
         # runs and intents that are not the store's) do not stand in its way, nor hide what it finds.
-        replayable = ordered and len(problems) == len(unknown)
-        problems.extend(await self._copy_problems([info.key for info in listed if run_seq(info.key)], commits))
-        if replayable:
+        copies = await self._copy_problems([info.key for info in listed if run_seq(info.key)], commits)
+        replayed: list[Problem] = []
+        if not problems and ordered:
             # A replay of the whole retained log: CPU-bound, on states no one else holds.
             replayed = await asyncio.to_thread(self._replay_problems, commits, checkpoints)
-            problems.extend(replayed)
-            if not replayed:
-                problems.extend(await asyncio.to_thread(self._erasure_problems, commits, checkpoints))
-        return problems
+            replayed = replayed or await asyncio.to_thread(self._erasure_problems, commits, checkpoints)
+        return [*unknown, *problems, *copies, *replayed]
 
     async def _copy_problems(self, runs: Sequence[str], commits: Mapping[int, Commit]) -> list[Problem]:
         """Runs that are not copies of the log's commits (a reader passes them over, but they are

@@ -36,6 +36,7 @@ from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
 from ..log.commit_log import CommitLog
+from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
@@ -231,28 +232,21 @@ class Erasure:
         which is put back at once.
         """
         reader = self.log.reader
-        recorded: dict[int, str] = {}
-
-        async def record(commit: Commit) -> None:
-            # Before the commit is created, so that no reader can see it unrecorded (and take it
-            # for what an agent could forge); an attempt that loses its seq leaves its record behind.
-            recorded[commit.seq] = await reader.erasures.create(commit, await reader.objects.now())
-
+        # Recorded before each attempt's commit is created, so that no reader can see it unrecorded
+        # (and take it for what an agent could forge).
+        attempts = RecordedAttempts(reader.erasures)
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
             try:
                 plan = functools.partial(_erasure_plan, target, head)
-                seq = await self.log.commit(plan, origin, before_create=record)
+                seq = await self.log.commit(plan, origin, before_create=attempts.before_create)
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
                 target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
                 continue
             assert seq is not None, "an erasure always changes the log"
-            for lost, key in recorded.items():
-                if lost != seq:  # that seq holds another writer's commit: the record names a hash it never had
-                    await reader.erasures.forget(key)
-            recorded.clear()
+            await attempts.landed(seq)
             target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
             if target.lineages.live(target.files):
                 continue  # moved away and a file written at its path, unseen: erased again where it went

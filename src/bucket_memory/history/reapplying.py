@@ -12,6 +12,7 @@ from ..format.changes import Change, Erase
 from ..format.codec import Commit
 from ..format.wire_values import LOG_PREFIX, reapplication
 from ..log.commit_log import CommitLog
+from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import VersionedObjectStore
 from ..state.state import State
 from .versions import StoredVersions, reapplied
@@ -51,12 +52,7 @@ class Reapplying:
         if erases and not fork.erasure_authorized:
             logger.info("%s: left out fork commit %s: an erasure no record vouches for", self.log.location, fork.seq)
             return None
-        records = self.log.reader.erasures
-        recorded: dict[int, str] = {}
-
-        async def record(commit: Commit) -> None:
-            if any(isinstance(change, Erase) for change in commit.changes):
-                recorded[commit.seq] = await records.create(commit, await self.log.reader.objects.now())
+        attempts = RecordedAttempts(self.log.reader.erasures)
 
         def plan(state: State) -> Sequence[Change]:
             if state.head != self.read:
@@ -74,14 +70,13 @@ class Reapplying:
         while fork.id not in self.done:
             seq: int | None = None
             try:
-                seq = await self.log.commit(plan, reapplication(fork.id), before_create=record if erases else None)
+                hook = attempts.before_create if erases else None
+                seq = await self.log.commit(plan, reapplication(fork.id), before_create=hook)
             except _Behind as behind:
                 await self._read_up_to(behind.head)
                 continue
             finally:
-                for lost in [key for made, key in recorded.items() if made != seq]:
-                    await records.forget(lost)  # that seq holds another commit: the record is of none
-                recorded.clear()
+                await attempts.landed(seq)
             return seq
         logger.info("%s: fork commit %s was re-applied by another run", self.log.location, fork.seq)
         return None

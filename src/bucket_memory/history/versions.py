@@ -249,9 +249,8 @@ class StoredVersions:
             and (genesis is None or state.genesis in (None, genesis.hash))
             for seq, state in states.items()
         }
-        replay: State | None = State(format=self.format) if genesis is not None else None
-        if replay is None:  # commit 1's versions are gone: the oldest checkpoint naming its commit starts
-            replay = next((states[seq].copy() for seq in sorted(verdicts) if verdicts[seq]), None)
+        # Where commit 1's versions are gone, the oldest checkpoint naming its commit starts.
+        replay = State(format=self.format) if genesis is not None else _oldest_fitting(states, verdicts, after=0)
         while replay is not None:
             replay = await self._replay_segment(by_seq, states, verdicts, replay)
             if (following := by_seq.get(replay.head + 1)) is not None and following.prev != replay.head_hash:
@@ -260,7 +259,7 @@ class StoredVersions:
                 for seq in verdicts:
                     verdicts[seq] = verdicts[seq] and seq <= replay.head
                 break
-            replay = next((states[seq].copy() for seq in sorted(verdicts) if seq > replay.head and verdicts[seq]), None)
+            replay = _oldest_fitting(states, verdicts, after=replay.head)
         return verdicts
 
     async def _replay_segment(
@@ -298,6 +297,11 @@ class StoredVersions:
                 state.apply(commits[seq], self.location)
             return state
         return None
+
+
+def _oldest_fitting(states: dict[int, State], verdicts: dict[int, bool], *, after: int) -> State | None:
+    """A copy of the oldest checkpoint past seq `after` that names its commit (so far), to replay from."""
+    return next((states[seq].copy() for seq in sorted(verdicts) if seq > after and verdicts[seq]), None)
 
 
 def _erased_form(first: Commit, current: Commit) -> bool:

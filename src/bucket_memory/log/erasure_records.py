@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..format.changes import Erase
 from ..format.codec import Commit, CorruptObjectError
 from ..format.erasure_record import ErasureRecord
 from ..format.wire_values import ERASURES_PREFIX, erasure_record_key, erasure_record_parts, time_text
@@ -77,3 +78,24 @@ class ErasureRecords:
         except CorruptObjectError as error:
             logger.warning("%s: %s", self.reader.location, error)
             return None
+
+
+class RecordedAttempts:
+    """The records one erasure's commit attempts create, each before its commit is (`before_create`,
+    the commit path's hook). Once an attempt lands (`landed`), the others name commits that never
+    existed at their seqs, and are deleted."""
+
+    def __init__(self, records: ErasureRecords) -> None:
+        self.records = records
+        self._made: dict[int, str] = {}  # seq -> record key, of the attempts so far
+
+    async def before_create(self, commit: Commit) -> None:
+        """Record `commit` if it erases (a plan may have left its erasure out)."""
+        if any(isinstance(change, Erase) for change in commit.changes):
+            self._made[commit.seq] = await self.records.create(commit, await self.records.reader.objects.now())
+
+    async def landed(self, seq: int | None) -> None:
+        """Delete the records of every attempt but the one that landed at `seq` (None: none did)."""
+        for lost in [key for made, key in self._made.items() if made != seq]:
+            await self.records.forget(lost)
+        self._made.clear()

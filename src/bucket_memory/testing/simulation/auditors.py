@@ -67,14 +67,11 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
 async def forged_erasures(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
     """An erase change the agent forged drops no file: no reader takes an erasure on its word."""
     return [
-        f"the agent's forged erase of {path} at commit {seq} dropped it (verdict {replay.commits[seq].verdict})"
+        f"the agent's forged erase of {path} at commit {seq} dropped it (verdict {made.verdict})"
         for seq, path in audit.forged_erasures.items()
         # The commit at seq may since hold something else (the agent overwrote it): only an erase
         # of the path there that took the file away counts.
-        if seq in replay.commits
-        and path in replay.commits[seq].erases
-        and path in replay.commits[seq].touched
-        and replay.commits[seq].touched[path] is None
+        if (made := replay.commits.get(seq)) is not None and path in made.erases and made.touched.get(path, "") is None
     ]
 
 
