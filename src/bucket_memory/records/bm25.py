@@ -141,17 +141,34 @@ class Corpus:
     words: float
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A query's BM25 scores (`scores`), and its `ceiling`: what a record of the average length
+    holding each of its words once would score, a word no record holds counting at its highest
+    idf. The best score over the ceiling is how much of the query the best record matches, on
+    the same scale for any query and corpus (hybrid weighs BM25 by it: `recall.Fusion`)."""
+
+    scores: list[numpy.ndarray]
+    ceiling: float
+
+
 def scores(
     terms: Counter[str], groups: Sequence[tuple[Postings, numpy.ndarray]], corpus: Corpus
 ) -> list[numpy.ndarray]:
     """Each live slot's BM25 score for the query, per group (a bool mask of live slots per group); 0
     where no word matches and for slots not live."""
+    return scored(terms, groups, corpus).scores
+
+
+def scored(terms: Counter[str], groups: Sequence[tuple[Postings, numpy.ndarray]], corpus: Corpus) -> Scored:
+    """`scores`, and the query's ceiling (`Scored`)."""
     import numpy
 
     found = [numpy.zeros(len(live), dtype=numpy.float32) for _, live in groups]
     if corpus.records == 0 or not terms:
-        return found
+        return Scored(found, 0.0)
     average = corpus.words / corpus.records or 1.0
+    ceiling = 0.0
     for word, repeats in terms.items():
         hits: list[tuple[numpy.ndarray, numpy.ndarray] | None] = []
         for postings, live in groups:
@@ -164,15 +181,16 @@ def scores(
             keep = live[slots]
             hits.append((slots[keep], postings.counts[start:end][keep]))
         frequency = sum(len(hit[0]) for hit in hits if hit is not None)
+        weight = repeats * math.log(1 + (corpus.records - frequency + 0.5) / (frequency + 0.5))
+        ceiling += weight / (1 + K1)  # tf 1 at the average length: tf / (tf + K1)
         if not frequency:
             continue
-        weight = repeats * math.log(1 + (corpus.records - frequency + 0.5) / (frequency + 0.5))
         for (postings, _), hit, into in zip(groups, hits, found, strict=True):
             if hit is not None:
                 slots, tf = hit
                 norm = K1 * ((1 - B) + B * postings.lengths[slots] / average)
                 into[slots] += weight * tf / (tf + norm)
-    return found
+    return Scored(found, ceiling)
 
 
 def _starts(owners: numpy.ndarray, size: int) -> numpy.ndarray:

@@ -5,8 +5,10 @@ Vectors are only compared within one space (`embedding.Space`). Records stored w
 of the embedder's space (written before it, or with another model) are embedded again in
 batches; each batch is handed to `keep` (the store writes it back to the records) before the next
 is asked for, so a failure part-way loses only its batch. Hybrid ranking is a convex fusion of
-scores, not of ranks: rank fusion gives a weak ranking as much say as a strong one, and a small
-offline model then dragged hybrid below BM25 alone (docs/performance.md, "Recall").
+scores, not of ranks (rank fusion gives a weak ranking as much say as a strong one), whose
+weights follow the query: how much of it the best record holds in words (`Fusion`). Fixed
+weights chosen on some sets fell below BM25 alone on a set of another kind (docs/performance.md,
+"Recall").
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 type Found = list[tuple[str, float]]  # record ids, best first, with their scores
 type Keep = Callable[[Sequence[Record]], Awaitable[None]]  # records with the vectors made for them, to store
-PEAK = 10  # how far down a ranking its best score is compared with, for how peaked it is
 # Seconds before a store that could not write a refusal mark back asks for the text again.
 REFUSAL_RETRY = 3600.0
 # Seconds a space's records are not sent again after its embedder failed a call (not its texts).
@@ -46,19 +47,26 @@ REST = 60.0
 
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """How hybrid weighs BM25 against cosine: `words`, BM25's share, of scores each put on a scale
-    of its own for the query: standardized over the ranking's `depth` best (their mean 0, their
-    spread 1), so that a ranking whose best stand far above the rest of its best (a rare word
-    matched, a close paraphrase) has more say for that query than one whose best are all alike;
-    `depth` 0 scales as before, BM25 over its best and cosine min-max over all."""
+    """How hybrid weighs BM25 against cosine for a query: each ranking's scores are put on a scale of
+    their own, standardized over its `depth` best (their mean 0, their spread 1; `depth` 0: BM25
+    over its best, cosine min-max over all), and BM25's share follows how much of the query its
+    best record matches (`share`): a query whose words a record holds is answered by words, one
+    whose words no record holds (a paraphrase) by meaning, whatever the set."""
 
-    words: float
     depth: int
+    midpoint: float  # the coverage (best BM25 score over the query's ceiling) at which both count alike
+
+    def share(self, coverage: float) -> float:
+        """BM25's share for a query whose best record scores `coverage` times its ceiling
+        (`bm25.Scored`): 0 with no word matched, a half at the midpoint, toward 1 above it."""
+        if coverage <= 0:
+            return 0.0
+        return coverage**2 / (coverage**2 + self.midpoint**2)
 
 
 # Hybrid's fusion, chosen by `make bench` (benchmarks/fusion.py) on three labelled sets of different
 # kinds, and measured on each with the fusion chosen on the other two (docs/performance.md, "Recall").
-FUSION = Fusion(words=0.75, depth=20)
+FUSION = Fusion(depth=20, midpoint=0.25)
 
 
 def _scaled(scores: numpy.ndarray, depth: int, floor: bool) -> numpy.ndarray:
@@ -308,7 +316,8 @@ def _by_both(
 
     segments = snapshot.segments
     groups = [(segment.postings(analyzer), segment.live) for segment in segments]
-    words = bm25.scores(analyzer.query_terms(query), groups, snapshot.corpus(analyzer))
+    matched = bm25.scored(analyzer.query_terms(query), groups, snapshot.corpus(analyzer))
+    words = matched.scores
     cosines = [numpy.full(len(segment.live), numpy.nan, dtype=numpy.float32) for segment in segments]
     for segment, into in zip(segments, cosines, strict=True):
         slots, scores = segment.rows(space).scores(target, segment.live)
@@ -320,7 +329,7 @@ def _by_both(
     live = [numpy.flatnonzero(segment.live) for segment in segments]
     said = [found[slots] for found, slots in zip(words, live, strict=True)]
     near = [found[slots] for found, slots in zip(cosines, live, strict=True)]
-    fused = convex(said, near)
+    fused = convex(said, near, matched.ceiling)
     # A record with a vector is a candidate, as in the vector ranking; one without, only by its words.
     kept = [numpy.flatnonzero((a > 0) | ~numpy.isnan(b)) for a, b in zip(said, near, strict=True)]
     return _best(
@@ -331,27 +340,34 @@ def _by_both(
     )
 
 
-def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray]) -> list[numpy.ndarray]:
+def convex(words: Sequence[numpy.ndarray], cosines: Sequence[numpy.ndarray], ceiling: float) -> list[numpy.ndarray]:
     """Each record's hybrid score, per group, by `FUSION` over all the groups at once (`fused_scores`)."""
     import numpy
 
     if not words:
         return []
-    fused = fused_scores(FUSION, numpy.concatenate(words), numpy.concatenate(cosines))
+    fused = fused_scores(FUSION, numpy.concatenate(words), numpy.concatenate(cosines), ceiling)
     return numpy.split(fused, numpy.cumsum([len(group) for group in words])[:-1])
 
 
-def fused_scores(fusion: Fusion, words: numpy.ndarray, cosines: numpy.ndarray) -> numpy.ndarray:
-    """Each record's hybrid score: `fusion.words` of its BM25 score plus the rest of its cosine, each
-    on its scale (`Fusion`). A record without a vector (NaN) has its scaled BM25 score for both
-    shares, so that it competes on the one scale. A convex fusion of scores, not of ranks: rank
-    fusion gave a weak ranking's tenth best as much say as the other's first."""
+def fused_scores(
+    fusion: Fusion, words: numpy.ndarray, cosines: numpy.ndarray, ceiling: float, share: float | None = None
+) -> numpy.ndarray:
+    """Each record's hybrid score: BM25's share of its BM25 score plus the rest of its cosine, each
+    on its scale (`Fusion`), the share the query's (`Fusion.share` of the best BM25 score over
+    `ceiling`) unless a fixed `share` is given (the benchmark's curves). A record without a vector
+    (NaN) has its scaled BM25 score for both shares, so that it competes on the one scale. A
+    fusion of scores, not of ranks: rank fusion gave a weak ranking's tenth best as much say as
+    the other's first."""
     import numpy
 
+    if share is None:
+        best = float(words.max()) if words.size else 0.0
+        share = fusion.share(best / ceiling if ceiling > 0 else 0.0)
     worded = _scaled(words, fusion.depth, floor=False)
     scaled = _scaled(cosines, fusion.depth, floor=True)
     meaning = numpy.where(numpy.isnan(scaled), worded, scaled)
-    fused: numpy.ndarray = fusion.words * worded + (1 - fusion.words) * meaning
+    fused: numpy.ndarray = share * worded + (1 - share) * meaning
     return fused
 
 
