@@ -174,8 +174,11 @@ def tables(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    from . import word_index
+
     results = asyncio.run(measure())
     publish(results, saved_as="recall.json", section="recall", tables=tables(results))
+    word_index.main()
 
 
 if __name__ == "__main__":

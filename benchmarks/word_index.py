@@ -2,7 +2,9 @@
 of 8,000 characters, CJK (runs of ideographs, a space one character in ten) and English, measured
 with tracemalloc: what the index holds once built, and the peak while building it.
 
-Run `python -m benchmarks.word_index` (a few seconds); docs/performance.md ("Recall") quotes it.
+Run `python -m benchmarks.word_index` (a few seconds; `make bench` runs it with `benchmarks.recall`);
+it publishes its table in docs/performance.md ("Recall"). tests/test_record_index_memory.py holds
+both within 8x the text.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import random
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 from bucket_memory.records.analyzer import Analyzer
 from bucket_memory.records.bm25 import Postings
+
+from .page import publish
 
 RECORDS, CHARS = 300, 8000
 
@@ -28,20 +33,40 @@ def texts(kind: str, chance: random.Random) -> list[str]:
     return [make() for _ in range(RECORDS)]
 
 
-def main() -> None:
+def measure() -> dict[str, Any]:
     analyzer = Analyzer.checked("english")
-    assert analyzer is not None
+    Postings.of(["warm the stemmer and its cache, which no index owns"], analyzer)
+    results: dict[str, Any] = {}
     for kind in ("CJK", "English"):
         made = texts(kind, random.Random(1))
-        size = sum(len(text.encode()) for text in made)
         tracemalloc.start()
         postings = Postings.of(made, analyzer)
         held, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(
-            f"{kind}: {size / 1e6:.2f} MB of text; the index holds {held / 1e6:.2f} MB ({held / size:.1f}x), "
-            f"{peak / 1e6:.2f} MB at the peak of building it ({peak / size:.1f}x); {len(postings.vocabulary)} terms"
+        size = sum(len(text.encode()) for text in made)
+        results[kind] = {"text": size, "held": held, "peak": peak, "terms": len(postings.vocabulary)}
+    return results
+
+
+def tables(results: dict[str, Any]) -> str:
+    lines = [
+        f"### The word index's memory: {RECORDS} records of {CHARS:,} characters (tracemalloc)",
+        "",
+        "| text | UTF-8 MB | terms | held MB | held / text | peak of the build MB | peak / text |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, found in results.items():
+        text, held, peak = found["text"], found["held"], found["peak"]
+        lines.append(
+            f"| {kind} | {text / 1e6:.2f} | {found['terms']:,} | {held / 1e6:.1f} | {held / text:.1f}x | "
+            f"{peak / 1e6:.1f} | {peak / text:.1f}x |"
         )
+    return "\n".join([*lines, ""])
+
+
+def main() -> None:
+    results = measure()
+    publish(results, saved_as="word_index.json", section="word-index", tables=tables(results))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     import numpy
 
 K1, B = 1.5, 0.75
+# Characters of text tokenized at a time while building postings: a token is a Python string of
+# about 60 bytes for a 6-letter word, so the tokens of all the texts at once held 24x the text at
+# the peak of a build; one chunk's are all a build holds now (docs/performance.md, "Recall").
+CHUNK = 1 << 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +50,31 @@ class Postings:
         """The postings of these texts, slot n holding texts[n]."""
         import numpy
 
-        # Every token of every text at once, numbered by C loops (dict.fromkeys, map): a Python
-        # loop per token cost three times as much at a cold start. Each distinct word is analyzed
-        # once, into its term's number (-1 for a stopword).
-        found = [WORD.findall(text.lower()) for text in texts]
-        tokens = list(chain.from_iterable(found))
-        distinct = list(dict.fromkeys(tokens))
-        numbers = {word: number for number, word in enumerate(distinct)}
-        ids = numpy.fromiter(map(numbers.__getitem__, tokens), dtype=numpy.int64, count=len(tokens))
-        owners = numpy.repeat(numpy.arange(len(texts), dtype=numpy.int64), [len(words) for words in found])
+        # Texts are tokenized a chunk at a time, each token numbered by C loops (dict.fromkeys,
+        # map; a Python loop per token cost three times as much at a cold start) and counted per
+        # slot, so what a build holds is the chunk's tokens and a (slot, term, count) per distinct
+        # word of a text. Each distinct word is analyzed once, into its term's number (-1 for a
+        # stopword); a term spelt as its word keeps the word's string (one string, not two).
+        numbers: dict[str, int] = {}
         vocabulary: dict[str, int] = {}
-        term_of = numpy.fromiter(
-            (-1 if term is None else vocabulary.setdefault(term, len(vocabulary)) for term in analyzer.terms(distinct)),
-            dtype=numpy.int64,
-            count=len(distinct),
-        )
-        terms = term_of[ids]
-        kept = terms >= 0
-        return cls._built(analyzer, vocabulary, owners[kept], terms[kept], None, len(texts))
+        slots, terms, counts = [], [], []
+        for start, end in _chunks(texts):
+            found = [WORD.findall(text.lower()) for text in texts[start:end]]
+            new = [word for word in dict.fromkeys(chain.from_iterable(found)) if word not in numbers]
+            for word, term in zip(new, analyzer.terms(new), strict=True):
+                kept = word if term == word else term
+                numbers[word] = -1 if kept is None else vocabulary.setdefault(kept, len(vocabulary))
+            sizes = [len(words) for words in found]
+            ids = numpy.fromiter(map(numbers.__getitem__, chain.from_iterable(found)), numpy.int64, sum(sizes))
+            del found
+            owners = numpy.repeat(numpy.arange(start, end, dtype=numpy.int64), sizes)
+            keys, tallies = numpy.unique((owners << 32 | ids)[ids >= 0], return_counts=True)  # by slot, then term
+            slots.append((keys >> 32).astype(numpy.int32))
+            terms.append((keys & 0xFFFFFFFF).astype(numpy.int32))
+            counts.append(tallies.astype(numpy.float32))
+        del numbers
+        joined = _joined(slots, numpy.int32), _joined(terms, numpy.int32), _joined(counts, numpy.float32)
+        return cls._built(analyzer, vocabulary, *joined, len(texts))
 
     @classmethod
     def merged(cls, parts: Sequence[tuple[Postings, numpy.ndarray]], analyzer: Analyzer) -> Postings:
@@ -81,20 +92,20 @@ class Postings:
             entries = _ranges(part.slot_starts[kept], per_slot)
             names = list(part.vocabulary)  # in number order: numbers are given in insertion order
             used = numpy.unique(part.slot_terms[entries])
-            renumbered = numpy.zeros(len(names), dtype=numpy.int64)
+            renumbered = numpy.zeros(len(names), dtype=numpy.int32)
             renumbered[used] = [vocabulary.setdefault(names[term], len(vocabulary)) for term in used.tolist()]
-            owners.append(base + numpy.repeat(numpy.arange(len(kept), dtype=numpy.int64), per_slot))
+            owners.append(
+                (base + numpy.repeat(numpy.arange(len(kept), dtype=numpy.int64), per_slot)).astype(numpy.int32)
+            )
             terms.append(renumbered[part.slot_terms[entries]])
             counts.append(part.slot_counts[entries])
             base += len(kept)
-        joined = numpy.concatenate(counts) if counts else numpy.zeros(0, dtype=numpy.float32)
-        empty = numpy.zeros(0, dtype=numpy.int64)
         return cls._built(
             analyzer,
             vocabulary,
-            numpy.concatenate(owners) if owners else empty,
-            numpy.concatenate(terms) if terms else empty,
-            joined,
+            _joined(owners, numpy.int32),
+            _joined(terms, numpy.int32),
+            _joined(counts, numpy.float32),
             base,
         )
 
@@ -103,33 +114,29 @@ class Postings:
         cls,
         analyzer: Analyzer,
         vocabulary: dict[str, int],
-        owners: numpy.ndarray,
+        slots: numpy.ndarray,
         terms: numpy.ndarray,
-        counts: numpy.ndarray | None,
+        counts: numpy.ndarray,
         size: int,
     ) -> Postings:
-        """Postings from (slot, word) pairs: one pair per token (`counts` None) or per distinct word of a slot."""
+        """Postings from (slot, term, count) entries, one per distinct term of a slot, by slot."""
         import numpy
 
-        keys = owners * max(len(vocabulary), 1) + terms
-        if counts is None:
-            keys, tallies = numpy.unique(keys, return_counts=True)
-            weights = tallies.astype(numpy.float32)
-        else:
-            order = numpy.argsort(keys, kind="stable")
-            keys, weights = keys[order], counts[order].astype(numpy.float32)
-        slot_of, term_of = numpy.divmod(keys, max(len(vocabulary), 1))
-        by_term = numpy.argsort(term_of, kind="stable")
+        # What counts over every entry first (bincount's int64 and float64 copies), then the sort:
+        # their copies and the sort's never held at once.
+        term_starts, slot_starts = _starts(terms, len(vocabulary)), _starts(slots, size)
+        lengths = numpy.bincount(slots, weights=counts, minlength=size).astype(numpy.float32)
+        by_term = numpy.argsort(terms, kind="stable")  # each term's slots stay in order
         return cls(
             analyzer=analyzer,
             vocabulary=vocabulary,
-            term_starts=_starts(term_of, len(vocabulary)),
-            slots=slot_of[by_term].astype(numpy.int32),
-            counts=weights[by_term],
-            slot_starts=_starts(slot_of, size),
-            slot_terms=term_of.astype(numpy.int32),
-            slot_counts=weights,
-            lengths=numpy.bincount(slot_of, weights=weights, minlength=size).astype(numpy.float32),
+            term_starts=term_starts,
+            slots=slots[by_term],
+            counts=counts[by_term],
+            slot_starts=slot_starts,
+            slot_terms=terms,
+            slot_counts=counts,
+            lengths=lengths,
         )
 
 
@@ -191,6 +198,27 @@ def scored(terms: Counter[str], groups: Sequence[tuple[Postings, numpy.ndarray]]
                 norm = K1 * ((1 - B) + B * postings.lengths[slots] / average)
                 into[slots] += weight * tf / (tf + norm)
     return Scored(found, ceiling)
+
+
+def _chunks(texts: Sequence[str]) -> list[tuple[int, int]]:
+    """The texts in runs of about `CHUNK` characters (at least one text a run), as (start, end)."""
+    runs, start, size = [], 0, 0
+    for end, text in enumerate(texts, 1):
+        size += len(text)
+        if size >= CHUNK:
+            runs.append((start, end))
+            start, size = end, 0
+    return [*runs, (start, len(texts))] if start < len(texts) else runs
+
+
+def _joined(parts: list[numpy.ndarray], dtype: type) -> numpy.ndarray:
+    """`parts` as one array, emptying the list: its parts are let go as soon as they are copied, so
+    a build holds one copy of its entries, not two."""
+    import numpy
+
+    joined = numpy.concatenate(parts) if parts else numpy.zeros(0, dtype=dtype)
+    parts.clear()
+    return joined
 
 
 def _starts(owners: numpy.ndarray, size: int) -> numpy.ndarray:
