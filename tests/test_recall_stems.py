@@ -6,13 +6,21 @@ with `python -m tests.test_recall_stems`.
 
 `tests/golden/stems-english.txt` holds each distinct word of the project's labelled sets
 (benchmarks/recall_set.json and benchmarks/conversations.json) and its term ("-": a stopword),
-written with PyStemmer 3.1.0."""
+written with PyStemmer 3.1.0.
+
+And the other lock the issue named: stemming took one process-wide lock, so one store's search
+waited on another's index build; each thread now stems with a stemmer of its own."""
 
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
+from bucket_memory.records import analyzer
 from bucket_memory.records.analyzer import WORD, Analyzer
 
 HERE = Path(__file__).parent
@@ -57,3 +65,32 @@ def test_the_stems_the_fusion_relies_on_by_name() -> None:
 
 if __name__ == "__main__":
     GOLDEN.write_text("\n".join(lines()) + "\n")
+
+
+def test_stemming_in_one_thread_never_waits_for_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process-wide lock around the stemmer made every search's stemming wait while any store
+    built its index in a worker thread; each thread now has its own stemmer."""
+    inside, release = threading.Event(), threading.Event()
+    made = analyzer._stemmer
+
+    class Held:
+        def stemWords(self, words: list[str]) -> list[str]:  # PyStemmer's name
+            inside.set()
+            release.wait(30)
+            return words
+
+    monkeypatch.setattr(analyzer, "_stemmer", lambda language: Held() if _held() else made(language))
+    held = threading.Thread(target=Analyzer("english").terms, args=(["running"],), name="held")
+    held.start()
+    try:
+        assert inside.wait(30), "the held thread reached its stemmer"
+        with ThreadPoolExecutor(1) as other:
+            asked = other.submit(Analyzer("english").terms, ["running"])
+            assert asked.result(timeout=10) == ["run"], "another thread stems while the first is inside its stemmer"
+    finally:
+        release.set()
+        held.join()
+
+
+def _held() -> bool:
+    return threading.current_thread().name == "held"

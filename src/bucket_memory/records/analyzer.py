@@ -9,7 +9,6 @@ store whose analyzer differs builds its own, never mixing terms of two.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from collections import Counter
@@ -109,18 +108,20 @@ def languages() -> list[str]:
     return sorted(Stemmer.algorithms())
 
 
-_LOCK = threading.Lock()
+_PER_THREAD = threading.local()
 
 
 def _stem(language: str, words: list[str]) -> list[str]:
     # A PyStemmer stemmer keeps a cache and is not safe for two threads at once; indexing runs in
-    # worker threads beside queries on the loop, so calls take turns (a call is one C loop).
-    stemmer = _stemmer(language)
-    with _LOCK:
-        return list(stemmer.stemWords(words))
+    # worker threads beside queries on the loop. Each thread has its own, so one store's stemming
+    # never waits on another's (one process-wide lock made every search wait on any build).
+    stemmers: dict[str, Stemmer] = _PER_THREAD.__dict__.setdefault("stemmers", {})
+    stemmer = stemmers.get(language)
+    if stemmer is None:
+        stemmer = stemmers[language] = _stemmer(language)
+    return list(stemmer.stemWords(words))
 
 
-@functools.cache
 def _stemmer(language: str) -> Stemmer:
     import Stemmer
 
