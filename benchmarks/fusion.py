@@ -1,11 +1,8 @@
 """Choosing hybrid's fusion on labelled sets of different kinds, and measuring it on a set it was
 not chosen on (leave one set out), with the local model (WordLlama, offline).
 
-Three sets: the project's conversations and team facts (`benchmarks/recall.py`), and one made by
-others that a package ships in its wheel: the examples of the AWS API models botocore ships
-(`botocore/data/<service>/<version>/examples-1.json`, written by AWS): each example's title and
-description is a question, the documentation of the operation it illustrates (with its service's
-name) the record that answers it, among every operation's documentation of those services. Every
+Three sets (`recall.load_sets`): the project's conversations and team facts, and one made by
+others that a package ships in its wheel, the examples of the AWS API models in botocore. Every
 ranking is computed over every record from our BM25 (`records.bm25`, as the store counts) and the
 model's cosines; a fusion is a function of the two score vectors of a question (and of its BM25
 ceiling, `bm25.Scored`), so a curve of weights costs no search. A fusion is chosen on some sets
@@ -18,12 +15,8 @@ Run `python -m benchmarks.fusion`; `make bench` publishes its tables in docs/per
 
 from __future__ import annotations
 
-import gzip
-import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy
@@ -38,45 +31,6 @@ from .recall import Labelled, load_sets
 WEIGHTS = tuple(round(0.1 * n, 1) for n in range(11))  # a fixed share of BM25; 1.0 is BM25 alone, 0.0 vectors alone
 DEPTHS = (0, 10, 20, 30, 50)
 MIDPOINTS = tuple(round(0.05 * n, 2) for n in range(2, 11))  # `recall.Fusion.midpoint`, 0.10 to 0.50
-QUESTIONS = 500  # of the AWS set, every nth example so that a run stays within a minute or two
-_TAG = re.compile(r"<[^>]+>")
-
-
-def botocore_set() -> Labelled:
-    """The AWS API examples set (above): the latest API version of each service with examples."""
-    import botocore
-
-    records: dict[str, str] = {}
-    questions: list[tuple[str, frozenset[str]]] = []
-    for service in sorted((Path(botocore.__file__).parent / "data").iterdir()):
-        versions = sorted(found for found in service.iterdir() if found.is_dir()) if service.is_dir() else []
-        if not versions or not (versions[-1] / "examples-1.json").exists():
-            continue
-        examples = json.loads((versions[-1] / "examples-1.json").read_text()).get("examples") or {}
-        model = _model(versions[-1])
-        if not examples or model is None:
-            continue
-        name = model.get("metadata", {}).get("serviceFullName", service.name)
-        for operation, shape in model.get("operations", {}).items():
-            said = " ".join(_TAG.sub(" ", shape.get("documentation", "")).split())
-            if said:
-                records[f"{service.name}.{operation}"] = f"{name}: {said}"[:1000]
-        for operation, shown in examples.items():
-            for example in shown:
-                asked = " ".join(f"{example.get('title', '')}. {example.get('description', '')}".split())
-                if f"{service.name}.{operation}" in records and len(asked) > 3:
-                    questions.append((asked[:1000], frozenset({f"{service.name}.{operation}"})))
-    step = max(1, len(questions) // QUESTIONS)
-    return Labelled("AWS API examples (botocore)", records, questions[::step][:QUESTIONS])
-
-
-def _model(version: Path) -> dict[str, Any] | None:
-    for name in ("service-2.json.gz", "service-2.json"):
-        if (version / name).exists():
-            raw = (version / name).read_bytes()
-            found: dict[str, Any] = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
-            return found
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +130,7 @@ def chosen(sets: Sequence[Scored], recalls: dict[Fusion, dict[str, float]], floo
 
 
 def measure() -> dict[str, Any]:
-    sets = [scored(one) for one in [*load_sets(), botocore_set()]]
+    sets = [scored(one) for one in load_sets()]
     recalls = {fusion: {one.name: fusion_recall(fusion, one) for one in sets} for fusion in candidates()}
     results: dict[str, Any] = {"sets": {}, "held_out": {}}
     floor: dict[str, float] = {}

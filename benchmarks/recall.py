@@ -1,8 +1,13 @@
 """Recall@1/5/10 of record search on labelled sets, with the local model (WordLlama, offline).
 
-Two sets: `benchmarks/conversations.json` (multi-session conversations of a user and an assistant,
+Three sets: `benchmarks/conversations.json` (multi-session conversations of a user and an assistant,
 one record per turn, questions an agent later asks its memory; see `benchmarks/conversations.py`
-for how it was made) and `benchmarks/recall_set.json` (facts a software team's agent keeps). Each
+for how it was made), `benchmarks/recall_set.json` (facts a software team's agent keeps), and one
+made by others that a package ships in its wheel: the examples of the AWS API models botocore
+ships (`botocore/data/<service>/<version>/examples-1.json`, written by AWS), each example's title
+and description a question, the documentation of the operation it illustrates (with its
+service's name) the record that answers it, among every operation's documentation of those
+services (`botocore_set`). Each
 ranking of the store is measured through `LogRecordStore.search`, beside references computed in
 the same run from the same texts: bm25s configured as its docs recommend (English stopwords and
 a Snowball stemmer), our BM25 without a stemmer (the ranking before), cosine alone, reciprocal-rank
@@ -15,7 +20,9 @@ Run `python -m benchmarks.recall`; `make bench` publishes its table in docs/perf
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +40,8 @@ from .page import publish
 
 HERE = Path(__file__).parent
 CUTS = (1, 5, 10)
+QUESTIONS = 500  # of the AWS set, every nth example so that a run stays within a minute or two
+_TAG = re.compile(r"<[^>]+>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +66,44 @@ def load_sets() -> list[Labelled]:
                 [(q["question"], frozenset(q["answers"])) for q in conversations["questions"]],
             ),
         )
-    return found
+    return [*found, botocore_set()]
+
+
+def botocore_set() -> Labelled:
+    """The AWS API examples set (above): the latest API version of each service with examples."""
+    import botocore
+
+    records: dict[str, str] = {}
+    questions: list[tuple[str, frozenset[str]]] = []
+    for service in sorted((Path(botocore.__file__).parent / "data").iterdir()):
+        versions = sorted(found for found in service.iterdir() if found.is_dir()) if service.is_dir() else []
+        if not versions or not (versions[-1] / "examples-1.json").exists():
+            continue
+        examples = json.loads((versions[-1] / "examples-1.json").read_text()).get("examples") or {}
+        model = _model(versions[-1])
+        if not examples or model is None:
+            continue
+        name = model.get("metadata", {}).get("serviceFullName", service.name)
+        for operation, shape in model.get("operations", {}).items():
+            said = " ".join(_TAG.sub(" ", shape.get("documentation", "")).split())
+            if said:
+                records[f"{service.name}.{operation}"] = f"{name}: {said}"[:1000]
+        for operation, shown in examples.items():
+            for example in shown:
+                asked = " ".join(f"{example.get('title', '')}. {example.get('description', '')}".split())
+                if f"{service.name}.{operation}" in records and len(asked) > 3:
+                    questions.append((asked[:1000], frozenset({f"{service.name}.{operation}"})))
+    step = max(1, len(questions) // QUESTIONS)
+    return Labelled("AWS API examples (botocore)", records, questions[::step][:QUESTIONS])
+
+
+def _model(version: Path) -> dict[str, Any] | None:
+    for name in ("service-2.json.gz", "service-2.json"):
+        if (version / name).exists():
+            raw = (version / name).read_bytes()
+            found: dict[str, Any] = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
+            return found
+    return None
 
 
 def recall(rankings: Sequence[Sequence[str]], labelled: Labelled) -> dict[str, float]:
