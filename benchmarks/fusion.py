@@ -71,25 +71,35 @@ def _unit(rows: numpy.ndarray) -> numpy.ndarray:
     return unit
 
 
-def recall_at(scores: Callable[[int], numpy.ndarray], found: Scored, cut: int = 5) -> float:
-    """The share of questions with an answer among the first `cut` records by `scores(question)`
-    (ties broken by record order, as the store breaks them by id)."""
-    hits = 0
+type Ranker = Callable[[int], numpy.ndarray]  # a question's number -> every record's score
+
+
+def hits(scores: Ranker, found: Scored, cut: int = 5) -> list[bool]:
+    """Per question, whether an answer is among the first `cut` records by `scores(question)` (ties
+    broken by record order, as the store breaks them by id)."""
+    found_any = []
     for n, wanted in enumerate(found.answers):
         row = scores(n)
         top = numpy.argsort(-row, kind="stable")[:cut]
-        hits += bool(wanted & set(top[row[top] > -numpy.inf].tolist()))
-    return hits / len(found.answers)
+        found_any.append(bool(wanted & set(top[row[top] > -numpy.inf].tolist())))
+    return found_any
+
+
+def recall_at(scores: Ranker, found: Scored, cut: int = 5) -> float:
+    """The share of questions with an answer among the first `cut` records by `scores(question)`."""
+    return sum(hits(scores, found, cut)) / len(found.answers)
+
+
+def fused(fusion: Fusion, found: Scored, share: float | None = None) -> Ranker:
+    """`fusion`'s scores, with the query's share of BM25 or a fixed `share`."""
+    return lambda n: fused_scores(fusion, found.words[n], found.cosines[n], float(found.ceilings[n]), share)
 
 
 def fusion_recall(fusion: Fusion, found: Scored, share: float | None = None) -> float:
-    """Recall@5 of `fusion`, with the query's share of BM25 or a fixed `share`."""
-    return recall_at(
-        lambda n: fused_scores(fusion, found.words[n], found.cosines[n], float(found.ceilings[n]), share), found
-    )
+    return recall_at(fused(fusion, found, share), found)
 
 
-def plain_convex(found: Scored) -> float:
+def plain_convex(found: Scored) -> Ranker:
     """The issue's reference: 0.7 x max-normalized BM25 + 0.3 x min-max cosine, over every record."""
 
     def score(n: int) -> numpy.ndarray:
@@ -99,7 +109,7 @@ def plain_convex(found: Scored) -> float:
         fused: numpy.ndarray = 0.7 * (words / best if best > 0 else words) + 0.3 * scaled
         return fused
 
-    return recall_at(score, found)
+    return score
 
 
 def candidates() -> list[Fusion]:
@@ -108,11 +118,11 @@ def candidates() -> list[Fusion]:
     return [Fusion(depth, midpoint) for depth in DEPTHS for midpoint in MIDPOINTS]
 
 
-def floors(found: Scored) -> dict[str, float]:
+def parts(found: Scored) -> dict[str, Ranker]:
     """What hybrid must not fall below on a set: BM25 alone, the vectors alone, the plain convex fusion."""
     return {
-        "bm25": recall_at(lambda n: found.words[n], found),
-        "vectors": recall_at(lambda n: found.cosines[n], found),
+        "bm25": lambda n: found.words[n],
+        "vectors": lambda n: found.cosines[n],
         "plain convex": plain_convex(found),
     }
 
@@ -135,12 +145,12 @@ def measure() -> dict[str, Any]:
     results: dict[str, Any] = {"sets": {}, "held_out": {}}
     floor: dict[str, float] = {}
     for one in sets:
-        parts = floors(one)
-        floor[one.name] = max(parts.values())
+        recalled = {name: recall_at(ranker, one) for name, ranker in parts(one).items()}
+        floor[one.name] = max(recalled.values())
         results["sets"][one.name] = {
             "records": one.words.shape[1],
             "questions": len(one.answers),
-            **parts,
+            **recalled,
             "curve": {f"{weight:.1f}": fusion_recall(Fusion(0, 1), one, weight) for weight in WEIGHTS},
             "curve, standardized": {
                 f"{weight:.1f}": fusion_recall(Fusion(FUSION.depth, 1), one, weight) for weight in WEIGHTS
@@ -149,9 +159,14 @@ def measure() -> dict[str, Any]:
         }
     for one in sets:
         picked = chosen([other for other in sets if other is not one], recalls, floor)
+        best = max(parts(one).items(), key=lambda part: results["sets"][one.name][part[0]])
+        pairs = list(zip(hits(fused(picked, one), one), hits(best[1], one), strict=True))
         results["held_out"][one.name] = {
             "chosen on the others": {"depth": picked.depth, "midpoint": picked.midpoint},
             "recall@5": recalls[picked][one.name],
+            "best part": best[0],
+            "won": sum(mine and not theirs for mine, theirs in pairs),
+            "lost": sum(theirs and not mine for mine, theirs in pairs),
         }
     default = chosen(sets, recalls, floor)
     results["default"] = {"depth": default.depth, "midpoint": default.midpoint}
@@ -196,15 +211,17 @@ def tables(results: dict[str, Any]) -> str:
         "",
         "### Held out: recall@5 on each set of the fusion chosen on the other two",
         "",
-        "| held-out set | chosen (depth, midpoint) | recall@5 held out | BM25 | vectors | plain convex | goal met |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "| held-out set | chosen (depth, midpoint) | recall@5 held out | BM25 | vectors | plain convex | goal met "
+        "| questions won / lost against the best of them |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for name, held in results["held_out"].items():
         picked, found = held["chosen on the others"], sets[name]
         met = held["recall@5"] >= max(found["bm25"], found["vectors"], found["plain convex"])
         lines.append(
             f"| {name} | {picked['depth']}, {picked['midpoint']:.2f} | {held['recall@5']:.3f} | {found['bm25']:.3f} | "
-            f"{found['vectors']:.3f} | {found['plain convex']:.3f} | {'yes' if met else 'no'} |"
+            f"{found['vectors']:.3f} | {found['plain convex']:.3f} | {'yes' if met else 'no'} "
+            f"| {held['won']} / {held['lost']} ({held['best part']}) |"
         )
     same = (default["depth"], default["midpoint"]) == (FUSION.depth, FUSION.midpoint)
     lines += [
