@@ -26,7 +26,7 @@ K1, B = 1.5, 0.75
 # Characters of text tokenized at a time while building postings: a token is a Python string of
 # about 60 bytes for a 6-letter word, so the tokens of all the texts at once held 24x the text at
 # the peak of a build; one chunk's are all a build holds now (docs/performance.md, "Recall").
-CHUNK = 1 << 18
+CHUNK = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
