@@ -30,6 +30,7 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, same_checkpoint
+from .erase_rewrites import pinned_by_erasures, rewrite_fitting
 
 logger = logging.getLogger(__name__)
 
@@ -141,46 +142,9 @@ class StoredVersions:
                 decoded[key] = await self.read_commit(key, body)
             except CorruptObjectError as error:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
-        return await self._through_reapplications(await self._pinned_by_erasures(decoded))
-
-    async def _pinned_by_erasures(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
-        """`firsts`, but where the chain below an operator's erasure runs through the erase's
-        rewrite of a key: that version in its place. An erase deletes every version that holds the
-        erased text (a key's first among them) and leaves its rewrite, so the oldest version left
-        may be one an agent put there since (a forged commit after the true one was deleted). The
-        record names the erasure commit's hash, which chains through every commit below it. Only a
-        rewrite stands in for a first version: a first one is never displaced while it is kept."""
-        pinned: set[str] = set()
-        for record in sorted(await self.erasure_records(), key=lambda record: -record.seq):
-            seq, wanted = record.seq, record.commit
-            while (key := log_key(seq)) in self.versions and key not in pinned:
-                found = await self._version_with_hash(key, wanted, firsts.get(key))
-                if found is None:
-                    break
-                commit, version = found
-                if version is not None:
-                    firsts[key], self._in_place[key] = commit, version
-                pinned.add(key)
-                seq, wanted = seq - 1, commit.prev
-        return firsts
-
-    async def _version_with_hash(
-        self, key: str, wanted: str, first: Commit | None
-    ) -> tuple[Commit, ObjectVersion | None] | None:
-        """The first version of `key` (version None) if its commit has hash `wanted`, else the oldest
-        later one that is an erase's rewrite of that commit; None when neither is stored."""
-        if first is not None and first.hash == wanted:
-            return first, None
-        for version in self.versions[key][0 if first is None else 1 :]:
-            try:
-                commit = await self.read_commit(key, await self.read(version))
-            except CorruptObjectError:
-                continue
-            if commit.hash == wanted and any(
-                isinstance(change, Write | Edit) and change.erased is not None for change in commit.changes
-            ):
-                return commit, version
-        return None
+        for key, (commit, version) in (await pinned_by_erasures(self, decoded)).items():
+            decoded[key], self._in_place[key] = commit, version
+        return await self._through_reapplications(decoded)
 
     async def _through_reapplications(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
         """`firsts`, but where a key's first version is a commit made off the chain (it does not
@@ -318,26 +282,10 @@ class StoredVersions:
                     checkpoint_key(commit.seq),
                 )
                 verdicts[commit.seq] = False
-            if not verdicts.get(commit.seq, True) and (rewrite := await self._rewrite_fitting(replay)) is not None:
-                states[commit.seq], verdicts[commit.seq] = rewrite, True
+            if not verdicts.get(commit.seq, True) and (rewrite := await rewrite_fitting(self, replay)) is not None:
+                states[commit.seq], self._in_place[checkpoint_key(commit.seq)] = rewrite
+                verdicts[commit.seq] = True
         return replay
-
-    async def _rewrite_fitting(self, replay: State) -> State | None:
-        """An erase's rewrite of checkpoint `replay.head` that holds what the log replays to, where
-        its first version does not: it takes the first's place (as `_pinned_by_erasures` has a
-        commit's). An erase deletes every version holding the erased text, so the oldest left may
-        be an agent's forgery that the erase rewrote too, while a later rewrite is of the true one."""
-        key = checkpoint_key(replay.head)
-        for version in self.versions[key][1:]:
-            try:
-                state = await read_checkpoint(self.location, key, await self.read(version), self.format)
-            except CorruptObjectError:
-                continue
-            erased = any(live.erased is not None for live in state.files.values())
-            if erased and state.head_hash == replay.head_hash and same_checkpoint(state, replay):
-                self._in_place[key] = version
-                return state
-        return None
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
         """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
