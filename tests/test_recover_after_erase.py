@@ -17,6 +17,7 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key
+from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -112,3 +113,21 @@ async def test_a_forged_checkpoint_an_erase_left_oldest_does_not_disprove_the_ch
     await admin.recover(None, origin=OPERATOR)
     assert await objects.get(key) == honest
     assert await files_of(LogFileStore(objects, options=EVERY_COMMIT)) == {"b.md": "B\n"}
+
+
+async def test_a_fork_whose_text_an_erase_removed_is_reapplied_without_it() -> None:
+    """Was (in seeds 76 and 225, before the fixes above): re-applying a fork commit that an erase
+    had rewritten built a commit with an erased write, which no commit may carry: the model refused
+    it and `recover` answered `write_unconfirmed` ("the write may or may not have happened")."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    head = await store.log.reader.commit(1)
+    assert head is not None
+    written = Commit.create(
+        2, head.hash, (Write(path="b.md", text="erased\n"), Write(path="c.md", text="C\n")), ALICE, at=time.time()
+    )
+    fork = written.redacted(lambda index, _: index == 0, 3).authorize(True)
+    seq = await Reapplying(store.log, 1).commit(fork, fork.changes)
+    assert seq == 2
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
