@@ -19,6 +19,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
 from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory.format.wire_values import key_seq
 from bucket_memory.history.erased_paths import ErasedPaths
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.history.versions import StoredVersions
@@ -270,3 +271,27 @@ def test_a_recover_process_racing_an_erase_leaves_no_text_even_killed(s3_endpoin
 
     asyncio.run(check())
     assert leaks(every_stored_version_at(url)) == []
+
+
+async def test_an_erase_past_a_commit_deleted_by_hand_says_so_and_finishes_after_recover() -> None:
+    """The agent deletes the newest commit after the operator's process read it (seeds 156 and 237
+    of the simulator): the erasure lands past the gap, and the erase cannot follow the file's
+    history. It answers `unavailable` naming the gap and what to run, never an AssertionError; after
+    `recover` the erase run again finishes."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store)
+    await store.settle()
+    newest = max(key for key in objects.objects if key_seq(key) is not None)
+    await objects.delete([newest])  # the agent's grants allow it; the version stays
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    missing = key_seq(newest)
+    assert caught.value.code == "unavailable"
+    assert f"commits {missing} to {missing} are missing" in str(caught.value) and "recover" in str(caught.value)
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).recover(None, origin=DPO)
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
+    assert leaks(every_stored_version(objects)) == []
+    admin = MemoryAdmin(LogFileStore(objects, options=OFTEN))
+    assert await admin.verify() == []
+    await check_other_history(admin, kept)
