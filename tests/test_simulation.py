@@ -34,13 +34,11 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # found one fixed since stay in the range as its test (4: a forged checkpoint below the chain's
 # base; 38: one created past a gap an erase left in the versions; 54: a recorded erasure on a fork;
 # 90: an unrecorded erasure beside garbage intents; 28: an erased commit taken for a fork; 156 and
-# 237: an erase past a commit deleted by hand).
+# 237: an erase past a commit deleted by hand; 144: an erasure made in a deleted commit's place).
 FOUND: dict[int, str] = {
     76: "recover after a forgery answers write_unconfirmed (a commit near seq 16)",
     102: "a warm writer and a cold reader disagree on notes/b.md",
     129: "after recover, verify names a checkpoint the first versions of its log disprove",
-    144: "a warm writer serves an erased text",
-    198: "a warm writer and a cold reader disagree on payroll.md",
 }
 
 

@@ -237,6 +237,15 @@ class Erasure:
         attempts = RecordedAttempts(reader.erasures)
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
+            if await self.rewriting.deleted(log_key(head + 1)):
+                # A commit there was deleted by hand: processes that applied it would never apply an
+                # erasure made in its place, and would go on serving the text.
+                raise MemoryStoreError(
+                    "unavailable",
+                    f"{self.log.location}/{log_key(head + 1)} held a commit that was deleted, so processes that "
+                    f"read it would not see an erasure made there. Run `bucket-memory verify {self.log.location}`, "
+                    f"which names it, then `bucket-memory recover {self.log.location}`, then `erase` again.",
+                )
             try:
                 plan = functools.partial(_erasure_plan, target, head)
                 seq = await self.log.commit(plan, origin, before_create=attempts.before_create)
