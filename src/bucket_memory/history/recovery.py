@@ -28,7 +28,6 @@ from ..format.wire_values import (
     intent_key_parts,
     key_seq,
     log_key,
-    reload_mark,
     run_key,
     run_seq,
 )
@@ -124,28 +123,22 @@ class Recovery:
         restored: list[str] = []
         repaired: list[str] = []
         reapplied: list[tuple[int, int | None]] = []
-        removed = False
         for round_ in range(1, _RESTORE_ROUNDS + 1):
             try:
-                removed = await self._restore_once(restored, repaired, reapplied) or removed
+                await self._restore_once(restored, repaired, reapplied)
                 break
             except CorruptObjectError as error:
                 if round_ == _RESTORE_ROUNDS:
                     raise
                 logger.warning("%s; restoring again (a writer committed off the restored chain meanwhile)", error)
                 self.log.forget()
-        # A process may have loaded a checkpoint repaired or removed here, and nothing else in the
-        # log tells it (a commit changed by hand breaks the chain for whoever applied it instead).
-        if removed or any(key.startswith(CHECKPOINT_PREFIX) for key in repaired):
-            await self.log.commit(lambda state: (), reload_mark())
         head = (await self.log.proven_state()).head
         return Restoration(tuple(dict.fromkeys(restored)), tuple(dict.fromkeys(repaired)), tuple(reapplied), head)
 
     async def _restore_once(
         self, restored: list[str], repaired: list[str], reapplied: list[tuple[int, int | None]]
-    ) -> bool:
-        """One round of `restore`, adding what it did to the lists as it goes; whether it removed a
-        checkpoint off the chain (a forged one)."""
+    ) -> None:
+        """One round of `restore`, adding what it did to the lists as it goes."""
         objects, location = self._versioned(), self.log.location
         async with self.log.exclusive():
             plan = await self._plan()
@@ -167,7 +160,6 @@ class Recovery:
         reapplying = Reapplying(self.log, plan.head)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
-        return any(key.startswith(CHECKPOINT_PREFIX) for key in plan.stray)
 
     async def survey(self) -> list[Problem]:
         """What `restore` would change, found without changing anything: for `verify` on a bucket

@@ -14,7 +14,6 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..format.changes import Change, Erase, Fold, text_bytes
 from ..format.codec import Commit
-from ..format.wire_values import reloads
 from ..runtime import deadline, telemetry
 from ..runtime.off_loop import off_loop
 from ..state.state import State
@@ -85,14 +84,13 @@ class Committer:
                 if changes and isinstance(changes, Sequence)
             ]
             folds = folds_of(batch, planned)
-            origin = next((request.origin for request in batch if reloads(request.origin)), batch[0].origin)
-            if not accepted and not folds and not reloads(origin):
+            if not accepted and not folds:
                 if head.confirmed_at < taken:  # invariant 5: refuse only on a head proven during the calls
                     await head.probe()
                     continue
                 resolve(batch, planned, None)
                 return None
-            commit = await self._made(state, accepted, folds, origin)
+            commit = await self._made(state, accepted, folds, batch[0].origin)
             # A batch that goes on as intents if it loses needs only the winner (whether it took
             # our place) and no catch-up: publishing an intent lists the log itself.
             handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
@@ -142,8 +140,7 @@ class Committer:
         """The commit of the accepted requests' changes (and the intents it settles) after `state`,
         under the first caller's origin, each other caller's change under its own; what its requests
         must store before it is created (`Request.before_create`) is stored."""
-        # `recover`'s mark to load again goes on the commit whatever else the batch holds.
-        first = fallback if reloads(fallback) or not accepted else accepted[0][0].origin
+        first = accepted[0][0].origin if accepted else fallback
         changes = tuple(
             change if request.origin == first else change.model_copy(update={"origin": request.origin})
             for request, request_changes in accepted

@@ -12,7 +12,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Erase
 from ..format.codec import Commit, CorruptObjectError
-from ..format.wire_values import log_key, reloads
+from ..format.wire_values import log_key
 from ..objects.interface import ObjectInfo
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime import telemetry
@@ -60,7 +60,6 @@ class Head:
         self.run_due: int | None = None  # a commit of ours whose run housekeeping is to write
         self.made: Commit | None = None  # the newest commit of ours that landed
         self.owed = 0  # the newest commit that acknowledged a write of ours, perhaps not applied yet
-        self.reload_due = False  # `recover` marked a commit applied here: what was loaded may be a forgery
 
     @property
     def confirmed_at(self) -> float:
@@ -119,7 +118,6 @@ class Head:
         self.traffic.note(commit.moment.timestamp())
         if target is self._state:
             self._remember(commit)
-            self.reload_due = self.reload_due or reloads(commit.origin)
         return void
 
     def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
@@ -128,8 +126,8 @@ class Head:
         return (self._clock() if now is None else now) - confirmed > self.options.grace_period / 2
 
     async def loaded(self) -> State:
-        """The cached state, loaded when there is none (or `recover` asked), caught up when too old to plan on."""
-        if self._state is None or self.reload_due:
+        """The cached state, loaded when there is none, caught up when too old to plan on."""
+        if self._state is None:
             await self.cold_start()
         elif self.is_old():
             await self.catch_up()
@@ -158,8 +156,6 @@ class Head:
         sent = self._clock()
         if not self.reader.objects.ordered_listing and not self.is_old(sent):
             if await self._probe_forward(state, since=self.confirmed_at):
-                if self.reload_due:
-                    await self.cold_start()
                 return
             sent = self._clock()
         listed, runs = await self.reader.list_log_and_runs(after=state.head)
@@ -185,8 +181,6 @@ class Head:
         for commit in await commits_through_runs(self.reader, state, [seq for seq, _ in listed], runs):
             self.apply(commit)
         self.prove(sent)
-        if self.reload_due:
-            await self.cold_start()
 
     async def confirm_before_create(self, seq: int) -> Commit | None:
         """Invariant 2, before each attempt to create commit `seq`: a head too old to trust is
@@ -243,7 +237,6 @@ class Head:
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
         reader = self.reader
-        self.reload_due = False
         problem = "it kept changing (compaction running?)"
         for _ in range(self.options.request_attempts):
             sent = self._clock()
