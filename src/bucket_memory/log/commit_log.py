@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -46,12 +47,13 @@ from typing import overload
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from ..format.changes import Erase, Purge
+from ..format.codec import Commit
 from ..objects.interface import ObjectStore
 from ..runtime import deadline, telemetry
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import BeforeCreate, Plan, Request, Result, consume, fail
-from .committer import Committer, unconfirmed
+from .batch import Answer, BeforeCreate, Lost, Plan, Request, Result, consume, fail
+from .committer import Committed, Committer, Nothing, Stale, unconfirmed
 from .head import Head
 from .options import LogOptions
 from .reader import LogReader
@@ -65,7 +67,8 @@ class CommitLog:
     Reads call `fresh_state()`; mutations call `commit(plan, origin)`, where `plan` validates
     against the state and returns the changes (or none, for a write that changes nothing).
     One lock serializes catch-up and commits within the process; mutations that arrive while a
-    commit is under way are made together in the next one. `after_commit` is called, outside
+    commit is under way are made together in the next one, which is planned again after each lost
+    race (`try_commit`: answered `Lost` instead). `after_commit` is called, outside
     the commit path, after every commit (housekeeping hooks in there). A `read_only` log refuses
     every change before it sends a request.
     """
@@ -188,17 +191,44 @@ class CommitLog:
         Calls that arrive while another commit is under way are made together in the next commit:
         their plans run in arrival order, each against the state the ones before it leave. The
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
-        A batch's requests must all be sent by the earliest deadline among its callers. An
-        `operation` whose commit loses a race may be answered `batch.HandedOver`, to go on as an
-        intent (`fleet.py`). `before_create` is awaited with each commit that carries the plan's
-        changes before that commit is created (an erasure's record is made there).
+        A batch's requests must all be sent by the earliest deadline among its callers; a batch
+        that loses its race is planned again. `before_create` is awaited with each commit that
+        carries the plan's changes before that commit is created (an erasure's record is made there).
         """
+        answer = await self._queued(plan, origin, operation=operation, before_create=before_create)
+        assert not isinstance(answer, Lost), "a request that retries is never answered Lost"
+        return answer
+
+    async def try_commit(self, operation: Operation, origin: Origin) -> int | str | Lost:
+        """Commit `operation` as `commit` does, in the next batch, but answer `Lost` rather than plan
+        it again when that batch loses its race (a fleet then goes on through an intent)."""
+        answer = await self._queued(operation.plan, origin, operation=operation, retries=False)
+        assert answer is not None, "an operation's commit names a version"
+        return answer
+
+    async def _queued(
+        self,
+        plan: Plan,
+        origin: Origin,
+        *,
+        operation: Operation | None = None,
+        before_create: BeforeCreate | None = None,
+        retries: bool = True,
+    ) -> Answer:
+        """Queue one request for the next batch and wait for its answer."""
         self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
-        outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        outcome: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         request = Request(
-            plan, origin, outcome, end, telemetry.current(), operation=operation, before_create=before_create
+            plan,
+            origin,
+            outcome,
+            end,
+            telemetry.current(),
+            operation=operation,
+            before_create=before_create,
+            retries=retries,
         )
         self._waiting.append(request)
         if self._committer is None or self._committer.done():
@@ -221,7 +251,7 @@ class CommitLog:
                 try:
                     with deadline.until(min(request.deadline for request in batch)), telemetry.tallied() as spent:
                         try:
-                            commit = await self.committer.commit(batch)
+                            commit = await self._committed(batch)
                         finally:  # each caller's operation waited on the whole commit
                             for request in batch:
                                 if request.tally is not None:
@@ -244,6 +274,52 @@ class CommitLog:
                     purged = purged or ends
         if committed:
             self._after(purged=purged)
+
+    async def _committed(self, batch: list[Request]) -> Commit | None:
+        """Commit the batch, attempt after attempt: its commit, or None when nothing needed one or
+        every request left after a lost race was answered `Lost`. The one loop of the group commit:
+        a lost race plans the requests that retry again, up to `commit_attempts` losses in a row."""
+        head, clock = self.head, self._clock
+        since = clock()  # every request of the batch was waiting by now
+        probe_after = self.options.probe_before_write_after
+        if probe_after is not None and clock() - head.confirmed_at > probe_after:
+            await head.loaded()
+            await head.probe()  # a head this old is likely stale: one GET, not a failed PUT and a catch-up
+        losses = 0
+        while batch:
+            # A batch none of whose requests is planned again needs only the winner after a loss.
+            match await self.committer.attempt(batch, since=since, replanning=any(r.retries for r in batch)):
+                case Committed(commit):
+                    return commit
+                case Nothing():
+                    return None
+                case Stale():
+                    continue
+                case Lost() as lost:
+                    for request in batch:
+                        if not request.retries and not request.outcome.done():
+                            request.outcome.set_result(lost)
+                    batch = [request for request in batch if request.retries]
+                    losses += 1
+                    if batch and losses >= self.options.commit_attempts:
+                        raise MemoryStoreError(
+                            "unavailable",
+                            f"{losses} commits in a row lost to other writers of {self.location}; try again.",
+                        )
+                    if batch:
+                        await self._after_loss(losses)
+        return None
+
+    async def _after_loss(self, losses: int) -> None:
+        """Each round has one winner. After its first loss a writer waits a random part of one create,
+        so that the next round has fewer contenders; after later losses it retries at once, ahead of
+        those that lost fewer rounds. Against waiting longer after each loss, at 16 writers and half
+        the one-log bound (make bench), the p99 fell from 30 to 15 request latencies and PUTs per
+        write from 3.0 to 2.7; with every writer writing flat out, commits/s held and PUTs per commit
+        rose from 5.4 to 8.8."""
+        if losses == 1:
+            round_seconds = self.committer.settler.round_seconds
+            await asyncio.sleep(deadline.clip(random.uniform(0, max(round_seconds, 0.001))))
 
     def folded(self) -> None:
         """Note a commit made outside the queue (a fold of intents, `fleet.py`): housekeeping

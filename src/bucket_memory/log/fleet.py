@@ -32,9 +32,9 @@ from ..runtime import deadline, telemetry
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import HandedOver, Plan, Request, Result, consume
+from .batch import Answer, Lost, Plan, Request, consume
 from .commit_log import CommitLog
-from .committer import Outraced, unconfirmed
+from .committer import Committed, Stale, unconfirmed
 from .intent_wait import Outcome, Replan, Settled, Waiting, outcome_of
 from .intents import Intent
 from .pending import PendingIntents
@@ -82,11 +82,13 @@ class Fleet:
         self.log.check_writable()
         called = self.log.options.clock()
         with deadline.within(self.log.options.operation_timeout):
-            if not self.log.options.fleet_commit or not self.contended():
-                try:
-                    return await self.log.commit(operation.plan, origin, operation=operation)
-                except HandedOver:
-                    pass  # it lost its race: from here on, an intent
+            if not self.log.options.fleet_commit:
+                return await self.log.commit(operation.plan, origin, operation=operation)
+            if not self.contended():
+                version = await self.log.try_commit(operation, origin)
+                if not isinstance(version, Lost):
+                    return version
+                # It lost its race: from here on, an intent.
             return await self._through_intents(operation, origin, called)
 
     async def settle(self) -> None:
@@ -253,31 +255,36 @@ class Fleet:
                 # Committed before its own create landed, the intent would be left behind once the
                 # clean-up below ran (one create more a write, never two applications).
                 await asyncio.wait([waiting.published])
-            ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
-            fmt, genesis = log.format, head.current().genesis
-            theirs = [
-                _request(other, _checked_plan(other, fmt, self.max_bytes), log.options.operation_timeout)
-                for other in others
-                if other.belongs_to(genesis)
+            timeout, genesis = log.options.operation_timeout, head.current().genesis
+            folding = sorted([intent, *(other for other in others if other.belongs_to(genesis))], key=_age)
+            batch = [
+                _request(
+                    one,
+                    one.operation.plan if one is intent else _checked_plan(one, log.format, self.max_bytes),
+                    timeout,
+                )
+                for one in folding
             ]
-            batch = sorted([ours, *theirs], key=_age)
+            ours = next(request for request, one in zip(batch, folding, strict=True) if one is intent)
+            since = log.options.clock()
             try:
-                commit = await log.committer.commit(batch, once=True)
-            except Outraced:
-                commit = None
+                while isinstance(attempt := await log.committer.attempt(batch, since=since), Stale):
+                    pass  # the head moved under a plan that committed nothing: plan on it again
             finally:
                 for request in batch:
                     request.outcome.add_done_callback(consume)
+            commit = attempt.commit if isinstance(attempt, Committed) else None
             window = head.current().folds
         waiting.known = max(waiting.known, head.seq)
         waiting.passed = waiting.idle = 0
         if commit is not None:
             log.folded()
-            self.pending.clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
-        if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
+            # Each intent of the batch is settled now, by this commit or (left out of it) before.
+            self.pending.clean([one.key for one in folding])
+        if ours.outcome.done():  # settled by this commit (else left out of it, or the race lost)
             telemetry.count("folded", len(batch) - 1)
             result = ours.outcome.result()  # raises our refusal
-            assert result is not None, "an operation's commit names a version"
+            assert result is not None and not isinstance(result, Lost), "an operation's commit names a version"
             return Settled(result)
         if (seq := window.settled.get(intent.id)) is not None:
             return await self._settled_at(seq, intent)
@@ -311,7 +318,7 @@ class Fleet:
 
 
 def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
-    outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+    outcome: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
     end = deadline.end_after(timeout)
     return Request(plan, intent.origin, outcome, end, intent=intent, operation=intent.operation)
 
@@ -325,9 +332,8 @@ def _checked_plan(intent: Intent, fmt: FileFormat, max_bytes: int) -> Plan:
     return plan
 
 
-def _age(request: Request) -> str:
-    assert request.intent is not None
-    return request.intent.key
+def _age(intent: Intent) -> str:
+    return intent.key
 
 
 def _consumed(task: asyncio.Task[None]) -> None:
