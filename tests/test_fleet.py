@@ -18,6 +18,7 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit
@@ -31,7 +32,6 @@ from bucket_memory.format.wire_values import (
     run_seq,
 )
 from bucket_memory.log import reader as reader_module
-from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
 from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
@@ -459,8 +459,8 @@ async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
 def test_a_record_of_another_intent_with_our_id_is_not_our_outcome() -> None:
     """An attacker who swaps in a copy of a pending intent (same id, its own write) gets the copy
     folded; the author must not take that record for its write: its id is spent, so it plans again."""
-    from bucket_memory.log.intent_wait import Replan, Settled
-    from bucket_memory.log.intent_wait import outcome_of as _outcome
+    from bucket_memory.fleet.waiting import Replan, Settled
+    from bucket_memory.fleet.waiting import outcome_of as _outcome
 
     ours = an_intent("mine.md", "mine", base=1, genesis=None)
     swapped = an_intent("mine.md", "theirs", base=1, genesis=None)
@@ -561,8 +561,8 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     """The head of an author's process can move past its intent's window by other means (a fold's
     catch-up, a run, another write of the process) without the author reading the commit that
     settled it: that is no proof it was never applied. The author looks in the window first."""
-    from bucket_memory.log.intent_wait import Replan, Settled
-    from bucket_memory.log.intent_wait import Waiting as _Waiting
+    from bucket_memory.fleet.waiting import Replan, Settled
+    from bucket_memory.fleet.waiting import Waiting as _Waiting
 
     objects = MemoryObjectStore()
     author, folder = LogFileStore(objects), LogFileStore(objects)

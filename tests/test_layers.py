@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "bucket_memory"
 # Lowest first. The package's own modules (admin, connect, transfer, provision, policy, diffs) sit
 # above them, `cli/`, `browser/` and `python -m bucket_memory` above those, and `testing/`, which
 # no store module may use, on top.
-LAYERS = ("runtime", "format", "objects", "state", "log", "files", "history", "records")
+LAYERS = ("runtime", "format", "objects", "state", "log", "fleet", "files", "history", "records")
 _TOP, _FACES, _TESTING = len(LAYERS), len(LAYERS) + 1, len(LAYERS) + 2
 
 
@@ -76,10 +76,11 @@ def test_nothing_imports_from_a_layer_above_its_own() -> None:
         ("bucket_memory.format.codec", "def later() -> None:\n    from ..objects import interface\n"),
         (
             "bucket_memory.objects.s3",
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..log import fleet\n",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..fleet import fleet\n",
         ),
         ("bucket_memory.runtime.deadline", "import bucket_memory.state.state\n"),
         ("bucket_memory.admin", "from .cli.base import app\n"),
+        ("bucket_memory.log.batch", "from ..fleet.intents import Intent\n"),
         ("bucket_memory.files.store", "from ..testing.faults import Faults\n"),
     ],
 )

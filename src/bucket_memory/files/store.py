@@ -21,10 +21,10 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
+from ..fleet.fleet import Fleet
 from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
 from ..log.commit_log import CommitLog
-from ..log.fleet import Fleet
 from ..log.housekeeping import Housekeeper
 from ..log.options import LogOptions
 from ..objects.interface import LocalObjectStore, ObjectStore

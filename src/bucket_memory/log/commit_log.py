@@ -25,7 +25,7 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
    names the moment it proves; a read that began before it is served without a request.
 7. Housekeeping (checkpoints, compaction) runs after callers have their outcomes, and its failures
    never reach them.
-9. An intent (a write published for another process to commit, `fleet.py`) is settled at most
+9. An intent (a write published for another process to commit, `fleet/`) is settled at most
    once, by a commit within `folds.FOLD_WINDOW` commits after its base, planned on the exact state
    before it; its author is told only what a commit proves (applied, unchanged, refused, past its
    window) or, having given up after publishing, `write_unconfirmed`.
@@ -322,7 +322,7 @@ class CommitLog:
             await asyncio.sleep(deadline.clip(random.uniform(0, max(round_seconds, 0.001))))
 
     def folded(self) -> None:
-        """Note a commit made outside the queue (a fold of intents, `fleet.py`): housekeeping
+        """Note a commit made outside the queue (a fold of intents, `fleet/fleet.py`): housekeeping
         follows it as it follows the queue's."""
         self._after(purged=False)
 

@@ -39,7 +39,7 @@ class LogOptions:
     open decodes only the texts it reads); readers from before them cannot read such checkpoints,
     so turn it off until every reader is upgraded. With `fleet_commit`, a write that meets other
     processes' writes is published as an intent for whoever commits next to fold into its commit
-    (`fleet.py`), and such commits are of format 4, which readers before it cannot read; in a
+    (`fleet/`), and such commits are of format 4, which readers before it cannot read; in a
     fleet, runs of recent commits are stored for catching up (`runs.py`). `clock`
     is the local monotonic clock heads are aged by (tests replace it).
     """

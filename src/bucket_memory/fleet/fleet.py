@@ -14,7 +14,7 @@ still: someone always races, and no intent waits behind a crashed author. What a
 told is what the log proves: its intent applied at the commit that settled it, unchanged there,
 or refused (then planned again on a head proven current: a refusal there is the answer); a
 commit settles an intent at most once, within `FOLD_WINDOW` commits of its base (`folds.py`);
-`write_unconfirmed` only when the author gave up without that proof (invariant 9 of `log`).
+`write_unconfirmed` only when the author gave up without that proof (invariant 9 of `log/commit_log.py`).
 """
 
 from __future__ import annotations
@@ -28,17 +28,17 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from ..format.changes import Change
 from ..format.codec import Commit
+from ..log.batch import Answer, Lost, Plan, Request, consume
+from ..log.commit_log import CommitLog
+from ..log.committer import Committed, Stale, unconfirmed
+from ..log.reader import gapless
 from ..runtime import deadline, telemetry
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import Answer, Lost, Plan, Request, consume
-from .commit_log import CommitLog
-from .committer import Committed, Stale, unconfirmed
-from .intent_wait import Outcome, Replan, Settled, Waiting, outcome_of
 from .intents import Intent
 from .pending import PendingIntents
-from .reader import gapless
+from .waiting import Outcome, Replan, Settled, Waiting, outcome_of
 
 logger = logging.getLogger(__name__)
 

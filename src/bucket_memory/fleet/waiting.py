@@ -60,7 +60,7 @@ class Waiting:
         for fold in () if void else commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
-                self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
+                self.mine = (commit.seq, fold)  # whether it names our intent, `outcome_of` tells
 
     def rank(self, pending: Sequence[str], round_seconds: float) -> None:
         """Take the older intents from a fresh listing of the pending ones: those made lately (one
