@@ -5,11 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
-# How record memory ranks a search: both rankings fused, or one of them.
-type Ranking = Literal["hybrid", "vectors", "bm25"]
-RANKINGS: tuple[Ranking, ...] = ("hybrid", "vectors", "bm25")
+from ..runtime.deadline import check_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +60,6 @@ class LogOptions:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        # Imported here: the command line's --help reads RANKINGS and should not pay for the harness.
-        from ..runtime.deadline import check_seconds
-
         check_seconds("LogOptions.operation_timeout", self.operation_timeout)
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):

@@ -27,7 +27,6 @@ from ..files.store import LogFileStore
 from ..format.changes import Change, Delete, Write
 from ..format.wire_values import checked_origin, moment_of, stored_size, time_text
 from ..history.erasure import Erasure, ErasurePlan
-from ..log.options import RANKINGS, Ranking
 from ..runtime import deadline
 from ..runtime.off_loop import off_loop
 from ..runtime.telemetry import traced
@@ -36,6 +35,7 @@ from ..state.state import State
 from .analyzer import DEFAULT_LANGUAGE, Analyzer
 from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
+from .ranking import RANKINGS, Ranking
 from .recall import Notice, Recall
 from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
