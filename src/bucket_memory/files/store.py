@@ -25,7 +25,7 @@ from ..fleet.fleet import Fleet
 from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
 from ..log.commit_log import CommitLog
-from ..log.housekeeping import Housekeeper
+from ..log.housekeeping import Compaction, Housekeeper
 from ..log.options import LogOptions
 from ..objects.interface import LocalObjectStore, ObjectStore
 from ..runtime.telemetry import traced
@@ -102,6 +102,14 @@ class LogFileStore:
     @property
     def location(self) -> str:
         return self.log.location
+
+    async def begun(self) -> bool:
+        """Whether a memory was ever written here and is not deleted (`CommitLog.begun`)."""
+        return await self.log.begun()
+
+    async def compact(self) -> Compaction:
+        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
+        return await self.housekeeper.compact()
 
     async def settle(self) -> None:
         """Wait for the checkpoint, compaction and intent deletions that earlier writes started."""

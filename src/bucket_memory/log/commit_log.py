@@ -54,7 +54,7 @@ from ..state.operations import Operation
 from ..state.state import State
 from .batch import Answer, BeforeCreate, Lost, Plan, Request, Result, consume, fail
 from .committer import Committed, Committer, Nothing, Stale, unconfirmed
-from .head import Head
+from .head import Head, deleted
 from .options import LogOptions
 from .reader import LogReader
 
@@ -139,6 +139,15 @@ class CommitLog:
         self._on_this_loop()
         async with self._lock:
             yield
+
+    async def begun(self) -> bool:
+        """Whether the prefix holds a memory (a commit or a checkpoint), found without loading it (a
+        damaged one can still be verified); `memory_deleted` where it held one once and holds none now."""
+        if await self.reader.list_log() or await self.reader.list_checkpoints():
+            return True
+        if await self.reader.log_existed():
+            raise deleted(self.location)
+        return False
 
     def forget(self) -> None:
         """Drop the cached state: the next use loads the memory afresh (after recovery re-created objects)."""
