@@ -19,6 +19,7 @@ from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
+from bucket_memory.fleet.waiting import Replan, Settled
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit
@@ -427,6 +428,25 @@ async def test_a_write_whose_head_was_staler_than_expected_is_published_once() -
     _, commits = await replay(objects)
     folds = [fold for commit in commits for fold in commit.folded or ()]
     assert len(folds) == 1 and folds[0].base == 0 and folds[0].outcome == "applied"
+
+
+async def test_a_write_planned_again_after_its_intent_was_refused_probes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After another's commit refused its intent, an author proves its head (one GET) and plans the
+    write again on it: that proof is since the new round began, so planning takes no second GET
+    (the round's start was once taken after the probe, and every replan paid one more)."""
+    counted = FaultyObjectStore(MemoryObjectStore())
+    store = LogFileStore(counted)
+    version = await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    gets: list[int] = []
+
+    async def refused_once(operation: WriteOp, origin: Origin) -> Replan | Settled:
+        gets.append(counted.calls["get"])
+        return Replan() if len(gets) == 1 else Settled(7)
+
+    monkeypatch.setattr(store.fleet, "_one_intent", refused_once)
+    contend(store)
+    assert await store.write("a.md", "b", expected=version, origin=AUTHOR) == "7"
+    assert gets[1] - gets[0] == 1, "one probe between the refusal and the next round"
 
 
 @pytest.mark.slow

@@ -122,10 +122,12 @@ class Fleet:
                         self.log.head.owed = max(self.log.head.owed, version)
                     return version
                 case Replan():
+                    # The next round begins here: the probe below proves the head since, so that
+                    # round plans on it with no second probe.
+                    called = self.log.options.clock()
                     async with self.log.exclusive():
                         await self.log.head.loaded()
                         await self.log.head.probe()
-                    called = self.log.options.clock()  # nothing since: the next round plans on it
         # An intent of it may still be settled within its window: that is not "not written".
         raise unconfirmed(self.location, self.log.head.seq + 1)
 
