@@ -38,7 +38,7 @@ from ..state.operations import Operation
 from ..state.state import State
 from .intents import Intent
 from .pending import PendingIntents
-from .waiting import Outcome, Replan, Settled, Waiting, outcome_of
+from .waiting import Outcome, Replan, Settled, Waiting, outcome_of, past_window, settled_at
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class Fleet:
                 return outcome_of(*waiting.mine, waiting.intent)
             if self.log.head.seq >= waiting.intent.base + FOLD_WINDOW:
                 # No commit past the window can settle it; one in it may have, unseen by us.
-                return await self._past_window(waiting.intent)
+                return await past_window(self.log.reader, self.log.head.current().folds.settled, waiting.intent)
             if waiting.turn:
                 if (outcome := await self._fold(waiting)) is not None:
                     return outcome
@@ -245,11 +245,11 @@ class Fleet:
             head = log.head
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return await self._settled_at(seq, intent)
+                return await settled_at(self.log.reader, seq, intent)
             others = await self.pending.caught_up_and_read(waiting, self._round_seconds, impatient=impatient)
             window = head.current().folds
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
-                return await self._settled_at(seq, intent)
+                return await settled_at(self.log.reader, seq, intent)
             if others is None:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
@@ -289,34 +289,10 @@ class Fleet:
             assert result is not None and not isinstance(result, Lost), "an operation's commit names a version"
             return Settled(result)
         if (seq := window.settled.get(intent.id)) is not None:
-            return await self._settled_at(seq, intent)
+            return await settled_at(self.log.reader, seq, intent)
         if not window.foldable(intent.id, intent.base, head.seq + 1):
-            return await self._past_window(intent)
+            return await past_window(self.log.reader, window.settled, intent)
         return None
-
-    async def _past_window(self, intent: Intent) -> Outcome:
-        """What became of an intent whose window the head has passed: the head moves by catch-ups,
-        runs and other writes of the process too, so that its author saw no settling commit proves
-        nothing; the window's commits are read (a rare path). Only if none settled it is it never
-        applied; a window compacted away as it is read proves nothing (`unavailable`, which the
-        author reports as unconfirmed)."""
-        if (seq := self.log.head.current().folds.settled.get(intent.id)) is not None:
-            return await self._settled_at(seq, intent)
-        window = list(range(intent.base + 1, intent.base + FOLD_WINDOW + 1))
-        for commit in await self.log.reader.commits_at(window):
-            for fold in commit.folded or ():
-                if fold.id == intent.id:
-                    return outcome_of(commit.seq, fold, intent)
-        return Replan()
-
-    async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
-        """What commit `seq`, which the head's window says settled an intent of our intent's id,
-        tells us: its record read again (a window, as a cold open loads it, knows only the seq)."""
-        commit = await self.log.reader.commit(seq)
-        fold = next((fold for fold in (commit.folded or ()) if fold.id == intent.id), None) if commit else None
-        if fold is None:
-            raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
-        return outcome_of(seq, fold, intent)
 
 
 def _request(intent: Intent, plan: Plan, timeout: float) -> Request:

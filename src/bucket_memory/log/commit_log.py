@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -46,14 +45,13 @@ from typing import overload
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from ..format.changes import Erase, Purge
-from ..format.codec import Commit
 from ..objects.interface import ObjectStore
 from ..runtime import deadline, telemetry
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import Answer, BeforeCreate, Lost, Plan, Request, Result, consume, fail
-from .committer import Committed, Committer, Nothing, Stale, unconfirmed
+from .batch import Answer, BeforeCreate, Lost, Plan, Request, Result
+from .committer import Committer
+from .group_commit import GroupCommit
 from .head import Head, deleted
 from .options import LogOptions
 from .reader import LogReader
@@ -87,8 +85,7 @@ class CommitLog:
         # Bound to the event loop that uses the log (see _on_this_loop); the cached head is not.
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = asyncio.Lock()
-        self._waiting: list[Request] = []
-        self._committer: asyncio.Task[None] | None = None
+        self._queue = GroupCommit(self.committer, self._lock, self._after)
         self._housekeeper: asyncio.Task[None] | None = None
 
     @property
@@ -123,7 +120,7 @@ class CommitLog:
             )
         self._loop = weakref.ref(loop)
         self._lock = asyncio.Lock()
-        self._waiting, self._committer, self._housekeeper = [], None, None
+        self._queue, self._housekeeper = GroupCommit(self.committer, self._lock, self._after), None
 
     def check_writable(self) -> None:
         """Refuse, with `forbidden`, a change to a log opened read-only."""
@@ -239,103 +236,14 @@ class CommitLog:
             before_create=before_create,
             retries=retries,
         )
-        self._waiting.append(request)
-        if self._committer is None or self._committer.done():
-            self._committer = asyncio.create_task(self._drain())
-        try:
-            return await asyncio.shield(request.outcome)
-        except asyncio.CancelledError:
-            if request in self._waiting:  # not taken into a commit yet: it never happens
-                self._waiting.remove(request)
-            # Taken: its outcome arrives later, with nobody to read it.
-            request.outcome.add_done_callback(consume)
-            raise
-
-    async def _drain(self) -> None:
-        """Commit the waiting requests, batch after batch, then run housekeeping (invariant 7)."""
-        committed = purged = False
-        async with self._lock:
-            while self._waiting:
-                batch, self._waiting = self._waiting, []
-                try:
-                    with deadline.until(min(request.deadline for request in batch)), telemetry.tallied() as spent:
-                        try:
-                            commit = await self._committed(batch)
-                        finally:  # each caller's operation waited on the whole commit
-                            for request in batch:
-                                if request.tally is not None:
-                                    request.tally.add(spent)
-                except MemoryStoreError as error:
-                    fail(batch, error)
-                except Exception:  # a failure nobody mapped: a message for the callers, the traceback in the log
-                    logger.exception("%s: unexpected failure while committing", self.location)
-                    fail(batch, unconfirmed(self.location, self.head.seq + 1))
-                except asyncio.CancelledError:
-                    fail(batch, unconfirmed(self.location, self.head.seq + 1))  # the loop is closing mid-commit
-                    raise
-                except BaseException as error:  # a simulated crash: the callers die with it
-                    fail(batch, error)
-                    return
-                else:
-                    committed = committed or commit is not None
-                    # A purge or an erasure is followed by a checkpoint at once.
-                    ends = commit is not None and any(isinstance(change, Purge | Erase) for change in commit.changes)
-                    purged = purged or ends
-        if committed:
-            self._after(purged=purged)
-
-    async def _committed(self, batch: list[Request]) -> Commit | None:
-        """Commit the batch, attempt after attempt: its commit, or None when nothing needed one or
-        every request left after a lost race was answered `Lost`. The one loop of the group commit:
-        a lost race plans the requests that retry again, up to `commit_attempts` losses in a row."""
-        head, clock = self.head, self._clock
-        since = clock()  # every request of the batch was waiting by now
-        probe_after = self.options.probe_before_write_after
-        if probe_after is not None and clock() - head.confirmed_at > probe_after:
-            await head.loaded()
-            await head.probe()  # a head this old is likely stale: one GET, not a failed PUT and a catch-up
-        losses = 0
-        while batch:
-            # A batch none of whose requests is planned again needs only the winner after a loss.
-            match await self.committer.attempt(batch, since=since, replanning=any(r.retries for r in batch)):
-                case Committed(commit):
-                    return commit
-                case Nothing():
-                    return None
-                case Stale():
-                    continue
-                case Lost() as lost:
-                    for request in batch:
-                        if not request.retries and not request.outcome.done():
-                            request.outcome.set_result(lost)
-                    batch = [request for request in batch if request.retries]
-                    losses += 1
-                    if batch and losses >= self.options.commit_attempts:
-                        raise MemoryStoreError(
-                            "unavailable",
-                            f"{losses} commits in a row lost to other writers of {self.location}; try again.",
-                        )
-                    if batch:
-                        await self._after_loss(losses)
-        return None
-
-    async def _after_loss(self, losses: int) -> None:
-        """Each round has one winner. After its first loss a writer waits a random part of one create,
-        so that the next round has fewer contenders; after later losses it retries at once, ahead of
-        those that lost fewer rounds. Against waiting longer after each loss, at 16 writers and half
-        the one-log bound (make bench), the p99 fell from 30 to 15 request latencies and PUTs per
-        write from 3.0 to 2.7; with every writer writing flat out, commits/s held and PUTs per commit
-        rose from 5.4 to 8.8."""
-        if losses == 1:
-            round_seconds = self.committer.settler.round_seconds
-            await asyncio.sleep(deadline.clip(random.uniform(0, max(round_seconds, 0.001))))
+        return await self._queue.submit(request)
 
     def folded(self) -> None:
         """Note a commit made outside the queue (a fold of intents, `fleet/fleet.py`): housekeeping
         follows it as it follows the queue's."""
-        self._after(purged=False)
+        self._after(False)
 
-    def _after(self, *, purged: bool) -> None:
+    def _after(self, purged: bool) -> None:
         """Start housekeeping after commits, apart from the commit path (invariant 7)."""
         if self.after_commit is not None:
             self._housekeeping_due, self._purge_pending = True, self._purge_pending or purged
@@ -359,7 +267,7 @@ class CommitLog:
         simulated one) is raised here.
         """
         self._on_this_loop()
-        for task in (self._committer, self._housekeeper):
+        for task in (self._queue.task, self._housekeeper):
             if task is not None:
                 await asyncio.wait([task])
                 if not task.cancelled() and (crash := task.exception()) is not None:
