@@ -168,6 +168,15 @@ class CommitLog:
                 await self.head.probe()
             return self.head.current()  # a probe may have reloaded the memory into a new state
 
+    async def held_state(self) -> State:
+        """The state at the head as last proven (loaded if it never was), with no probe: for a plan
+        whose own version checks make its commit right whatever the head's age."""
+        self._on_this_loop()
+        with deadline.within(self.options.operation_timeout):
+            async with self._lock:
+                await self.head.loaded()
+                return self.head.current()
+
     async def proven_state(self) -> State:
         """The state at a head proven current now (a probe, whatever `max_staleness` allows)."""
         self._on_this_loop()
