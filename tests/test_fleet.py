@@ -35,7 +35,9 @@ from bucket_memory.format.wire_values import (
 from bucket_memory.log import reader as reader_module
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import ObjectInfo, ObjectStore
+from bucket_memory.objects.local import LocalObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.state.state import State

@@ -13,7 +13,7 @@ from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
 from bucket_memory.log.batch import Lost, Request
 from bucket_memory.log.committer import Committed
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
 

@@ -15,7 +15,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogRecordStore
 from bucket_memory.format.wire_values import PENDING_PREFIX
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 
 from .helpers import replay
 from .test_fleet import contend

@@ -28,7 +28,8 @@ from ..log.batch import Plan
 from ..log.commit_log import CommitLog
 from ..log.housekeeping import Compaction, Housekeeper
 from ..log.options import LogOptions
-from ..objects.interface import LocalObjectStore, ObjectStore
+from ..objects.interface import ObjectStore
+from ..objects.local import LocalObjectStore
 from ..runtime.telemetry import traced
 from ..state.change_feed import changes_since, feed
 from ..state.live_file import LiveFile
