@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
 
     from ..admin import MemoryAdmin
-    from ..files.store import LogFileStore
     from ..reports import Changeset
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
@@ -219,8 +218,8 @@ def run[T](
     async def opened() -> T:
         with interrupts.cancelled_on_interrupt():
             async with open_store(url, read_only=read_only, s3_layer=layer) as store:
-                if not new_ok:
-                    await _check_memory_there(store)
+                if not new_ok and not await store.begun():  # a deleted memory is `memory_deleted`
+                    raise _NoMemory
                 admin = MemoryAdmin(store)
                 if not checking:
                     return await work(admin)
@@ -263,19 +262,6 @@ def _interruptible[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if interrupts.interrupted():
             raise KeyboardInterrupt from None
         raise
-
-
-async def _check_memory_there(store: LogFileStore) -> None:
-    """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
-    did); without loading the memory, so that `verify` can still report a damaged one."""
-    from ..log.head import deleted
-
-    reader = store.log.reader
-    if await reader.list_log() or await reader.list_checkpoints():
-        return
-    if await reader.log_existed():
-        raise deleted(store.location)
-    raise _NoMemory
 
 
 @contextmanager

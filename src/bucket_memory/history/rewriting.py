@@ -12,7 +12,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.wire_values import LOG_PREFIX, is_owned
 from ..log.commit_log import CommitLog
-from ..objects.interface import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from ..objects.interface import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 

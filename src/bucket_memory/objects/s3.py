@@ -46,9 +46,10 @@ from botocore.loaders import Loader, create_loader
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .credentials import no_aws_credentials
-from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import gather_bounded
 from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
+from .server_clock import ServerClock
 from .urls import check_prefix
 
 _DELETE_BATCH = 1000

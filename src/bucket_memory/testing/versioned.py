@@ -7,7 +7,8 @@ import builtins
 import itertools
 from collections.abc import Sequence
 
-from ..objects.interface import MemoryObjectStore, ObjectVersion, Versioning
+from ..objects.interface import ObjectVersion, Versioning
+from ..objects.memory import MemoryObjectStore
 
 
 class VersionedMemoryObjectStore(MemoryObjectStore):
