@@ -40,7 +40,7 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # 102's limit; since 144's fix its run takes another course and passes.
 FOUND: dict[int, str] = {
     102: "admitted: a process that cold-started from a forged checkpoint serves it after recover removed it "
-    "(docs/design.md's trust model; directed: test_misbehaving_writer.py)",
+    "(docs/decisions/019-trust-model.md; directed: test_misbehaving_writer.py)",
 }
 
 

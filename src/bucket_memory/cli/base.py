@@ -202,7 +202,7 @@ def run[T](
 
     A command that only reads opens the store `read_only`, so it needs only read permissions, and
     reaches S3 through obstore where the `fast` extra is installed: equal on deadlines and errors,
-    it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers); so does
+    it never creates, and it starts in a third less CPU (`docs/decisions/021-s3-layers.md`); so does
     one that writes through the log's own operations alone (`log_only`: put, rm, mv), which never
     touches stored versions. Unless `new_ok`, a URL where nothing was ever written is exit code 4
     (a mistyped URL). A change reads the bucket's versioning beside its work, and warns when it is

@@ -227,7 +227,7 @@ class Fleet:
     async def _applied_void(self, commit: Commit) -> bool:
         """Apply a commit read while waiting, when it follows the cached head (keeping it current for
         free); whether it was void. One read past the head is taken at its word: a commit's fold
-        records are its folder's claim, which no reader can check (docs/design.md, the trust model)."""
+        records are its folder's claim, which no reader can check (docs/decisions/019-trust-model.md)."""
         async with self.log.exclusive():
             head = self.log.head
             if head.cached is not None and head.seq == commit.seq - 1:

@@ -2,7 +2,8 @@
 
 Commit N lives at `log/<N>.json` and exists exactly when it is committed. A writer validates its
 change against the state at head H and creates `log/H+1` with put-if-absent; success proves H was
-the head. The protocol's invariants, cited by number in the code (docs/design.md argues each):
+the head. The protocol's invariants, cited by number in the code (docs/design.md's Invariants name
+each one's keeper and test):
 
 1. A commit is created only at head + 1 of a state that every plan in it ran on.
 2. The half-grace rule: a head confirmed more than G/2 ago (G, the grace period) is re-confirmed
