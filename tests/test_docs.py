@@ -223,10 +223,14 @@ def test_the_readme_quickstart_runs(
     assert [entry["path"] for entry in json.loads(listed)] == ["notes/release.md"], "the agent wrote no junk"
 
 
-# Every code block of these pages runs in a test as printed, or says why not in a comment on the
-# line before it: `<!-- not run: REASON -->` (a test of its own for a block that the ones here do
-# not run, or the page's playbook marker, counts as running it).
-ACCOUNTED_PAGES = ["README.md", *(f"docs/{page.name}" for page in sorted(DOCS.glob("*.md")))]
+# Every code block of these pages (the Terraform READMEs' too) runs in a test as printed (here, in
+# test_guide_runner.py or test_playbooks.py: `unrun` knows which), or says why not in a comment on
+# the line before it: `<!-- not run: REASON -->`.
+ACCOUNTED_PAGES = [
+    "README.md",
+    *(f"docs/{page.name}" for page in sorted(DOCS.glob("*.md"))),
+    *(str(page.relative_to(ROOT)) for page in sorted((ROOT / "terraform").rglob("README.md"))),
+]
 NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\n\Z")
 
 
