@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..state.folds import FOLD_WINDOW
-
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import Origin
 
@@ -125,6 +123,7 @@ async def _landed(url: str, started: datetime) -> tuple[list[int], list[tuple[st
     settled whose window is still open: (key, the last commit that may settle it)."""
     from ..connect import open_store
     from ..format.wire_values import moment_of
+    from ..state.folds import FOLD_WINDOW  # not at the top: --help imports nothing of the store
 
     async with open_store(url, read_only=True) as store:
         reader = store.log.reader
