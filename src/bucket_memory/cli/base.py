@@ -222,10 +222,10 @@ def run[T](
                     raise _NoMemory
                 admin = MemoryAdmin(store)
                 if not checking:
-                    return await work(admin)
+                    return await _accounted(work, admin)
                 warning = asyncio.create_task(versioning.warn_if_off(admin, url))
                 try:
-                    result = await work(admin)
+                    result = await _accounted(work, admin)
                 except BaseException:
                     warning.cancel()
                     raise
@@ -244,6 +244,15 @@ def run[T](
                 hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
                 exit_code=EXIT_NO_MEMORY,
             )
+
+
+async def _accounted[T](work: Callable[[MemoryAdmin], Awaitable[T]], admin: MemoryAdmin) -> T:
+    """`work(admin)`; however it ends, the intents it published and never saw settled are noted,
+    so that an interrupt does not say "nothing was changed" of a write another writer may still fold."""
+    try:
+        return await work(admin)
+    finally:
+        interrupts.unsettled(admin.store.fleet.unsettled.values())
 
 
 def _warn(found: str | BaseException | None) -> None:

@@ -64,6 +64,9 @@ class Fleet:
         self.log = log
         self.max_bytes = max_bytes  # the quota the intents of others are planned under, as our own writes are
         self.pending = PendingIntents(log)
+        # Intents of ours whose fate we have not learned, by key: one interrupted while pending may
+        # still be settled by another writer within its window, which the command line must say.
+        self.unsettled: dict[str, Intent] = {}
 
     @property
     def location(self) -> str:
@@ -166,7 +169,7 @@ class Fleet:
         lately = self.log.options.clock() - head.confirmed_at < self._contended_seconds
         if lately and self._expected_since_proven() < STALE_BASE:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
-            publishing = asyncio.create_task(self.pending.publish(intent))
+            publishing = self._publish(intent)
         try:
             tail = await reader.list_tail(after=state.head)
             known = max((seq for seq, _ in gapless(tail.commits, state.head)), default=state.head)
@@ -175,11 +178,13 @@ class Fleet:
             # is planned again.
             if intent is None:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
-                publishing = asyncio.create_task(self.pending.publish(intent))
+                publishing = self._publish(intent)
             assert publishing is not None
             # The intents the head's window settled (ours, their deletion under way, among them) are not older ones.
             waiting = Waiting(intent, known, settled=set(state.folds.settled), published=publishing)
-            return await self._wait(waiting, self.pending.worth_reading(tail.pending))
+            outcome = await self._wait(waiting, self.pending.worth_reading(tail.pending))
+            del self.unsettled[intent.key]  # settled, or provably never to be
+            return outcome
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -192,6 +197,14 @@ class Fleet:
         finally:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
+
+    def _publish(self, intent: Intent) -> asyncio.Task[None]:
+        """Begin to create the intent's key; from here on it may be settled, until we learn its fate
+        (or the head passes its window: a long-lived process keeps no more than a window's worth)."""
+        head = self.log.head.seq
+        self.unsettled = {key: kept for key, kept in self.unsettled.items() if head < kept.base + FOLD_WINDOW}
+        self.unsettled[intent.key] = intent
+        return asyncio.create_task(self.pending.publish(intent))
 
     async def _wait(self, waiting: Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
