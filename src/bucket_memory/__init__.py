@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .files.store import DEFAULT_MAX_BYTES, LogFileStore
     from .log.options import LogOptions
     from .objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .pool import StorePool
     from .records.store import LogRecordStore
 
 _MODULES = {
@@ -27,6 +28,7 @@ _MODULES = {
     "MemoryObjectStore": ".objects.interface",
     "ObjectInfo": ".objects.interface",
     "ObjectStore": ".objects.interface",
+    "StorePool": ".pool",
     "TransientError": ".objects.interface",
     "open_record_store": ".connect",
     "open_store": ".connect",
@@ -42,6 +44,7 @@ __all__ = [
     "MemoryObjectStore",
     "ObjectInfo",
     "ObjectStore",
+    "StorePool",
     "TransientError",
     "open_record_store",
     "open_store",

@@ -29,6 +29,7 @@ from .runtime.installing import install_hint
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
 
+    from .objects.gcs import SharedClients
     from .objects.s3 import S3ObjectStore
     from .objects.s3_obstore import ObstoreS3ObjectStore
 
@@ -49,8 +50,9 @@ async def open_store(
     """The memory at `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path.
 
     Cloud clients come from the standard credential chains and honour `AWS_ENDPOINT_URL` and
-    `STORAGE_EMULATOR_HOST`; they are closed when the context exits, after the housekeeping that
-    the store's writes started. Opening sends no request; a `read_only` store refuses changes
+    `STORAGE_EMULATOR_HOST`; every store open at once shares one per credentials (and, on S3, per
+    event loop), closed when the last of them exits, after the housekeeping its writes started
+    (`StorePool` keeps many open within bounds). Opening sends no request; a `read_only` store refuses changes
     before any. `check_endpoint` first checks that the endpoint refuses a second create of one key
     (`check_create_only`, as `bucket-memory init` and `doctor` do). `s3_layer="obstore"` reaches S3
     through the `fast` extra, with less client CPU per request (`ObstoreS3ObjectStore`).
@@ -68,7 +70,7 @@ async def open_store(
         finally:
             await objects.aclose()
     elif where.scheme == "gs":
-        client = _gcs_client()
+        client, shared = _gcs_client()
         try:
             store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
             if check_endpoint:
@@ -76,7 +78,7 @@ async def open_store(
             yield store
             await store.settle()
         finally:
-            client.close()
+            shared.release(client)
     else:
         assert where.path is not None
         store = LogFileStore.local(where.path, **settings)
@@ -164,16 +166,24 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
     return S3ObjectStore(bucket=bucket, prefix=prefix)
 
 
-def _gcs_client() -> Any:
+def _gcs_client() -> tuple[Any, SharedClients]:
+    """The process's shared client for the environment's credentials, held once more, and the
+    registry to let go of it through."""
     try:
         from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
+
+        from .objects.gcs import SHARED
     except ImportError:
         raise MemoryStoreError("unavailable", f"gs:// needs google-cloud-storage: {install_hint('gcs')}.") from None
-    try:
-        return storage.Client()
-    except DefaultCredentialsError as error:
-        raise no_google_credentials("Google Cloud Storage", error) from None
+
+    def made() -> Any:
+        try:
+            return storage.Client()
+        except DefaultCredentialsError as error:
+            raise no_google_credentials("Google Cloud Storage", error) from None
+
+    return SHARED.acquire(made), SHARED
 
 
 async def find_memories(url: str | os.PathLike[str]) -> list[str]:

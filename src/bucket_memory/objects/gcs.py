@@ -6,7 +6,10 @@ import asyncio
 import builtins
 import contextlib
 import functools
+import hashlib
 import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -46,13 +49,8 @@ class GCSObjectStore:
     def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
         check_prefix(prefix.strip("/"), f"gs://{bucket}")
         os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
-        self.clock = ServerClock()
+        self.clock = _clock_of(client)
         self.request_timeout = check_seconds("request_timeout", request_timeout)
-        http = getattr(client, "_http", None)
-        if isinstance(http, requests.Session):
-            # Compaction's safety argument is in server time: every reply's Date header keeps the clock.
-            http.hooks.setdefault("response", []).append(self._note_date)
-            make_abortable(http, pool_size=FETCH_CONCURRENCY)
         self.client = client
         self.bucket = client.bucket(bucket)
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -96,9 +94,6 @@ class GCSObjectStore:
 
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock.now()
-
-    def _note_date(self, response: requests.Response, *args: object, **kwargs: object) -> None:
-        self.clock.note(response.headers.get("date"))
 
     def _get(self, key: str, generation: int | None = None) -> bytes | None:
         try:
@@ -219,6 +214,72 @@ class GCSObjectStore:
             ) from None
         except Exception as error:  # transport, auth refresh, resumable-media: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
+
+
+_CLOCKS: weakref.WeakKeyDictionary[storage.Client, ServerClock] = weakref.WeakKeyDictionary()
+_CLOCKS_LOCK = threading.Lock()
+
+
+def _clock_of(client: storage.Client) -> ServerClock:
+    """The server's clock as the replies to `client` keep it, shared by every store on the client:
+    compaction's safety argument is in server time, and every reply's Date header keeps the clock.
+    One hook per client, not per store: a hook per store made each reply call every store's, and
+    kept every store ever opened on a shared client alive."""
+    with _CLOCKS_LOCK:
+        clock = _CLOCKS.get(client)
+        if clock is None:
+            clock = _CLOCKS[client] = ServerClock()
+            http = getattr(client, "_http", None)
+            if isinstance(http, requests.Session):
+                noted = clock  # the hook holds the clock, never the client or a store
+
+                def note_date(response: requests.Response, *args: object, **kwargs: object) -> None:
+                    noted.note(response.headers.get("date"))
+
+                http.hooks.setdefault("response", []).append(note_date)
+                make_abortable(http, pool_size=FETCH_CONCURRENCY)
+        return clock
+
+
+class SharedClients:
+    """The process's google-cloud-storage clients, one per credentials (the GOOGLE_*, CLOUDSDK_*
+    and STORAGE_EMULATOR_HOST variables), each held by the stores using it and closed when the last
+    lets go. A client is not bound to an event loop: its calls run in worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[storage.Client, int]] = {}
+
+    def acquire(self, make: Callable[[], storage.Client]) -> storage.Client:
+        """The shared client for the environment's credentials (made by `make` when there is none), held once more."""
+        settings = sorted(
+            (name, value)
+            for name, value in os.environ.items()
+            if name.startswith(("GOOGLE_", "CLOUDSDK_")) or name == "STORAGE_EMULATOR_HOST"
+        )
+        key = hashlib.sha256(repr(settings).encode()).hexdigest()
+        with self._lock:
+            client, users = self._held.get(key) or (None, 0)
+            if client is None:
+                client = make()
+            self._held[key] = (client, users + 1)
+            return client
+
+    def release(self, client: storage.Client) -> None:
+        """Let go of `client`; the last holder closes it."""
+        with self._lock:
+            key = next((key for key, (held, _) in self._held.items() if held is client), None)
+            if key is None:
+                return
+            users = self._held[key][1] - 1
+            if users > 0:
+                self._held[key] = (client, users)
+                return
+            del self._held[key]
+        client.close()
+
+
+SHARED = SharedClients()
 
 
 def _message(error: Exception) -> str:

@@ -6,6 +6,8 @@ import asyncio
 import base64
 import builtins
 import functools
+import hashlib
+import os
 import weakref
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -83,10 +85,12 @@ _BEFORE_SENDING = (
 class S3ObjectStore:
     """The objects under `s3://bucket/prefix/`, with create-if-absent as `PutObject(IfNoneMatch="*")`.
 
-    Without a `client` the store makes its own from the standard chain, one per event loop (an
-    aiobotocore client belongs to the loop it was made on), so one store serves a process that
-    calls `asyncio.run` per request; `aclose` closes the running loop's. A caller's `client` is used
-    on its own loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
+    Without a `client` the store uses the process's shared client for the running event loop and
+    the credentials in the environment (`shared_client`: an aiobotocore client belongs to the loop
+    it was made on), so one store serves a process that calls `asyncio.run` per request, and a
+    thousand stores open at once hold one client and its few sockets; `aclose` lets go of the
+    running loop's, which closes once no store holds it. A caller's `client` is used on its own
+    loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
     throttling, 5xx, lost connections and any SDK failure after a request may have been sent as
     `TransientError`, so the log reads the key back before deciding what happened.
     """
@@ -253,14 +257,15 @@ class S3ObjectStore:
             return self._given
         held = self._clients.get(loop)
         if held is None:
-            held = self._clients[loop] = _LoopClient()
+            held = self._clients[loop] = shared_client(loop)
         return await held.client(self.location)
 
     async def aclose(self) -> None:
-        """Close the store's own client for the running loop (loops that ended closed theirs)."""
+        """Let go of the shared client for the running loop: the last store to let go closes it
+        (loops that ended closed theirs)."""
         held = self._clients.pop(asyncio.get_running_loop(), None)
         if held is not None:
-            await held.aclose()
+            await held.release()
 
     async def _read(self, request: _Request, key: str, *, history: bool = False) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
@@ -316,13 +321,44 @@ async def _body(response: Any) -> bytes:
     return data
 
 
-class _LoopClient:
-    """The store's S3 client on one event loop: made from the standard chain on first use, and
-    closed when the loop shuts down its async generators (`asyncio.run` does, at its end)."""
+# The shared clients of each event loop, by the credentials (and endpoint) they were made with.
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _LoopClient]] = weakref.WeakKeyDictionary()
 
-    def __init__(self) -> None:
+
+def shared_client(loop: asyncio.AbstractEventLoop) -> _LoopClient:
+    """The client every store on `loop` shares while the environment names the same credentials,
+    endpoint and region (the AWS_* variables), held once more: the caller lets go with `release`.
+
+    A client costs 1.5 MB and a pool of sockets; one per store made a process serving a thousand
+    memories hold a thousand. Keyed by a digest of the variables, so no secret is kept twice.
+    """
+    settings = repr(sorted((name, value) for name, value in os.environ.items() if name.startswith("AWS_")))
+    key = hashlib.sha256(settings.encode()).hexdigest()
+    clients = _SHARED.setdefault(loop, {})
+    held = clients.get(key)
+    if held is None:
+        held = clients[key] = _LoopClient(clients, key)
+    held.users += 1
+    return held
+
+
+class _LoopClient:
+    """An S3 client on one event loop, shared by the stores that hold it (`users`): made from the
+    standard chain on first use, closed when the last of them lets go (`release`) or when the loop
+    shuts down its async generators (`asyncio.run` does, at its end)."""
+
+    def __init__(self, shared: dict[str, _LoopClient], key: str) -> None:
+        self.users = 0
+        self._shared, self._key = shared, key
         self._holder: AsyncIterator[Any] | None = None
         self._made: asyncio.Future[Any] | None = None
+
+    async def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            if self._shared.get(self._key) is self:
+                del self._shared[self._key]  # the next store makes a new one: this one is closing
+            await self.aclose()
 
     async def client(self, location: str) -> Any:
         if self._made is None or (self._made.done() and (self._made.cancelled() or self._made.exception())):
