@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
 from .log.options import LogOptions, Ranking
 from .objects.credentials import no_google_credentials
-from .objects.interface import ObjectStore
+from .objects.interface import ObjectStore, RollingObjectStore
 from .objects.retry import retrying
 from .objects.urls import parse_url
 from .records.analyzer import DEFAULT_LANGUAGE
@@ -189,7 +190,7 @@ def _gcs_client() -> tuple[Any, SharedClients]:
 async def find_memories(url: str | os.PathLike[str]) -> list[str]:
     """The URLs of the memories under a bucket, a prefix or a directory: each place that holds a log.
 
-    One listing of every object under it (a bucket of many memories: one request per 1000 objects).
+    On S3 and GCS one listing rolled up at each memory's log (`memory_prefixes`), not of every object.
     """
     where = parse_url(url)
     if where.scheme == "file":
@@ -197,15 +198,42 @@ async def find_memories(url: str | os.PathLike[str]) -> list[str]:
         return sorted(str(folder) for folder in await asyncio.to_thread(_local_memories, Path(where.path)))
     base = f"{where.scheme}://{where.bucket}"
     async with open_store(url, read_only=True) as store:
-        listed = await retrying(
-            lambda: store.log.objects.list(""),
-            what=f"Listing {store.location}",
-            attempts=store.log.options.request_attempts,
-        )
-    prefixes = {match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))}
+        prefixes = await memory_prefixes(store.log.objects, attempts=store.log.options.request_attempts)
     return sorted(
         f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
     )
+
+
+async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6) -> list[str]:
+    """The prefixes, relative to `objects`' own ("" for the memory there), of the memories under it.
+
+    A listing rolled up at "log/" names each memory's log folder once, however long its log, so it
+    costs one request per 1000 memories plus the objects memories keep beside their logs
+    (checkpoints, intents, erasure records). A folder whose name ends in "log" (blog/) rolls up too
+    and is listed again past it. A store that cannot roll up lists every object.
+    """
+    if not isinstance(objects, RollingObjectStore):
+        listed = await retrying(lambda: objects.list(""), what=f"Listing {objects.location}", attempts=attempts)
+        return sorted({match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))})
+    found: set[str] = set()
+    folders = [""]
+    while folders:
+        folder, token = folders.pop(), None
+        while True:
+            page = await retrying(
+                functools.partial(objects.list_rolled, folder, "log/", token=token),
+                what=f"Listing {objects.location}/{folder}",
+                attempts=attempts,
+            )
+            for rolled in page.prefixes:
+                if rolled == "log/" or rolled.endswith("/log/"):
+                    found.add(rolled.removesuffix("log/").rstrip("/"))
+                else:
+                    folders.append(rolled)
+            found.update(match[1] or "" for key in page.keys if (match := _MEMORY_KEY.fullmatch(key)))
+            if (token := page.token) is None:
+                break
+    return sorted(found)
 
 
 _MEMORY_KEY = re.compile(r"(?:(.*)/)?(?:log|checkpoints)/\d{20}\.json")

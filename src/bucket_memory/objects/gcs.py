@@ -21,7 +21,7 @@ from google.cloud import storage
 
 from ..runtime.deadline import check_seconds
 from .gcs_http import AbortableCall, make_abortable
-from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, RolledPage, ServerClock, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 
@@ -69,6 +69,9 @@ class GCSObjectStore:
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> builtins.list[ObjectInfo]:
         return await self._run(self._list, prefix, start_after, limit)
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        return await self._run(self._list_rolled, prefix, delimiter, token)
 
     async def delete(self, keys: Sequence[str]) -> None:
         await gather_bounded(keys, lambda key: self._run(self._delete, key))
@@ -130,6 +133,20 @@ class GCSObjectStore:
                     ObjectInfo(blob.name[len(self.prefix) :], blob.updated.timestamp() if blob.updated else 0.0)
                 )
         return sorted(found, key=lambda info: info.key)[:limit]
+
+    def _list_rolled(self, prefix: str, delimiter: str, token: str | None) -> RolledPage:
+        listing = self.client.list_blobs(
+            self.bucket,
+            prefix=self.prefix + prefix,
+            delimiter=delimiter,
+            page_token=token,
+            max_results=1000,
+            timeout=_TIMEOUT,
+            retry=None,
+        )
+        page = next(listing.pages)  # one request
+        keys = [blob.name[len(self.prefix) :] for blob in page]
+        return RolledPage(keys, sorted(name[len(self.prefix) :] for name in page.prefixes), listing.next_page_token)
 
     def _list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         # The JSON API's own spelling: the client would send "True", which fake-gcs-server ignores.

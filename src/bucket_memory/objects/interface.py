@@ -92,6 +92,29 @@ class ObjectStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RolledPage:
+    """One page of a listing rolled up at a delimiter: the keys that hold none after the prefix,
+    the common prefixes (each key's start up to and including the delimiter's first occurrence after
+    the prefix, listed once however many keys share it), and the token of the next page (None: last)."""
+
+    keys: list[str]
+    prefixes: list[str]
+    token: str | None
+
+
+@runtime_checkable
+class RollingObjectStore(ObjectStore, Protocol):
+    """An object store that lists rolled up at a delimiter, as S3's and GCS's listings do: how the
+    memories under a prefix are found without listing their logs (`connect.find_memories`).
+
+    `list_rolled` gives one page of at most 1000 entries (keys and common prefixes together), in key
+    order, from the page `token` names; one request.
+    """
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage: ...
+
+
 type Versioning = Literal["enabled", "suspended", "off"]
 
 
@@ -419,6 +442,22 @@ class MemoryObjectStore:
         for key in keys:
             self.objects.pop(key, None)
 
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        """A page as S3 makes one: 1000 entries, the token the last of them (a key under a common
+        prefix already given sorts after it, but rolls into it, so is passed over)."""
+        entries: builtins.list[str] = []
+        for key in sorted(self.objects):
+            if not key.startswith(prefix):
+                continue
+            found = key.find(delimiter, len(prefix))
+            entry = key if found < 0 else key[: found + len(delimiter)]
+            if (token is not None and entry <= token) or entry in entries[-1:]:
+                continue
+            if len(entries) == _PAGE:
+                return RolledPage(*_split(entries, delimiter, prefix), token=entries[-1])
+            entries.append(entry)
+        return RolledPage(*_split(entries, delimiter, prefix), token=None)
+
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         if self.objects.get(key, (None, 0.0))[0] != expected:
             return False
@@ -427,6 +466,15 @@ class MemoryObjectStore:
 
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock
+
+
+_PAGE = 1000  # entries in a page of S3's and GCS's listings
+
+
+def _split(entries: list[str], delimiter: str, prefix: str) -> tuple[list[str], list[str]]:
+    """Listed entries as (keys, common prefixes)."""
+    rolled = [entry for entry in entries if entry.find(delimiter, len(prefix)) >= 0]
+    return [entry for entry in entries if entry.find(delimiter, len(prefix)) < 0], rolled
 
 
 def _write_staged(staging: Path, data: bytes) -> str:

@@ -48,7 +48,7 @@ from botocore.loaders import Loader, create_loader
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .credentials import no_aws_credentials
-from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, RolledPage, ServerClock, TransientError, Versioning
 from .retry import gather_bounded
 from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
@@ -153,6 +153,17 @@ class S3ObjectStore:
         return sorted((info for info in found if start_after is None or info.key > start_after), key=lambda i: i.key)[
             :limit
         ]
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix, "Delimiter": delimiter}
+        if token is not None:
+            arguments["ContinuationToken"] = token
+        page = await self._call(lambda client: client.list_objects_v2(**arguments), prefix)
+        return RolledPage(
+            [item["Key"][len(self.prefix) :] for item in page.get("Contents", ())],
+            [item["Prefix"][len(self.prefix) :] for item in page.get("CommonPrefixes", ())],
+            page.get("NextContinuationToken") if page.get("IsTruncated") else None,
+        )
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete in batches of 1000 (DeleteObjects' limit), a few batches at a time."""

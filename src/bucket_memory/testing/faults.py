@@ -21,7 +21,16 @@ from typing import Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..objects.interface import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
+from ..objects.interface import (
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    RolledPage,
+    RollingObjectStore,
+    TransientError,
+    VersionedObjectStore,
+    Versioning,
+)
 
 type Operation = Literal[
     "get",
@@ -128,6 +137,14 @@ class FaultyObjectStore:
     ) -> builtins.list[ObjectInfo]:
         request = await self._before("list", prefix)
         found = await self.inner.list(prefix, start_after=start_after, limit=limit)
+        await self._after("list", prefix, request)
+        return found
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        if not isinstance(self.inner, RollingObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.location} cannot list rolled up at a delimiter.")
+        request = await self._before("list", prefix)
+        found = await self.inner.list_rolled(prefix, delimiter, token=token)
         await self._after("list", prefix, request)
         return found
 
