@@ -19,7 +19,7 @@ ORIGIN = Origin(run_id="pool")
 def _shared_s3() -> dict[str, Any]:
     import asyncio
 
-    from bucket_memory.objects import s3
+    from bucket_memory.objects import s3_clients as s3
 
     return s3._SHARED.get(asyncio.get_running_loop(), {})
 

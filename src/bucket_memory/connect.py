@@ -18,8 +18,9 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
 from .log.options import LogOptions, Ranking
+from .objects.bulk import RollingObjectStore
 from .objects.credentials import no_google_credentials
-from .objects.interface import ObjectStore, RollingObjectStore
+from .objects.interface import ObjectStore
 from .objects.retry import retrying
 from .objects.urls import parse_url
 from .records.analyzer import DEFAULT_LANGUAGE

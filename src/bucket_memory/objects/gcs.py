@@ -20,8 +20,9 @@ from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
 from ..runtime.deadline import check_seconds
+from .bulk import RolledPage
 from .gcs_http import AbortableCall, make_abortable
-from .interface import ObjectInfo, ObjectVersion, RolledPage, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 
@@ -94,6 +95,16 @@ class GCSObjectStore:
 
     async def versioning(self) -> Versioning:
         return await self._run(self._versioning)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self._run(self._put, key, data)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        """Every generation under the prefix, live or noncurrent (GCS keeps no delete markers)."""
+        return await self.list_versions(prefix)
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await gather_bounded(versions, lambda version: self._run(self._delete, version.key, int(version.version)))
 
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock.now()
@@ -170,6 +181,11 @@ class GCSObjectStore:
             self.bucket, prefix=self.prefix + prefix, versions="true", max_results=1, timeout=_TIMEOUT, retry=None
         )
         return any(True for _ in blobs)
+
+    def _put(self, key: str, data: bytes) -> None:
+        self.bucket.blob(self.prefix + key).upload_from_string(
+            data, content_type="application/json", timeout=_TIMEOUT, retry=None
+        )
 
     def _replace(self, key: str, data: bytes, generation: int) -> bool:
         try:

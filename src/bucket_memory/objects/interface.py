@@ -19,11 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import check_directory
+
+if TYPE_CHECKING:
+    from .bulk import RolledPage
 
 # Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
 # come after it was.
@@ -92,29 +95,6 @@ class ObjectStore(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class RolledPage:
-    """One page of a listing rolled up at a delimiter: the keys that hold none after the prefix,
-    the common prefixes (each key's start up to and including the delimiter's first occurrence after
-    the prefix, listed once however many keys share it), and the token of the next page (None: last)."""
-
-    keys: list[str]
-    prefixes: list[str]
-    token: str | None
-
-
-@runtime_checkable
-class RollingObjectStore(ObjectStore, Protocol):
-    """An object store that lists rolled up at a delimiter, as S3's and GCS's listings do: how the
-    memories under a prefix are found without listing their logs (`connect.find_memories`).
-
-    `list_rolled` gives one page of at most 1000 entries (keys and common prefixes together), in key
-    order, from the page `token` names; one request.
-    """
-
-    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage: ...
-
-
 type Versioning = Literal["enabled", "suspended", "off"]
 
 
@@ -132,6 +112,7 @@ class ObjectVersion:
     modified: float
     tag: str
     current: bool = False
+    marker: bool = False  # an S3 delete marker (listed by `list_stored` only): no content
 
 
 @runtime_checkable
@@ -259,6 +240,15 @@ class LocalObjectStore:
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         return await asyncio.to_thread(self._rewrite, key, data, expected)
 
+    async def put(self, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self._put, key, data)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        return [ObjectVersion(info.key, "null", info.modified, "", current=True) for info in await self.list(prefix)]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await self.delete([version.key for version in versions])
+
     async def staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         """Staging files (name, bytes) last written more than `older_than` seconds ago: what a writer
         that died between staging a commit and linking it (or unlinking the stage) left behind."""
@@ -326,6 +316,18 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, target) from error
         return True
+
+    def _put(self, key: str, data: bytes) -> None:
+        """Replace `key` whole, or create it, by a staged, synced file renamed into place."""
+        target = self.root / key
+        staging = self.root / STAGING
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir(parents=True, exist_ok=True)
+            os.replace(_write_staged(staging, data), target)
+            _fsync_directory(target.parent)
+        except OSError as error:
+            raise _os_error(error, target) from error
 
     def _list_staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         found: builtins.list[tuple[str, bytes]] = []
@@ -443,20 +445,18 @@ class MemoryObjectStore:
             self.objects.pop(key, None)
 
     async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
-        """A page as S3 makes one: 1000 entries, the token the last of them (a key under a common
-        prefix already given sorts after it, but rolls into it, so is passed over)."""
-        entries: builtins.list[str] = []
-        for key in sorted(self.objects):
-            if not key.startswith(prefix):
-                continue
-            found = key.find(delimiter, len(prefix))
-            entry = key if found < 0 else key[: found + len(delimiter)]
-            if (token is not None and entry <= token) or entry in entries[-1:]:
-                continue
-            if len(entries) == _PAGE:
-                return RolledPage(*_split(entries, delimiter, prefix), token=entries[-1])
-            entries.append(entry)
-        return RolledPage(*_split(entries, delimiter, prefix), token=None)
+        from .bulk import rolled_page  # bulk builds on this module's types
+
+        return rolled_page(sorted(self.objects), prefix, delimiter, token)
+
+    async def put(self, key: str, data: bytes) -> None:
+        self.objects[key] = (bytes(data), self.clock)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        return [ObjectVersion(info.key, "null", info.modified, "", current=True) for info in await self.list(prefix)]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await self.delete([version.key for version in versions])
 
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         if self.objects.get(key, (None, 0.0))[0] != expected:
@@ -466,15 +466,6 @@ class MemoryObjectStore:
 
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock
-
-
-_PAGE = 1000  # entries in a page of S3's and GCS's listings
-
-
-def _split(entries: list[str], delimiter: str, prefix: str) -> tuple[list[str], list[str]]:
-    """Listed entries as (keys, common prefixes)."""
-    rolled = [entry for entry in entries if entry.find(delimiter, len(prefix)) >= 0]
-    return [entry for entry in entries if entry.find(delimiter, len(prefix)) < 0], rolled
 
 
 def _write_staged(staging: Path, data: bytes) -> str:
