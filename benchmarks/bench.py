@@ -27,7 +27,7 @@ from benchmarks.naive import demonstrate_write_skew, naive_request_counts
 from benchmarks.page import publish
 from benchmarks.stats import percentile
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 ROOT = Path(__file__).parent.parent

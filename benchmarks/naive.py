@@ -18,7 +18,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from botocore.exceptions import ClientError
 
 from bucket_memory import LogFileStore
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.emulators import moto_server
 
 TEXT = "- a remembered fact about the user's preferences\n" * 20

@@ -33,7 +33,7 @@ from slatedb.uniffi import DbBuilder, KeyRange, ObjectStore, WriteBatch
 
 from benchmarks.page import publish
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 
 ROOT = Path(__file__).parent.parent
 ORIGIN = Origin(run_id="bench")

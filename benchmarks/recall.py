@@ -32,7 +32,7 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.local_embedding import local_embedder
 from bucket_memory.records.record_format import RecordBody
 

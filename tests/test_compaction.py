@@ -10,7 +10,7 @@ from a13n_harness.providers.memory import FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 
 from .conftest import BUCKET, unique_prefix
 

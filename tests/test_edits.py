@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore
 from bucket_memory.format.delta import splice, spliced
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 
 from .helpers import replay
 

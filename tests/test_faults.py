@@ -15,7 +15,8 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.connect import check_create_only
 from bucket_memory.format.changes import Move, Write
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, log_key
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore, TransientError
+from bucket_memory.objects.interface import ObjectStore, TransientError
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 
 from .helpers import replay

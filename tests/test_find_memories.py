@@ -12,7 +12,8 @@ import pytest
 from bucket_memory.connect import find_memories, memory_prefixes
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.objects.bulk import RolledPage
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectInfo
+from bucket_memory.objects.interface import ObjectInfo
+from bucket_memory.objects.memory import MemoryObjectStore
 
 from .conftest import BUCKET, unique_prefix
 

@@ -34,7 +34,8 @@ from bucket_memory.log import reader as reader_module
 from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import LocalObjectStore, ObjectInfo, ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.state.state import State

@@ -14,7 +14,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin, 
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.format.wire_values import checkpoint_key, log_key
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 
 from .conftest import VERSIONED, StoreFactory, unique_prefix
 

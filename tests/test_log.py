@@ -11,7 +11,7 @@ from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError,
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
 
 from .helpers import replay

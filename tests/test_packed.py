@@ -24,7 +24,7 @@ from bucket_memory.format.changes import Write
 from bucket_memory.format.codec import Checkpoint, CheckpointContent, CorruptObjectError
 from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.checkpoint_state import from_checkpoint
 from bucket_memory.state.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore

@@ -24,7 +24,7 @@ from bucket_memory.format.changes import Change, Delete, Move, Purge, Write
 from bucket_memory.format.codec import Checkpoint, CheckpointContent
 from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.format.wire_values import checkpoint_key, stored_size
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.objects.urls import parse_url
 from bucket_memory.state.change_feed import changes_since
 from bucket_memory.state.checkpoint_state import from_checkpoint

@@ -23,7 +23,8 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogRecordStore, open_record_store
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.record_format import RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter

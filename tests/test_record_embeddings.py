@@ -19,7 +19,8 @@ from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogOptions, LogRecordStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.record_format import Embedding, RecordBody
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 

@@ -20,7 +20,8 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.exceptions import ModelHTTPError
 
 from bucket_memory import LogFileStore, LogRecordStore
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.record_format import RecordBody
 from bucket_memory.runtime import telemetry
 from bucket_memory.testing.embeddings import HashingEmbeddingModel

@@ -23,7 +23,8 @@ from pydantic_ai import Embedder
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.wire_values import Time, time_text
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.record_format import MAX_VECTORS, Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.stalls import stall_meter

@@ -16,7 +16,7 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin, open_record_store
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.record_format import RecordBody
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 

@@ -12,7 +12,8 @@ from a13n_harness.providers.memory import Changes, MemoryStoreError, Origin, Rec
 from pydantic_ai import Embedder
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin, open_record_store
-from bucket_memory.objects.interface import MemoryObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.faults import FaultyObjectStore
 

@@ -27,11 +27,11 @@ from bucket_memory.log.settle import FENCE_RUN
 from bucket_memory.objects import interface as objects_module
 from bucket_memory.objects.interface import (
     LocalObjectStore,
-    MemoryObjectStore,
     ObjectStore,
     ObjectVersion,
     TransientError,
 )
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 from .conftest import VERSIONED, unique_prefix

@@ -17,7 +17,8 @@ from a13n_harness.providers.memory import (
 )
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.objects.interface import LocalObjectStore, MemoryObjectStore
+from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.runtime import telemetry
 
 from .conftest import StoreFactory

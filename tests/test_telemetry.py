@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.objects.interface import MemoryObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.records.store import LogRecordStore
 from bucket_memory.runtime import telemetry
 from bucket_memory.testing.faults import Faults, FaultyObjectStore

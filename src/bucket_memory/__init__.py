@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from .connect import open_record_store, open_store
     from .files.store import DEFAULT_MAX_BYTES, LogFileStore
     from .log.options import LogOptions
-    from .objects.interface import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .objects.interface import LocalObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .objects.memory import MemoryObjectStore
     from .pool import StorePool
     from .records.store import LogRecordStore
 

@@ -21,8 +21,9 @@ from google.cloud import storage
 
 from ..runtime.deadline import check_seconds
 from .bulk import RolledPage
+from .clock import ServerClock
 from .gcs_http import AbortableCall, make_abortable
-from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .urls import check_prefix
 
@@ -101,7 +102,7 @@ class GCSObjectStore:
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every generation under the prefix, live or noncurrent (GCS keeps no delete markers)."""
-        return await self.list_versions(prefix)
+        return await self._run(self._list_versions, prefix)
 
     async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
         await gather_bounded(versions, lambda version: self._run(self._delete, version.key, int(version.version)))
@@ -171,6 +172,7 @@ class GCSObjectStore:
                 blob.time_created.timestamp(),
                 str(blob.generation),
                 blob.time_deleted is None,  # a noncurrent generation has the time it stopped being live
+                size=blob.size or 0,
             )
             for blob in blobs
         ]

@@ -17,16 +17,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .urls import check_directory
-
-if TYPE_CHECKING:
-    from .bulk import RolledPage
 
 # Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
 # come after it was.
@@ -113,6 +109,7 @@ class ObjectVersion:
     tag: str
     current: bool = False
     marker: bool = False  # an S3 delete marker (listed by `list_stored` only): no content
+    size: int = 0  # bytes stored (given by `list_stored` only)
 
 
 @runtime_checkable
@@ -169,28 +166,6 @@ class RewritableObjectStore(ObjectStore, Protocol):
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool: ...
 
 
-class ServerClock:
-    """The server's clock, which compaction ages objects by, kept from the Date header of replies.
-
-    The header has whole seconds, so an offset within two seconds is noise and taken as none.
-    """
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def note(self, date: str | None) -> None:
-        if not date:
-            return
-        try:
-            offset = parsedate_to_datetime(date).timestamp() - time.time()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return
-        self.offset = offset if abs(offset) > 2.0 else 0.0
-
-    def now(self) -> float:
-        return time.time() + self.offset
-
-
 class LocalObjectStore:
     """Objects as files under a directory, laid out exactly as under a bucket prefix.
 
@@ -244,7 +219,12 @@ class LocalObjectStore:
         await asyncio.to_thread(self._put, key, data)
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
-        return [ObjectVersion(info.key, "null", info.modified, "", current=True) for info in await self.list(prefix)]
+        listed = await self.list(prefix)
+        sizes = await asyncio.to_thread(lambda: [(self.root / info.key).stat().st_size for info in listed])
+        return [
+            ObjectVersion(info.key, "null", info.modified, "", current=True, size=size)
+            for info, size in zip(listed, sizes, strict=True)
+        ]
 
     async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
         await self.delete([version.key for version in versions])
@@ -405,67 +385,6 @@ class LocalObjectStore:
         if any(key.startswith(_SHORT_LIVED) for key in keys):
             with contextlib.suppress(OSError):  # not empty: another check's object is there still
                 (self.root / _SHORT_LIVED).rmdir()
-
-
-class MemoryObjectStore:
-    """Objects in a dict, for fast property tests and as the base of fault injection.
-
-    It keeps the cloud guarantees (create-if-absent, ordered listing) within one process.
-    """
-
-    def __init__(self, name: str = "memory", *, ordered_listing: bool = True) -> None:
-        self.objects: dict[str, tuple[bytes, float]] = {}
-        self.clock = time.time()  # the server's clock: starts at the real time, moves only when a test moves it
-        self.ordered_listing = ordered_listing
-        self._name = name
-
-    @property
-    def location(self) -> str:
-        return f"memory://{self._name}"
-
-    async def get(self, key: str) -> bytes | None:
-        found = self.objects.get(key)
-        return found[0] if found is not None else None
-
-    async def create(self, key: str, data: bytes) -> bool:
-        if key in self.objects:
-            return False
-        self.objects[key] = (bytes(data), self.clock)
-        return True
-
-    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
-        return [
-            ObjectInfo(key, modified)
-            for key, (_, modified) in sorted(self.objects.items())
-            if key.startswith(prefix) and (start_after is None or key > start_after)
-        ][:limit]
-
-    async def delete(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            self.objects.pop(key, None)
-
-    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
-        from .bulk import rolled_page  # bulk builds on this module's types
-
-        return rolled_page(sorted(self.objects), prefix, delimiter, token)
-
-    async def put(self, key: str, data: bytes) -> None:
-        self.objects[key] = (bytes(data), self.clock)
-
-    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
-        return [ObjectVersion(info.key, "null", info.modified, "", current=True) for info in await self.list(prefix)]
-
-    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
-        await self.delete([version.key for version in versions])
-
-    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
-        if self.objects.get(key, (None, 0.0))[0] != expected:
-            return False
-        self.objects[key] = (bytes(data), self.clock)
-        return True
-
-    async def now(self, *, ageing: bool = False) -> float:
-        return self.clock
 
 
 def _write_staged(staging: Path, data: bytes) -> str:

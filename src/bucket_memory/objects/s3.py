@@ -41,8 +41,9 @@ from botocore.exceptions import (
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .bulk import RolledPage
+from .clock import ServerClock
 from .credentials import no_aws_credentials
-from .interface import ObjectInfo, ObjectVersion, ServerClock, TransientError, Versioning
+from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import gather_bounded
 from .s3_clients import LoopClient, shared_client
 from .s3_errors import S3Reply, s3_error, wrong_endpoint
@@ -225,6 +226,7 @@ class S3ObjectStore:
                         item.get("ETag", ""),
                         bool(item.get("IsLatest")) and not marker,
                         marker,
+                        item.get("Size", 0),
                     )
                     for item in page.get(kind, ())
                 )

@@ -7,7 +7,8 @@ import builtins
 import itertools
 from collections.abc import Sequence
 
-from ..objects.interface import MemoryObjectStore, ObjectVersion, Versioning
+from ..objects.interface import ObjectVersion, Versioning
+from ..objects.memory import MemoryObjectStore
 
 
 class VersionedMemoryObjectStore(MemoryObjectStore):
@@ -75,7 +76,13 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         return [
             ObjectVersion(
-                key, version, modified, version, data is not None and index == len(versions) - 1, data is None
+                key,
+                version,
+                modified,
+                version,
+                data is not None and index == len(versions) - 1,
+                data is None,
+                len(data or b""),
             )
             for key, versions in sorted(self.stored.items())
             if key.startswith(prefix)
