@@ -218,6 +218,22 @@ class Erased(_Output):
     dry_run: bool
 
 
+class Destruction(_Output):
+    """`destroy`: what the plan shown counted under the memory's folders (keys, stored versions,
+    delete markers among them, bytes) and, unless a dry run, the versions and bytes deleted and the
+    tombstones left (no text, path or principal)."""
+
+    url: str
+    objects: int
+    versions: int
+    markers: int
+    bytes: int
+    versions_deleted: int
+    bytes_deleted: int
+    tombstones: int
+    dry_run: bool
+
+
 class Removed(_Output):
     """`records rm`: the record deleted."""
 
@@ -261,6 +277,7 @@ OUTPUTS: dict[str, Any] = {
     "compact": Compacted,
     "recover": Recovered,
     "erase": Erased,
+    "destroy": Destruction,
     "stats": Stats,  # the admin API's own dataclass
     "init": Initialized,
     "doctor": Checked,

@@ -18,8 +18,13 @@ def refuse_destroyed(location: str, data: bytes) -> None:
         raise destroyed(location)
 
 
-def destroyed(location: str) -> MemoryStoreError:
-    return MemoryStoreError(
+class MemoryDestroyed(MemoryStoreError):
+    """`memory_deleted` from a tombstone: final, whatever a request before it did, so the commit path
+    reports it as it is rather than as a write whose outcome is unknown."""
+
+
+def destroyed(location: str) -> MemoryDestroyed:
+    return MemoryDestroyed(
         "memory_deleted",
         f"{location} was destroyed (`bucket-memory destroy`): every version of its objects was deleted. "
         "Nothing was read or written. Drop this store; a new memory needs another prefix.",
