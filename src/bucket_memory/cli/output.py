@@ -112,6 +112,24 @@ class Verified(_Output):
     problems: list[Problem]
 
 
+class MemoryVerified(_Output):
+    """`verify --all`: one memory's verdict (as `verify` gives it), or the store error that stopped
+    its check (`error`: its code and message; `ok` false)."""
+
+    url: str
+    ok: bool
+    problems: list[Problem]
+    error: Failure | None
+
+
+class MemoryStats(_Output):
+    """`stats --all`: one memory at a glance (as `stats` gives it), or the store error that stopped it."""
+
+    url: str
+    stats: Stats | None
+    error: Failure | None
+
+
 class Compacted(_Output):
     """`compact`: where the history now starts (0: nothing compacted) and what was removed."""
 
@@ -273,12 +291,12 @@ OUTPUTS: dict[str, Any] = {
     "rollback": Bulk,
     "export": Exported,
     "import": Bulk,
-    "verify": Verified,
+    "verify": Verified | list[MemoryVerified],
     "compact": Compacted,
     "recover": Recovered,
     "erase": Erased,
     "destroy": Destruction,
-    "stats": Stats,  # the admin API's own dataclass
+    "stats": Stats | list[MemoryStats],  # the admin API's own dataclass; a list with --all
     "init": Initialized,
     "doctor": Checked,
     "memories": list[Memory],
