@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 from a13n_harness.providers.memory import Origin
@@ -58,21 +59,31 @@ def _json(*arguments: str, expect: int) -> object:
     return value
 
 
+def boto3_client() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().create_client("s3")
+
+
 def test_verify_and_stats_all_on_s3_report_each_memory(s3_endpoint: str) -> None:
     root = f"s3://{VERSIONED}/{unique_prefix()}/users"
     for name, files in (("a", 1), ("b", 2), ("c", 3)):
         asyncio.run(_write(f"{root}/{name}", files))
     cli("destroy", f"{root}/b", "--yes")
 
+    damaged = f"{root}/c".removeprefix(f"s3://{VERSIONED}/") + "/log/00000000000000000002.json"
+    boto3_client().put_object(Bucket=VERSIONED, Key=damaged, Body=b'{"not": "a commit"}')
+
     verdicts = _json("verify", root, "--all", expect=1)
     assert isinstance(verdicts, list)
     by_url = {verdict["url"].rsplit("/", 1)[1]: verdict for verdict in verdicts}
-    assert (by_url["a"]["ok"], by_url["c"]["ok"]) == (True, True)
-    assert not by_url["b"]["ok"] and by_url["b"]["error"]["code"] == "memory_deleted"
+    assert (by_url["a"]["ok"], by_url["a"]["destroyed"]) == (True, False)
+    assert (by_url["b"]["ok"], by_url["b"]["destroyed"], by_url["b"]["error"]["code"]) == (True, True, "memory_deleted")
+    assert not by_url["c"]["ok"] and by_url["c"]["problems"]
 
     found = _json("stats", root, "--all", expect=0)
     assert isinstance(found, list)
     counted = {memory["url"].rsplit("/", 1)[1]: memory["stats"] and memory["stats"]["files"] for memory in found}
-    assert counted == {"a": 1, "b": None, "c": 3}
+    assert counted["a"] == 1 and counted["b"] is None
     said = cli("verify", root, "--all", expect=1)
-    assert f"{root}/a: ok" in said and "2 of 3 memories whole" in said
+    assert f"{root}/a: ok" in said and f"{root}/b: destroyed" in said and "1 of 2 memories whole, 1 destroyed" in said

@@ -73,6 +73,7 @@ def verify(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json
 
 
 def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
     from .output import MemoryVerified, Problem
 
     async def work(admin: MemoryAdmin) -> list[Problem]:
@@ -81,7 +82,9 @@ def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
     verdicts = [
         MemoryVerified(
             url=outcome.url,
-            ok=outcome.error is None and not outcome.result,
+            # A destroyed memory (a user's data deleted on request) is what `destroy` meant to leave.
+            ok=isinstance(outcome.error, MemoryDestroyed) or (outcome.error is None and not outcome.result),
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
             problems=outcome.result or [],
             error=_failure(outcome.error),
         )
@@ -91,10 +94,12 @@ def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
     def report() -> None:
         for verdict in verdicts:
             said = count(verdict.problems, "problem") if verdict.error is None else verdict.error.message
-            said = "ok" if verdict.ok else said
+            said = "destroyed" if verdict.destroyed else "ok" if verdict.ok else said
             out.print(f"{verdict.url}: {said}")
             _problems(verdict.problems)
-        out.print(f"{sum(verdict.ok for verdict in verdicts)} of {len(verdicts)} memories whole")
+        live = [verdict for verdict in verdicts if not verdict.destroyed]
+        whole = f"{sum(verdict.ok for verdict in live)} of {len(live)} memories whole"
+        out.print(whole + (f", {len(verdicts) - len(live)} destroyed" if len(live) < len(verdicts) else ""))
 
     emit(verdicts, as_json, report)
     if not all(verdict.ok for verdict in verdicts):

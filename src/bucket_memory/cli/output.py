@@ -114,10 +114,11 @@ class Verified(_Output):
 
 class MemoryVerified(_Output):
     """`verify --all`: one memory's verdict (as `verify` gives it), or the store error that stopped
-    its check (`error`: its code and message; `ok` false)."""
+    its check (`error`: its code and message; `ok` false, unless the memory was `destroyed`)."""
 
     url: str
     ok: bool
+    destroyed: bool
     problems: list[Problem]
     error: Failure | None
 
