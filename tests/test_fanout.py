@@ -1,4 +1,4 @@
-"""`verify --all`, `stats --all`: every memory under a prefix in one process, a few at a time, each
+"""`verify --all`, `stats --all`, `compact --all`: every memory under a prefix in one process, a few at a time, each
 reported on its own (one that cannot be read among them)."""
 
 from __future__ import annotations
@@ -85,5 +85,10 @@ def test_verify_and_stats_all_on_s3_report_each_memory(s3_endpoint: str) -> None
     assert isinstance(found, list)
     counted = {memory["url"].rsplit("/", 1)[1]: memory["stats"] and memory["stats"]["files"] for memory in found}
     assert counted["a"] == 1 and counted["b"] is None
+    compacted = _json("compact", root, "--all", expect=1)  # c's damaged log stops its compaction
+    assert isinstance(compacted, list)
+    by_url = {memory["url"].rsplit("/", 1)[1]: memory for memory in compacted}
+    assert by_url["a"]["compacted"] == {"floor": 0, "log_deleted": 0, "checkpoints_deleted": 0}
+    assert (by_url["b"]["destroyed"], by_url["c"]["destroyed"]) == (True, False) and by_url["c"]["error"]
     said = cli("verify", root, "--all", expect=1)
     assert f"{root}/a: ok" in said and f"{root}/b: destroyed" in said and "1 of 2 memories whole, 1 destroyed" in said

@@ -1,5 +1,5 @@
 """Operator work over every memory under a bucket or prefix, in one process (`verify --all`,
-`stats --all`): a memory per end user makes thousands of them."""
+`stats --all`, `compact --all`): a memory per end user makes thousands of them."""
 
 from __future__ import annotations
 
@@ -31,8 +31,10 @@ async def each_memory[T](
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Callable[[int, int], None] | None = None,
+    read_only: bool = True,
 ) -> list[Outcome[T]]:
-    """`work` on every memory under `url`, at most `concurrency` at once, in URL order.
+    """`work` on every memory under `url`, at most `concurrency` at once, in URL order (each store
+    opened `read_only` unless the work changes the memory: compaction).
 
     Requests: one listing to find the memories (a page per 1000 of them), then each memory's own,
     through the client every store of the process shares. A memory whose work fails with a store
@@ -47,7 +49,7 @@ async def each_memory[T](
     async def one(memory: str) -> Outcome[T]:
         nonlocal done
         try:
-            async with open_store(memory, read_only=True) as store:
+            async with open_store(memory, read_only=read_only) as store:
                 outcome = Outcome[T](memory, result=await work(MemoryAdmin(store)))
         except MemoryStoreError as error:
             outcome = Outcome[T](memory, error=error)

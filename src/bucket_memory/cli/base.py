@@ -248,14 +248,16 @@ def run[T](
             )
 
 
-def run_each[T](work: Callable[[MemoryAdmin], Awaitable[T]], url: str, concurrency: int) -> list[Outcome[T]]:
-    """`work` on every memory under `url` (read-only), `concurrency` at a time, a progress bar
-    counting memories; a memory's store error is its outcome, not the command's."""
+def run_each[T](
+    work: Callable[[MemoryAdmin], Awaitable[T]], url: str, concurrency: int, *, read_only: bool = True
+) -> list[Outcome[T]]:
+    """`work` on every memory under `url`, `concurrency` at a time, a progress bar counting
+    memories; a memory's store error is its outcome, not the command's."""
     from ..fanout import each_memory
 
     async def each() -> list[Outcome[T]]:
         with interrupts.cancelled_on_interrupt(), progress("memories") as advance:
-            return await each_memory(url, work, concurrency=concurrency, progress=advance)
+            return await each_memory(url, work, concurrency=concurrency, progress=advance, read_only=read_only)
 
     with store_errors():
         return _interruptible(each)

@@ -118,12 +118,18 @@ def _failure(error: MemoryStoreError | None) -> Failure | None:
 
 
 @command()
-def compact(url: Url, as_json: Json = False) -> None:
+def compact(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Delete log and checkpoint objects older than the newest aged checkpoint and the retention.
 
+    With --all, of every memory under URL, a few at once, one line each.
     Example: bucket-memory compact s3://my-memories/team
+    Example: bucket-memory compact s3://my-memories/users --all
     """
     from .output import Compacted
+
+    if every:
+        _compact_all(url, concurrency, as_json)
+        return
 
     result = run(lambda admin: admin.compact(), url)
     said = (
@@ -137,6 +143,35 @@ def compact(url: Url, as_json: Json = False) -> None:
         as_json,
         lambda: out.print(said),
     )
+
+
+def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
+    from .output import Compacted, MemoryCompacted
+
+    async def work(admin: MemoryAdmin) -> Compacted:
+        done = await admin.compact()
+        return Compacted(floor=done.floor, log_deleted=done.log_deleted, checkpoints_deleted=done.checkpoints_deleted)
+
+    found = [
+        MemoryCompacted(
+            url=outcome.url,
+            compacted=outcome.result,
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            error=_failure(outcome.error),
+        )
+        for outcome in run_each(work, url, concurrency, read_only=False)
+    ]
+
+    def report() -> None:
+        for memory in found:
+            done = memory.compacted
+            said = f"history from {done.floor}, {done.log_deleted} commits removed" if done else "destroyed"
+            out.print(f"{memory.url}: {memory.error.message if memory.error and not memory.destroyed else said}")
+
+    emit(found, as_json, report)
+    if any(memory.error and not memory.destroyed for memory in found):
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @command()

@@ -123,6 +123,16 @@ class MemoryVerified(_Output):
     error: Failure | None
 
 
+class MemoryCompacted(_Output):
+    """`compact --all`: what compaction did to one memory (as `compact` says), or the store error
+    that stopped it (a destroyed memory is `destroyed`, not a failure)."""
+
+    url: str
+    compacted: Compacted | None
+    destroyed: bool
+    error: Failure | None
+
+
 class MemoryStats(_Output):
     """`stats --all`: one memory at a glance (as `stats` gives it), or the store error that stopped it."""
 
@@ -293,7 +303,7 @@ OUTPUTS: dict[str, Any] = {
     "export": Exported,
     "import": Bulk,
     "verify": Verified | list[MemoryVerified],
-    "compact": Compacted,
+    "compact": Compacted | list[MemoryCompacted],
     "recover": Recovered,
     "erase": Erased,
     "destroy": Destruction,
