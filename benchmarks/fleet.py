@@ -31,7 +31,7 @@ from typing import Any
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 from . import fleet_sim

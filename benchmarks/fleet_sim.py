@@ -380,7 +380,7 @@ class Writer:
                         await asyncio.sleep(self.chance.uniform(0, self.round_seconds))
 
     def _older(self, intent: Intent, pending: list[tuple[float, int, int]], known: int) -> set[int]:
-        """The ids of the intents listed before ours, live and made lately (`intent_wait.Waiting.rank`)."""
+        """The ids of the intents listed before ours, live and made lately (`fleet.waiting.Waiting.rank`)."""
         since = self.now - self.protocol.ghost_rounds * self.round_seconds
         return {
             key[2] for key in pending if key < intent.key and key[1] + self.protocol.window > known and key[0] >= since
@@ -410,7 +410,7 @@ class Writer:
         while True:
             if intent.id in self.settled:
                 return
-            if known >= intent.base + protocol.window:  # past its window: plan it again (`intent_wait.Replan`)
+            if known >= intent.base + protocol.window:  # past its window: plan it again (`fleet.waiting.Replan`)
                 intent = Intent(self.chance.getrandbits(64), known, self.now)
                 self._publishing = asyncio.ensure_future(bucket.put_intent(intent))
                 older, passed, idle = set(), 0, 0

@@ -18,8 +18,8 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.log.options import RANKINGS
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.records.ranking import RANKINGS
 from bucket_memory.records.record_format import RecordBody
 
 if TYPE_CHECKING:

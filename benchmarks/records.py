@@ -35,8 +35,8 @@ from benchmarks.page import publish
 from benchmarks.recall_set import questions_per_kind, recall_at_5
 from bucket_memory import LogFileStore, LogRecordStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.log.options import Ranking
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.records.ranking import Ranking
 from bucket_memory.records.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 from bucket_memory.testing.faults import Faults, FaultyObjectStore

@@ -41,6 +41,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+if not __package__:  # `python examples/demo.py` puts examples/ on the path: the checkout, as `python -m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.runtime.installing import install_hint
 from bucket_memory.testing.emulators import moto_server

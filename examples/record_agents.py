@@ -9,6 +9,8 @@ to it before the model's first turn.
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 from a13n_harness.builder import HarnessBuilder
@@ -17,6 +19,9 @@ from a13n_harness.execution import ExecutableAgent
 from a13n_harness.providers.memory import Origin, RecordStore
 from a13n_harness.spec import AgentSpec
 from pydantic_ai.models import Model
+
+if not __package__:  # `python examples/record_agents.py` puts examples/ on the path: the checkout, as `python -m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bucket_memory import open_record_store
 from examples.agents import Transcript, in_order, scripted_model

@@ -16,7 +16,8 @@ from a13n_harness.providers.memory import FileFormat
 from hypothesis import settings
 
 from bucket_memory import LogFileStore, LogOptions
-from bucket_memory.objects.interface import LocalObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.emulators import fake_gcs_server, moto_server
 

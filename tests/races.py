@@ -159,7 +159,8 @@ def random_history(
 async def _random_history(
     barrier: Barrier, url: str, name: str, seed: int, operations: int, layer: str
 ) -> list[object]:
-    from bucket_memory.objects.interface import LocalObjectStore, ObjectStore
+    from bucket_memory.objects.interface import ObjectStore
+    from bucket_memory.objects.local import LocalObjectStore
     from bucket_memory.objects.s3 import S3ObjectStore
     from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
     from bucket_memory.objects.urls import parse_url
@@ -256,7 +257,7 @@ def erase_killed_at(url: str, kill_at: int, before: bool) -> None:
     import signal
 
     from bucket_memory import LogOptions, MemoryAdmin
-    from bucket_memory.objects.interface import LocalObjectStore
+    from bucket_memory.objects.local import LocalObjectStore
     from bucket_memory.objects.s3 import S3ObjectStore
 
     sent = 0
@@ -295,7 +296,7 @@ def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
     published; "log/": a commit of its fold landed, before anything after it ran): kill -9 there."""
     import signal
 
-    from bucket_memory.objects.interface import LocalObjectStore
+    from bucket_memory.objects.local import LocalObjectStore
 
     create = LocalObjectStore.create
 

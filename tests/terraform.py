@@ -48,7 +48,7 @@ class Terraform:
             )
         self.binary = binary
         self.tree = scratch / "terraform"
-        shutil.copytree(TERRAFORM_TREE, self.tree, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+        shutil.copytree(TERRAFORM_TREE, self.tree, ignore=shutil.ignore_patterns(".terraform", "*.tfstate*"))
         config = scratch / "terraformrc"
         config.write_text(
             "provider_installation {\n"

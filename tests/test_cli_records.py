@@ -19,7 +19,7 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.cli import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.records.record_format import Embedding, RecordBody, packed
 from bucket_memory.testing.embeddings import HashingEmbeddingModel
 

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from a13n_harness.providers.memory import Origin
 
 from bucket_memory.testing.proxy import Fault, fault_proxy
 
@@ -125,3 +126,59 @@ def test_a_closed_pipe_is_exit_141_and_silent(words: tuple[str, ...], tmp_path: 
     finally:
         os.close(writer)
     assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_ctrl_c_while_an_intent_is_pending_says_the_write_may_still_land(s3_endpoint: str) -> None:
+    """A put whose commit lost to another writer's goes on as an intent, which whoever commits
+    next may fold in: interrupted once it was published, "nothing was changed" was false (another
+    writer's next commit made the change). It now names the intent and the commit it may land by."""
+    from bucket_memory import open_store
+
+    from .test_fleet import contend
+
+    url = f"s3://{VERSIONED}/intent-{uuid.uuid4().hex[:8]}"
+    cli("put", url, "seed.md", "--principal", "tester", given="seed\n")
+    process: list[subprocess.Popen[str]] = []
+    seen: list[str] = []
+
+    def plan(number: int, method: str, path: str) -> Fault | None:
+        if "interrupted" in seen:  # no more writes land, the reads that check what did pass
+            return None if method in ("GET", "HEAD") else "never_answers"
+        if method == "PUT" and re.search(r"/log/\d{20}\.json", path) and not seen:
+            seen.append("raced")  # another writer takes the key first: this put's commit loses
+            other = [COMMAND, "put", url, "theirs.md", "--principal", "other"]
+            subprocess.run(other, input="theirs\n", text=True, check=True, capture_output=True, timeout=120)
+        elif method == "PUT" and "/pending/" in path:
+            seen.append("interrupted")
+            process[0].send_signal(signal.SIGINT)
+            return "lose_reply"  # the intent is published; its author never hears so
+        return None
+
+    with proxied(s3_endpoint, plan) as proxy_url:
+        environment = {**os.environ, "AWS_ENDPOINT_URL": proxy_url}
+        words = [COMMAND, "put", url, "mine.md", "--principal", "tester"]
+        process.append(
+            subprocess.Popen(
+                words, stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
+            )
+        )
+        _, stderr = process[0].communicate("mine\n", timeout=120)
+    assert process[0].returncode == 130 and seen == ["raced", "interrupted"], stderr
+    (said,) = [line for line in stderr.splitlines() if line.strip()]
+    found = re.fullmatch(
+        r"interrupted: the write may still land: its intent (pending/\S+\.json) is pending until commit (\d+), "
+        r"and whoever commits to the memory before then may fold it in "
+        r"\(`bucket-memory log (\S+)` shows whether it did\)",
+        said,
+    )
+    assert found and found[2] == "34" and found[3] == url, said  # its base is commit 2: a window of 32
+
+    async def another_writer_commits() -> None:
+        async with open_store(url) as store:
+            assert [info.key for info in await store.log.objects.list("pending/")] == [found[1]]
+            contend(store)  # its next write goes through an intent too, so it folds the pending ones
+            await store.write("later.md", "later", expected=None, origin=Origin(run_id="later"))
+            await store.settle()
+
+    asyncio.run(another_writer_commits())
+    assert cli("cat", url, "mine.md") == "mine\n", "the interrupted write landed: nothing was changed was false"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -14,6 +16,8 @@ import pytest
 from bucket_memory.cli import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE
 
 from .helpers import cli
+
+ROOT = Path(__file__).parent.parent
 
 
 @pytest.mark.parametrize("url", ["s3://acme/teams/../blue", "gs://acme/teams/./blue", "s3://acme/../x"])
@@ -108,18 +112,35 @@ def test_a_write_to_an_unversioned_bucket_warns_once(s3_endpoint: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("module", "says"),
-    [("examples.agents", "memory_file_create"), ("examples.record_agents", "memory_record_add")],
+    ("command", "says"),
+    [
+        (["-m", "examples.agents"], "memory_file_create"),
+        (["-m", "examples.record_agents"], "memory_record_add"),
+        (["examples/agents.py"], "memory_file_create"),
+        (["examples/record_agents.py"], "memory_record_add"),  # failed on import: No module named 'examples'
+    ],
 )
-def test_the_example_modules_say_what_they_did(module: str, says: str) -> None:
-    """`python -m examples.agents` and `examples.record_agents` printed nothing and exited 0."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).parent.parent
-    done = subprocess.run([sys.executable, "-m", module], cwd=root, capture_output=True, text=True, timeout=300)
+def test_the_examples_say_what_they_did(command: list[str], says: str) -> None:
+    """`python -m examples.agents` and `examples.record_agents` printed nothing and exited 0; run as
+    files, `python examples/record_agents.py` failed on import."""
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert says.split("_")[-1] in done.stdout and "temporary directory" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("command", [["-m", "examples.demo"], ["examples/demo.py"]])
+def test_the_demo_starts_as_a_module_and_as_a_file(command: list[str]) -> None:
+    """`python examples/demo.py` failed on import (No module named 'examples'); only `-m` ran."""
+    done = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+
+
+@pytest.mark.slow  # three minutes on two busy cores: its agents run in spawned processes
+def test_the_demo_runs_whole_as_a_file() -> None:
+    """Run as a file, the demo's spawned agents import it as the parent did, and it ends as `make demo` does."""
+    done = subprocess.run([sys.executable, "examples/demo.py"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert "finished after" in done.stdout and "recalled into grace's run" in done.stdout, done.stdout[-2000:]
 
 
 def test_the_demos_undo_hint_runs_as_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

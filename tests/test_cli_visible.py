@@ -16,7 +16,7 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.format.wire_values import time_text
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.records.record_format import Embedding, RecordBody
 
 from .helpers import cli

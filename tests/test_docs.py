@@ -1,7 +1,9 @@
 """The docs' code runs as written: every `python` block of the guide and the deployment pages
-(S3 ones against moto, GCS ones against fake-gcs-server), the telemetry wiring, and each
-`bucket-memory` command of their shell blocks. Shell lines that need a cloud account (docker,
-aws, gcloud, terraform apply) are not run; `test_terraform.py` validates what they apply."""
+(S3 ones against moto, GCS ones against fake-gcs-server), the telemetry wiring, the README's
+quickstart, and each `bucket-memory` command of the deployment pages' shell blocks (their other
+commands run in test_guide_runner.py, the operations playbooks in test_playbooks.py). Every other
+block of README.md and docs/ says on the line before it why no test runs it (`<!-- not run: ... -->`),
+and `test_every_block_runs_or_says_why_not` holds each block to one or the other."""
 
 from __future__ import annotations
 
@@ -13,12 +15,16 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .helpers import cli
+from .test_guide_runner import _commands as guide_commands
+from .test_guide_runner import commands_run, flat, needs_a_cloud
+from .test_playbooks import PLAYBOOKS
 
 DOCS = Path(__file__).parent.parent / "docs"
 PAGES = ["guide.md", "deploy-lambda.md", "deploy-cloud-run.md"]
@@ -30,6 +36,7 @@ def blocks(page: str, language: str) -> list[str]:
 
 PYTHON = [(page, source) for page in PAGES for source in blocks(page, "python")]
 ROOT = DOCS.parent
+README = (ROOT / "README.md").read_text()
 EMULATOR = re.compile(r"^python -m bucket_memory\.testing\.emulators .*$", re.M)
 
 
@@ -216,21 +223,90 @@ def test_the_readme_quickstart_runs(
     assert [entry["path"] for entry in json.loads(listed)] == ["notes/release.md"], "the agent wrote no junk"
 
 
-SHELL_PAGES = ["README.md", *(f"docs/{page}" for page in ("guide.md", *PAGES[1:], "operations.md"))]
-# The first word of every shell line the pages print, by how the suite holds it to the page:
-RUN = {"bucket-memory", "python", "echo", "MODEL=test"}  # run as printed (here or in test_playbooks.py)
-NEEDS_A_CLOUD = {"aws", "gcloud", "docker", "terraform", "curl", "printf", "cd", "pip", "uvicorn", "export"}
+# Every code block of these pages (the Terraform READMEs' too) runs in a test as printed (here, in
+# test_guide_runner.py or test_playbooks.py: `unrun` knows which), or says why not in a comment on
+# the line before it: `<!-- not run: REASON -->`.
+ACCOUNTED_PAGES = [
+    "README.md",
+    *(f"docs/{page.name}" for page in sorted(DOCS.glob("*.md"))),
+    *(str(page.relative_to(ROOT)) for page in sorted((ROOT / "terraform").rglob("README.md"))),
+]
+NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\n\Z")
 
 
-@pytest.mark.parametrize("page", SHELL_PAGES)
-def test_every_shell_line_is_valid_and_accounted_for(page: str) -> None:
-    """Each `sh` block parses (`bash -n`), and each of its commands is one the suite runs as
-    printed, or one that needs a cloud account or a machine's setup (checked for syntax only)."""
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    language: str
+    source: str
+    reason: str | None  # the page's `not run` comment before it, if any
+
+
+def fenced(page: str) -> list[Block]:
     text = (ROOT / page).read_text()
-    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M):
-        checked = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True, check=False)
-        assert checked.returncode == 0, f"{page}: {checked.stderr}\n{block}"
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            if words and not re.fullmatch(r"[A-Z_]+=\S*", words[0]):  # a variable set for the lines after it
-                assert words[0] in RUN | NEEDS_A_CLOUD, f"{page}: nothing holds this line to the page: {line}"
+    found = []
+    for match in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
+        before = text[: match.start()]
+        reason = NOT_RUN.search(before)
+        found.append(Block(page, before.count("\n") + 1, match[1], match[2], reason[1] if reason else None))
+    return found
+
+
+def unrun(block: Block) -> list[str]:
+    """What of `block` no test runs as printed: the commands of a shell block the tests skip, or
+    the whole block; [] when all of it runs. Commands a guide's runner stops at because they need a
+    cloud are accounted for by its own table of reasons (`test_guide_runner.NEEDS_A_CLOUD`)."""
+    page, source = block.page, block.source
+    if block.language == "python" and page in {f"docs/{name}" for name in PAGES}:
+        return []  # test_python_block_runs
+    if page == "docs/operations.md" and (block.language == "python" or source in PLAYBOOKS.values()):
+        return []  # the telemetry wiring; test_playbooks.py
+    if page == "docs/cli.md" and re.fullmatch(r"Usage: bucket-memory .*\n", source):
+        return []  # test_cli_reference: the app's own usage line
+    if page == "README.md" and source in README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]:
+        quickstart = r"(^|\| )bucket-memory |^\w+=\S+ python agent\.py$"  # test_the_readme_quickstart_runs
+        return [line for line in source.splitlines() if block.language == "sh" and not re.search(quickstart, line)]
+    if block.language == "sh" and page in {f"docs/{name}" for name in PAGES[1:]}:
+        ran = commands_run(page.removeprefix("docs/"))
+        return [
+            flat(command)
+            for command in guide_commands(f"```sh\n{source}```")
+            if flat(command) not in ran and not command.startswith("bucket-memory ") and not needs_a_cloud(command)
+        ]
+    return [source]
+
+
+ALL_BLOCKS = [block for page in ACCOUNTED_PAGES for block in fenced(page)]
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=[f"{block.page}:{block.line}" for block in ALL_BLOCKS])
+def test_every_block_runs_or_says_why_not(block: Block) -> None:
+    """Issue 56: a block no test runs must say why on the line before it, and one that runs must not
+    (its reason would be stale). A shell block parses (`bash -n`) either way."""
+    missing = unrun(block)
+    if block.reason is None:
+        assert not missing, (
+            f"{block.page}:{block.line}: no test runs this and no `<!-- not run: ... -->` says why: {missing}"
+        )
+    else:
+        assert missing, f"{block.page}:{block.line}: says `not run: {block.reason}`, but the tests run all of it"
+    if block.language == "sh":
+        checked = subprocess.run(["bash", "-n"], input=block.source, capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, f"{block.page}:{block.line}: {checked.stderr}\n{block.source}"
+
+
+def test_the_accounting_finds_what_runs_and_what_does_not() -> None:
+    """The rule itself: blocks that run and blocks that cannot, one of each kind, so that a rule
+    that matched everything (or nothing) fails here rather than passing every page."""
+    by_start = {(block.page, block.source.splitlines()[0]): block for block in ALL_BLOCKS if block.source.strip()}
+    assert unrun(by_start[("README.md", "import asyncio")]) == []
+    assert unrun(by_start[("README.md", "pip install '.[s3]'")]) == [
+        "pip install '.[s3]'",
+        "aws iam put-role-policy --role-name my-agent --policy-name bucket-memory "
+        "--policy-document file://memory-policy.json",
+    ]
+    assert unrun(by_start[("docs/deploy-lambda.md", "REGION=eu-west-1")]) == []
+    assert unrun(by_start[("docs/deploy-cloud-run.md", "cd terraform/examples/cloud-run")])
+    assert unrun(by_start[("docs/design.md", "<prefix>/log/00000000000000000001.json          commit 1")])
+    assert unrun(fenced("docs/cli.md")[0]) == [] and len(fenced("docs/cli.md")) > 20

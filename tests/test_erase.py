@@ -28,7 +28,8 @@ from bucket_memory.format.changes import Change, Edit, Write
 from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
 from bucket_memory.objects.gcs import GCSObjectStore
-from bucket_memory.objects.interface import LocalObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore

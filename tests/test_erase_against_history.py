@@ -19,9 +19,11 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError
 
 from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory.format.wire_values import key_seq
 from bucket_memory.history.erased_paths import ErasedPaths
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.history.versions import StoredVersions
+from bucket_memory.objects.interface import LocalObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot
@@ -270,3 +272,62 @@ def test_a_recover_process_racing_an_erase_leaves_no_text_even_killed(s3_endpoin
 
     asyncio.run(check())
     assert leaks(every_stored_version_at(url)) == []
+
+
+async def test_an_erase_past_a_commit_deleted_by_hand_says_so_and_finishes_after_recover() -> None:
+    """The agent deletes the newest commit after the operator's process read it (seeds 156 and 237
+    of the simulator): the erasure lands past the gap, and the erase cannot follow the file's
+    history. It answers `unavailable` naming the gap and what to run, never an AssertionError; after
+    `recover` the erase run again finishes."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=OFTEN)
+    kept = await remembered(store)
+    await store.settle()
+    newest = max(key for key in objects.objects if key_seq(key) is not None)
+    await objects.delete([newest])  # the agent's grants allow it; the version stays
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    assert caught.value.code == "unavailable"
+    assert newest in str(caught.value) and "recover" in str(caught.value)
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).recover(None, origin=DPO)
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("people/alice.md", origin=DPO)
+    assert leaks(every_stored_version(objects)) == []
+    admin = MemoryAdmin(LogFileStore(objects, options=OFTEN))
+    assert await admin.verify() == []
+    await check_other_history(admin, kept)
+
+
+async def test_an_erase_never_lands_where_a_commit_others_read_was_deleted() -> None:
+    """Seed 144 of the simulator: a warm reader applied the newest commit; the agent deletes it; an
+    operator whose process never read it erases. Made in the deleted commit's place, the erasure is
+    one the warm reader never applies (it takes that seq as read), so it went on serving the text
+    the erase reported erased. The erase refuses until `recover`, then finishes."""
+    objects = VersionedMemoryObjectStore()
+    warm = LogFileStore(objects, options=OFTEN)
+    await remembered(warm)
+    await warm.write("notes/last.md", "the newest commit\n", expected=None, origin=DPO)
+    newest = max(key for key in objects.objects if key_seq(key) is not None)
+    await objects.delete([newest])
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("archive/alice.md", origin=DPO)
+    assert caught.value.code == "unavailable" and newest in str(caught.value)
+    assert "archive/alice.md" in {entry.path for entry in await warm.list()}, "nothing was erased"
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).recover(None, origin=DPO)
+    await MemoryAdmin(LogFileStore(objects, options=OFTEN)).erase("archive/alice.md", origin=DPO)
+    assert "archive/alice.md" not in {entry.path for entry in await warm.list()}
+    assert leaks(every_stored_version(objects)) == []
+
+
+async def test_an_erase_on_a_local_memory_past_a_deleted_commit_names_the_gap(tmp_path: Path) -> None:
+    """A local memory keeps no versions, so the deletion is found only once the erasure has landed
+    past the gap (the process held the deleted commit): the erase says so, never AssertionError."""
+    objects = LocalObjectStore(tmp_path / "memory")
+    store = LogFileStore(objects, options=OFTEN)
+    await remembered(store)
+    newest = max(info.key for info in await objects.list("log/") if key_seq(info.key) is not None)
+    await objects.delete([newest])
+    with pytest.raises(MemoryStoreError) as caught:
+        await MemoryAdmin(store).erase("people/alice.md", origin=DPO)
+    missing = key_seq(newest)
+    assert caught.value.code == "unavailable" and f"commits {missing} to {missing} are missing" in str(caught.value)
+    assert "running `erase` again finishes it" in str(caught.value)

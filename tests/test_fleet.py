@@ -18,6 +18,8 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
+from bucket_memory.fleet.waiting import Replan, Settled
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit
@@ -31,10 +33,10 @@ from bucket_memory.format.wire_values import (
     run_seq,
 )
 from bucket_memory.log import reader as reader_module
-from bucket_memory.log.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import LocalObjectStore, ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import ObjectInfo, ObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
 from bucket_memory.state.operations import WriteOp
@@ -430,6 +432,25 @@ async def test_a_write_whose_head_was_staler_than_expected_is_published_once() -
     assert len(folds) == 1 and folds[0].base == 0 and folds[0].outcome == "applied"
 
 
+async def test_a_write_planned_again_after_its_intent_was_refused_probes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After another's commit refused its intent, an author proves its head (one GET) and plans the
+    write again on it: that proof is since the new round began, so planning takes no second GET
+    (the round's start was once taken after the probe, and every replan paid one more)."""
+    counted = FaultyObjectStore(MemoryObjectStore())
+    store = LogFileStore(counted)
+    version = await store.write("a.md", "a", expected=None, origin=ORIGIN)
+    gets: list[int] = []
+
+    async def refused_once(operation: WriteOp, origin: Origin) -> Replan | Settled:
+        gets.append(counted.calls["get"])
+        return Replan() if len(gets) == 1 else Settled(7)
+
+    monkeypatch.setattr(store.fleet, "_one_intent", refused_once)
+    contend(store)
+    assert await store.write("a.md", "b", expected=version, origin=AUTHOR) == "7"
+    assert gets[1] - gets[0] == 1, "one probe between the refusal and the next round"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(502, 712))
 async def test_random_histories_through_intents_stay_linearizable_at_scale(seed: int, tmp_path: Path) -> None:
@@ -460,8 +481,8 @@ async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
 def test_a_record_of_another_intent_with_our_id_is_not_our_outcome() -> None:
     """An attacker who swaps in a copy of a pending intent (same id, its own write) gets the copy
     folded; the author must not take that record for its write: its id is spent, so it plans again."""
-    from bucket_memory.log.intent_wait import Replan, Settled
-    from bucket_memory.log.intent_wait import outcome_of as _outcome
+    from bucket_memory.fleet.waiting import Replan, Settled
+    from bucket_memory.fleet.waiting import outcome_of as _outcome
 
     ours = an_intent("mine.md", "mine", base=1, genesis=None)
     swapped = an_intent("mine.md", "theirs", base=1, genesis=None)
@@ -562,8 +583,8 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     """The head of an author's process can move past its intent's window by other means (a fold's
     catch-up, a run, another write of the process) without the author reading the commit that
     settled it: that is no proof it was never applied. The author looks in the window first."""
-    from bucket_memory.log.intent_wait import Replan, Settled
-    from bucket_memory.log.intent_wait import Waiting as _Waiting
+    from bucket_memory.fleet.waiting import Replan, Settled
+    from bucket_memory.fleet.waiting import Waiting as _Waiting
 
     objects = MemoryObjectStore()
     author, folder = LogFileStore(objects), LogFileStore(objects)

@@ -25,9 +25,9 @@ from bucket_memory.files import search as search_module
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import log_key
-from bucket_memory.objects.clock import ServerClock
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.objects.server_clock import ServerClock
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
 from .helpers import CliRunner, replay

@@ -1,7 +1,10 @@
 """The package's folders are its layers (docs/design.md, "Layers"): a module imports from its own
 folder or a folder below it, never above, so that a newcomer finds a module's job from where it
 lives and a change low in the stack cannot come to depend on what is built on it. Imports under
-`TYPE_CHECKING` and inside functions count too."""
+`TYPE_CHECKING` and inside functions count too. Nor does a module reach through an object into
+another layer's private parts (an attribute named `_...` that only that layer defines), or past a
+store's front door into the machinery behind it (its housekeeper and fleet, its log's head and
+committer), which the import check cannot see."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "bucket_memory"
 # Lowest first. The package's own modules (admin, connect, transfer, provision, policy, diffs) sit
 # above them, `cli/`, `browser/` and `python -m bucket_memory` above those, and `testing/`, which
 # no store module may use, on top.
-LAYERS = ("runtime", "format", "objects", "state", "log", "files", "history", "records")
+LAYERS = ("runtime", "format", "objects", "state", "log", "fleet", "files", "history", "records")
 _TOP, _FACES, _TESTING = len(LAYERS), len(LAYERS) + 1, len(LAYERS) + 2
 
 
@@ -53,6 +56,70 @@ def upward(source: str, module: str, is_package: bool = False) -> list[str]:
     ]
 
 
+# What a store keeps behind its front door, reached only from the layers that build it.
+MACHINERY = {"housekeeper", "fleet"}
+LOG_MACHINERY = {"head", "committer"}
+BEHIND_THE_DOOR = {"log", "fleet", "files"}
+# A named tuple's API: public, whatever its underscore says.
+NAMED_TUPLE = {"_replace", "_asdict", "_make", "_fields"}
+
+
+def layer_of(module: str) -> str:
+    """The folder a module of the package lives in ("" for the package's own modules)."""
+    return module.split(".")[1] if module.count(".") > 1 else ""
+
+
+def privates(source: str) -> set[str]:
+    """The private names (`_...`, not `__...__`) a module's classes define: methods, class
+    attributes, and attributes set on `self`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    found.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    found |= {target.id for target in item.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            found.add(node.attr)
+    return {name for name in found if name.startswith("_") and not name.endswith("__")}
+
+
+def reaching_in(source: str, module: str, defined: dict[str, set[str]]) -> list[str]:
+    """Each attribute chain of `module`'s source into a private name only another layer defines
+    (`defined`: layer to the private names its modules define), or past a store's front door."""
+    own = layer_of(module)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id in {"self", "cls"}) or node.attr in NAMED_TUPLE:
+            continue
+        chain = f"{module} (line {node.lineno}) reaches {ast.unparse(node)}"
+        others = {layer for layer, names in defined.items() if node.attr in names and layer != own}
+        if others and node.attr not in defined.get(own, set()):
+            found.append(f"{chain}, private to {', '.join(sorted(others))}/")
+        elif own not in BEHIND_THE_DOOR and (
+            node.attr in MACHINERY or (node.attr in LOG_MACHINERY and _names_a_log(owner))
+        ):
+            found.append(f"{chain}, behind a store's front door")
+    return found
+
+
+def _names_a_log(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "log") or (isinstance(node, ast.Name) and node.id == "log")
+
+
+def private_names() -> dict[str, set[str]]:
+    defined: dict[str, set[str]] = {}
+    for path, module in modules():
+        defined.setdefault(layer_of(module), set()).update(privates(path.read_text()))
+    return defined
+
+
 def modules() -> list[tuple[Path, str]]:
     return [
         (path, ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
@@ -76,15 +143,35 @@ def test_nothing_imports_from_a_layer_above_its_own() -> None:
         ("bucket_memory.format.codec", "def later() -> None:\n    from ..objects import interface\n"),
         (
             "bucket_memory.objects.s3",
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..log import fleet\n",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..fleet import fleet\n",
         ),
         ("bucket_memory.runtime.deadline", "import bucket_memory.state.state\n"),
         ("bucket_memory.admin", "from .cli.base import app\n"),
+        ("bucket_memory.log.batch", "from ..fleet.intents import Intent\n"),
         ("bucket_memory.files.store", "from ..testing.faults import Faults\n"),
     ],
 )
 def test_an_upward_import_is_caught(module: str, source: str) -> None:
     assert upward(source, module), "a deliberate upward import passed the check"
+
+
+def test_nothing_reaches_into_another_layers_private_parts() -> None:
+    defined = private_names()
+    found = [problem for path, module in modules() for problem in reaching_in(path.read_text(), module, defined)]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("bucket_memory.admin", "async def compact(store):\n    return await store.housekeeper.compact()\n"),
+        ("bucket_memory.records.store", "def seq(files):\n    return files.log.head.seq\n"),
+        ("bucket_memory.cli.base", "def queued(store):\n    return store.log._waiting\n"),
+        ("bucket_memory.history.chain", "def round_trip(log):\n    return log.committer.settler.round_seconds\n"),
+    ],
+)
+def test_a_reach_into_another_layer_is_caught(module: str, source: str) -> None:
+    assert reaching_in(source, module, private_names()), "a deliberate reach past a front door passed the check"
 
 
 def test_every_folder_of_the_package_has_a_layer() -> None:

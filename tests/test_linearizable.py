@@ -22,7 +22,8 @@ from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.format.changes import Change, Delete, Move, Write
 from bucket_memory.format.codec import GENESIS_HASH, Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
-from bucket_memory.objects.interface import LocalObjectStore, ObjectStore
+from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 

@@ -11,7 +11,10 @@ from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError,
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
+from bucket_memory.log.batch import Lost, Request
+from bucket_memory.log.committer import Committed
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.state.operations import WriteOp
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
 
 from .helpers import replay
@@ -62,6 +65,44 @@ async def test_a_lost_race_catches_up_and_commits_next() -> None:
     assert await two.write("c.md", "c", expected=None, origin=ORIGIN) == "3"
     # lose at 1, read it and the three keys after it (2 is there, 3 is not), create at 3
     assert dict(counted.calls) == {"create": 2, "get": 4}
+
+
+async def test_one_attempt_answers_a_lost_race_and_creates_once() -> None:
+    """`Committer.attempt` makes one create and says what became of it: a loss is answered (the
+    winner applied to the head), never planned again inside it; the caller's next attempt lands."""
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects)
+    one, two = LogFileStore(objects), await warm(counted)
+    await one.write("a.md", "a", expected=None, origin=ORIGIN)
+    loop = asyncio.get_running_loop()
+
+    def request() -> Request:
+        plan = WriteOp(path="b.md", text="b", expected=None, max_bytes=1 << 20).plan
+        return Request(plan, ORIGIN, loop.create_future(), deadline=loop.time() + 60)
+
+    lost = request()
+    async with two.log.exclusive():
+        assert await two.log.committer.attempt([lost], since=0.0, replanning=False) == Lost()
+    assert counted.calls["create"] == 1 and not lost.outcome.done()
+    assert two.log.head.seq == 1, "the winner is applied to the head"
+    landed = request()
+    async with two.log.exclusive():
+        attempt = await two.log.committer.attempt([landed], since=0.0)
+    assert isinstance(attempt, Committed) and attempt.commit.seq == 2 and landed.outcome.result() == 2
+
+
+async def test_a_fleet_write_that_loses_its_race_is_answered_not_planned_again() -> None:
+    """`try_commit` hands a lost race back to its caller (the fleet, which goes on as an intent); a
+    plain `commit` in the same log is planned again and lands."""
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects)
+    one, two = LogFileStore(objects), await warm(counted)
+    await one.write("a.md", "a", expected=None, origin=ORIGIN)
+    operation = WriteOp(path="b.md", text="b", expected=None, max_bytes=1 << 20)
+    assert await two.log.try_commit(operation, ORIGIN) == Lost()
+    assert dict(counted.calls) == {"create": 1, "get": 2}, "the winner and one key after it, no catch-up"
+    await one.write("c.md", "c", expected=None, origin=ORIGIN)
+    assert await two.log.commit(operation.plan, ORIGIN, operation=operation) == 3
 
 
 @pytest.mark.parametrize("fault", ["fail_before", "lose_reply"])

@@ -234,7 +234,7 @@ def test_agents_on_gcs_write_under_their_prefixes_but_no_erasure_record() -> Non
             assert _cel_admits(writes, memory + key) and _cel_admits(read, memory + key), memory + key
         assert _cel_admits(read, memory + RECORD), "agents read every record"
         # Named in the grant, a memory's records are refused; nested under one and not named, they
-        # are not (IAM conditions compare only a name's start and end: docs/design.md says so).
+        # are not (IAM conditions compare only a name's start and end: docs/decisions/019-trust-model.md says so).
         assert _cel_admits(writes, memory + RECORD) == (memory not in GRANTED), memory
     assert not _cel_admits(writes, f"other/{MEMORY_KEYS[0]}")
     whole = gcs_write_condition("acme", [""])

@@ -25,12 +25,9 @@ from bucket_memory.format.codec import GENESIS_HASH, Commit
 from bucket_memory.format.wire_values import log_key
 from bucket_memory.log.settle import FENCE_RUN
 from bucket_memory.objects import interface as objects_module
-from bucket_memory.objects.interface import (
-    LocalObjectStore,
-    ObjectStore,
-    ObjectVersion,
-    TransientError,
-)
+from bucket_memory.objects import local as local_module
+from bucket_memory.objects.interface import ObjectStore, ObjectVersion, TransientError
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
@@ -206,7 +203,7 @@ async def test_a_local_write_whose_directory_sync_fails_after_the_link_is_not_re
         if len(synced) == 1:
             raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(objects_module, "_fsync_directory", failing_sync)
+    monkeypatch.setattr(local_module, "_fsync_directory", failing_sync)
     store = LogFileStore(LocalObjectStore(tmp_path / "memory"))
     assert await store.write("a.md", "1", expected=None, origin=ORIGIN) == "1"
     assert (await LogFileStore(LocalObjectStore(tmp_path / "memory")).read("a.md")).version == "1"

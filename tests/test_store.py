@@ -17,7 +17,7 @@ from a13n_harness.providers.memory import (
 )
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.runtime import telemetry
 

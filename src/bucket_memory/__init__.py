@@ -14,19 +14,20 @@ if TYPE_CHECKING:
     from .connect import open_record_store, open_store
     from .files.store import DEFAULT_MAX_BYTES, LogFileStore
     from .log.options import LogOptions
-    from .objects.interface import LocalObjectStore, ObjectInfo, ObjectStore, TransientError
+    from .objects.interface import ObjectInfo, ObjectStore, TransientError
+    from .objects.local import LocalObjectStore
     from .objects.memory import MemoryObjectStore
     from .pool import StorePool
     from .records.store import LogRecordStore
 
 _MODULES = {
     "DEFAULT_MAX_BYTES": ".files.store",
-    "LocalObjectStore": ".objects.interface",
+    "LocalObjectStore": ".objects.local",
     "LogFileStore": ".files.store",
     "LogOptions": ".log.options",
     "LogRecordStore": ".records.store",
     "MemoryAdmin": ".admin",
-    "MemoryObjectStore": ".objects.interface",
+    "MemoryObjectStore": ".objects.memory",
     "ObjectInfo": ".objects.interface",
     "ObjectStore": ".objects.interface",
     "StorePool": ".pool",

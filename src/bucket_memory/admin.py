@@ -258,7 +258,7 @@ class MemoryAdmin:
 
     async def compact(self) -> Compaction:
         """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
-        return await self.store.housekeeper.compact()
+        return await self.store.compact()
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
         """Every problem with the objects under the prefix; empty when the memory is whole. An

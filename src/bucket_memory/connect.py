@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
-from .log.options import LogOptions, Ranking
+from .log.options import LogOptions
 from .objects.bulk import RollingObjectStore
 from .objects.credentials import no_google_credentials
 from .objects.interface import ObjectStore
@@ -25,6 +25,7 @@ from .objects.retry import retrying
 from .objects.urls import parse_url
 from .records.analyzer import DEFAULT_LANGUAGE
 from .records.embedding import DEFAULT_BATCH, embedder_named
+from .records.ranking import Ranking
 from .records.store import RECORD_CHARS, LogRecordStore
 from .runtime.installing import install_hint
 

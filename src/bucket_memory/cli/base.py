@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
     from ..admin import MemoryAdmin
     from ..fanout import Outcome
-    from ..files.store import LogFileStore
     from ..reports import Changeset
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
@@ -204,7 +203,7 @@ def run[T](
 
     A command that only reads opens the store `read_only`, so it needs only read permissions, and
     reaches S3 through obstore where the `fast` extra is installed: equal on deadlines and errors,
-    it never creates, and it starts in a third less CPU (`docs/design.md`, Object layers); so does
+    it never creates, and it starts in a third less CPU (`docs/decisions/021-s3-layers.md`); so does
     one that writes through the log's own operations alone (`log_only`: put, rm, mv), which never
     touches stored versions. Unless `new_ok`, a URL where nothing was ever written is exit code 4
     (a mistyped URL). A change reads the bucket's versioning beside its work, and warns when it is
@@ -220,14 +219,14 @@ def run[T](
     async def opened() -> T:
         with interrupts.cancelled_on_interrupt():
             async with open_store(url, read_only=read_only, s3_layer=layer) as store:
-                if not new_ok:
-                    await _check_memory_there(store)
+                if not new_ok and not await store.begun():  # a deleted memory is `memory_deleted`
+                    raise _NoMemory
                 admin = MemoryAdmin(store)
                 if not checking:
-                    return await work(admin)
+                    return await _accounted(work, admin)
                 warning = asyncio.create_task(versioning.warn_if_off(admin, url))
                 try:
-                    result = await work(admin)
+                    result = await _accounted(work, admin)
                 except BaseException:
                     warning.cancel()
                     raise
@@ -263,6 +262,15 @@ def run_each[T](
         return _interruptible(each)
 
 
+async def _accounted[T](work: Callable[[MemoryAdmin], Awaitable[T]], admin: MemoryAdmin) -> T:
+    """`work(admin)`; however it ends, the intents it published and never saw settled are noted,
+    so that an interrupt does not say "nothing was changed" of a write another writer may still fold."""
+    try:
+        return await work(admin)
+    finally:
+        interrupts.unsettled(admin.store.fleet.unsettled.values())
+
+
 def _warn(found: str | BaseException | None) -> None:
     """The versioning warning a change's check found, if any (a check that failed says nothing:
     the command's own outcome is what matters)."""
@@ -279,19 +287,6 @@ def _interruptible[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if interrupts.interrupted():
             raise KeyboardInterrupt from None
         raise
-
-
-async def _check_memory_there(store: LogFileStore) -> None:
-    """`_NoMemory` where the prefix holds no commit or checkpoint and never did (`memory_deleted` if it
-    did); without loading the memory, so that `verify` can still report a damaged one."""
-    from ..log.head import deleted
-
-    reader = store.log.reader
-    if await reader.list_log() or await reader.list_checkpoints():
-        return
-    if await reader.log_existed():
-        raise deleted(store.location)
-    raise _NoMemory
 
 
 @contextmanager

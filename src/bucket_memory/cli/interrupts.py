@@ -4,8 +4,10 @@ A first Ctrl-C cancels the command's work where it waits (asyncio's own handler 
 but a failure raised while the work unwinds, such as a client's `aclose()` of a generator still
 running, then replaced the interrupt); a second ends the process at once. Whatever was under way,
 the command then reads the memory's log: a commit made since the command started, by its origin
-(as the commit's author or as an intent another process folded in), is the change that landed;
-none, and nothing was changed. A command that only reads says so without asking."""
+(as the commit's author or as an intent another process folded in), is the change that landed.
+An intent of the command's (a write that met others' and was published for whoever commits next
+to fold in) that no commit has settled yet may still land, until the head passes its window: that
+is said, never "nothing was changed". A command that only reads says so without asking."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from a13n_harness.providers.memory import Origin
 
     from ..format.codec import Commit
+    from ..log.intents import Intent
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 _RECENT_COMMITS = 32  # a command's own commits are among the last few of the log when it is stopped
@@ -36,6 +39,7 @@ class _Session:
 
     changing: tuple[str, datetime] | None = None
     origins: list[Origin] = field(default_factory=list)
+    intents: dict[str, tuple[str, int]] = field(default_factory=dict)  # unsettled ones: key -> (id, base)
     interrupted: bool = False
 
 
@@ -51,6 +55,11 @@ def changing(url: str) -> None:
 def named(origin: Origin) -> None:
     """An origin the command's changes carry."""
     _session.origins.append(origin)
+
+
+def unsettled(intents: Iterable[Intent]) -> None:
+    """Intents the command published whose fate it had not learned when its store closed."""
+    _session.intents |= {intent.key: (intent.id, intent.base) for intent in intents}
 
 
 def interrupted() -> bool:
@@ -89,30 +98,57 @@ def outcome() -> str:
         return "interrupted: nothing was changed"
     url, started = _session.changing
     try:
-        landed = asyncio.run(asyncio.wait_for(_landed(url, started), _CHECK_SECONDS))
+        landed, pending = asyncio.run(asyncio.wait_for(_landed(url, started), _CHECK_SECONDS))
     except (Exception, KeyboardInterrupt) as error:
         return (
             f"interrupted; could not read what landed ({type(error).__name__}): "
             f"`bucket-memory log {url}` shows whether its commit is there"
         )
+    said = f"interrupted after commit {', '.join(map(str, landed))} landed" if landed else "interrupted"
+    if pending:
+        key, until = pending[0]
+        more = f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""
+        return (
+            f"{said}: the write may still land: its intent {key}{more} is pending until commit {until}, "
+            f"and whoever commits to the memory before then may fold it in (`bucket-memory log {url}` "
+            "shows whether it did)"
+        )
     if not landed:
         return "interrupted: nothing was changed"
-    return f"interrupted after commit {', '.join(map(str, landed))} landed (`bucket-memory log {url}` shows it)"
+    return f"{said} (`bucket-memory log {url}` shows it)"
 
 
-async def _landed(url: str, started: datetime) -> list[int]:
+async def _landed(url: str, started: datetime) -> tuple[list[int], list[tuple[str, int]]]:
+    """The seqs of the commits of ours since `started`, and the intents of ours no commit has
+    settled whose window is still open: (key, the last commit that may settle it)."""
     from ..connect import open_store
     from ..format.wire_values import moment_of
+    from ..state.folds import FOLD_WINDOW  # not at the top: --help imports nothing of the store
 
     async with open_store(url, read_only=True) as store:
         reader = store.log.reader
-        listed = (await reader.list_log())[-_RECENT_COMMITS:]
-        commits = await reader.fetch_commits(listed)
-    return [
+        listed = await reader.list_log()
+        head = listed[-1][0] if listed else 0
+        bases = [base for _, base in _session.intents.values()]
+        # The recent commits, and those of every window an intent of ours may have been settled in.
+        wanted = [
+            (seq, key)
+            for n, (seq, key) in enumerate(listed)
+            if n >= len(listed) - _RECENT_COMMITS or any(base < seq <= base + FOLD_WINDOW for base in bases)
+        ]
+        commits = await reader.fetch_commits(wanted)
+    landed = [
         seq
-        for (seq, _), commit in zip(listed, commits, strict=True)
+        for (seq, _), commit in zip(wanted, commits, strict=True)
         if moment_of(commit.time) >= started and _ours(commit)
     ]
+    settled = {fold.id for commit in commits for fold in commit.folded or ()}
+    pending = [
+        (key, base + FOLD_WINDOW)
+        for key, (intent_id, base) in _session.intents.items()
+        if intent_id not in settled and head < base + FOLD_WINDOW
+    ]
+    return landed, pending
 
 
 def _ours(commit: Commit) -> bool:

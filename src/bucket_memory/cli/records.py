@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import click
 import typer
 
-from ..log.options import RANKINGS, Ranking
+from ..records.ranking import RANKINGS, Ranking
 from .base import Json, Url, Yes, app, command, emit, err, named, out, run
 from .erase import DryRun
 from .failures import EXIT_PROBLEMS

@@ -21,19 +21,22 @@ from a13n_harness.providers.memory import (
     validate_directory,
 )
 
+from ..fleet.fleet import Fleet
 from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
+from ..log.batch import Plan
 from ..log.commit_log import CommitLog
-from ..log.fleet import Fleet
-from ..log.housekeeping import Housekeeper
+from ..log.housekeeping import Compaction, Housekeeper
 from ..log.options import LogOptions
-from ..objects.interface import LocalObjectStore, ObjectStore
+from ..objects.interface import ObjectStore
+from ..objects.local import LocalObjectStore
 from ..runtime.telemetry import traced
 from ..state.change_feed import changes_since, feed
 from ..state.live_file import LiveFile
 from ..state.operations import (
     DeleteOp,
     MoveOp,
+    Operation,
     WriteOp,
     check_quota,
     checked_size,
@@ -103,6 +106,14 @@ class LogFileStore:
     @property
     def location(self) -> str:
         return self.log.location
+
+    async def begun(self) -> bool:
+        """Whether a memory was ever written here and is not deleted (`CommitLog.begun`)."""
+        return await self.log.begun()
+
+    async def compact(self) -> Compaction:
+        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
+        return await self.housekeeper.compact()
 
     async def settle(self) -> None:
         """Wait for the checkpoint, compaction and intent deletions that earlier writes started."""
@@ -199,7 +210,7 @@ class LogFileStore:
 
     @traced("purge")
     async def purge(self) -> None:
-        await self.log.commit(lambda state: (Purge(),), Origin(run_id="bucket-memory:purge"))
+        await self.commit(lambda state: (Purge(),), Origin(run_id="bucket-memory:purge"))
 
     @traced("search")
     async def search(
@@ -215,6 +226,39 @@ class LogFileStore:
     def check_quota(self, state: State, growth: int) -> None:
         """`memory_full` when `growth` more bytes would take the memory past this store's quota."""
         check_quota(state, growth, self.max_bytes)
+
+    # The seam the layers above (records/) write and read the memory through, as this store does.
+
+    async def submit(self, operation: Operation, origin: Origin) -> int | str:
+        """Commit one file's `operation` as this store's own writes are, through the fleet when it
+        meets other writers: its new version (a seq), or the version a write left unchanged."""
+        return await self.fleet.submit(operation, checked_origin(origin))
+
+    async def commit(self, plan: Plan, origin: Origin) -> int | None:
+        """Commit what `plan` returns at the head, on the serial log (a plan of many files, which
+        no intent carries); the new seq, or None when it returned no change."""
+        return await self.log.commit(plan, checked_origin(origin))
+
+    async def state(self, *, proven: bool = False) -> State:
+        """The state at the head as `list` and `read` see it (`proven`: at a head probed now)."""
+        return await (self.log.proven_state() if proven else self.log.fresh_state())
+
+    async def held_state(self) -> State:
+        """The state at the head as last proven, with no request when it is loaded: for planning
+        an operation whose version checks refuse it at a newer head (`CommitLog.held_state`)."""
+        return await self.log.held_state()
+
+    async def now(self) -> float:
+        """The bucket's clock: seconds since the epoch."""
+        return await self.log.objects.now()
+
+    @property
+    def operation_timeout(self) -> float:
+        return self.log.options.operation_timeout
+
+    @property
+    def read_only(self) -> bool:
+        return self.log.read_only
 
     def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
         return dependencies_of(

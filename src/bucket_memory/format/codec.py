@@ -1,13 +1,14 @@
 """The signed envelope of the on-disk format: commits and checkpoints as strict models, and their hash
 (the changes they carry are `changes`).
 
-A memory owns exactly `log/<20 digits>.json` and `checkpoints/<20 digits>.json` under its prefix
-(`wire_values` names them, and checks each value these models hold). Every object is canonical
-JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of the rest. Decoding treats the
-bytes as hostile: size, nesting depth and numbers are bounded by the parser, every field is checked
-by a strict model, paths obey the harness's path rules, and the object must be exactly the bytes a
-writer encoded, proven by encoding it again (a checkpoint only served to a cold open is taken on
-its hash over the bytes read: see `decode`).
+A memory owns its commits (`log/<20 digits>.json`) and checkpoints (`checkpoints/<20 digits>.json`)
+under its prefix, and beside them runs (`log/<20 digits>.run.json`), intents (`pending/`) and
+erasure records (`erasures/`): `wire_values` names every key, and checks each value these models
+hold. Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of
+the rest. Decoding treats the bytes as hostile: size, nesting depth and numbers are bounded by the
+parser, every field is checked by a strict model, paths obey the harness's path rules, and the
+object must be exactly the bytes a writer encoded, proven by encoding it again (a checkpoint only
+served to a cold open is taken on its hash over the bytes read: see `decode`).
 Encoding runs the same decoder over its own output before anything is written, so no writer can
 commit an object that readers refuse. `tests/golden/` pins the format of the first release byte
 for byte.
@@ -76,8 +77,9 @@ class CorruptObjectError(MemoryStoreError):
 
 
 class _Signed(Wire):
-    """An object whose `hash` covers the canonical encoding of every other field, stored at the key
-    its `seq` names."""
+    """An object whose `hash` covers the canonical encoding of every other field, stored at the one
+    key `stored_at` accepts: the key its `seq` names for a commit or a checkpoint; runs, intents and
+    erasure records name their own."""
 
     seq: Seq
     hash: Hash

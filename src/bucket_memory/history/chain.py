@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..fleet.intents import read_intent
 from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
@@ -22,7 +23,6 @@ from ..format.wire_values import (
     run_seq,
 )
 from ..log.commit_log import CommitLog
-from ..log.intents import read_intent
 from ..log.runs import read_run
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime.off_loop import off_loop

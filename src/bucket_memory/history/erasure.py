@@ -34,14 +34,14 @@ from ..format.changes import Change, Erase, Write
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, run_seq
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, log_key, run_seq
 from ..log.commit_log import CommitLog
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.state import State
-from .chain import History
+from .chain import History, Problem, chain_problems
 from .lineage import Lineages
 from .rewriting import Redaction, Rewriting
 
@@ -237,23 +237,52 @@ class Erasure:
         attempts = RecordedAttempts(reader.erasures)
         for _ in range(self.log.options.commit_attempts):
             head = target.lineages.head
+            if await self.rewriting.deleted(log_key(head + 1)):
+                # A commit there was deleted by hand: processes that applied it would never apply an
+                # erasure made in its place, and would go on serving the text.
+                raise MemoryStoreError(
+                    "unavailable",
+                    f"{self.log.location}/{log_key(head + 1)} held a commit that was deleted, so processes that "
+                    f"read it would not see an erasure made there. Run `bucket-memory verify {self.log.location}`, "
+                    f"which names it, then `bucket-memory recover {self.log.location}`, then `erase` again.",
+                )
             try:
                 plan = functools.partial(_erasure_plan, target, head)
                 seq = await self.log.commit(plan, origin, before_create=attempts.before_create)
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
-                target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
+                await self._read_on(target, head, None)
                 continue
             assert seq is not None, "an erasure always changes the log"
             await attempts.landed(seq)
-            target.feed(await reader.fetch_commits(await reader.list_log(after=head)))
+            await self._read_on(target, head, seq)
             if target.lineages.live(target.files):
                 continue  # moved away and a file written at its path, unseen: erased again where it went
             return seq
         raise MemoryStoreError(
             "unavailable", f"{self.log.location} kept changing while the erasure was planned; try again."
         )
+
+    async def _read_on(self, target: _Target, head: int, erasure: int | None) -> None:
+        """Feed the lineages the commits after `head`. A writer whose cached head holds a commit
+        that was deleted since (by hand: no writer deletes the newest commit) commits past the gap
+        it left; the file's history then cannot be followed until `recover` repairs the log."""
+        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log(after=head))
+        problems = chain_problems(commits)
+        if commits and commits[0].seq != head + 1:
+            problems.insert(
+                0, Problem(log_key(commits[0].seq), f"commits {head + 1} to {commits[0].seq - 1} are missing before it")
+            )
+        if problems:
+            done = f"The erasure is commit {erasure}; running `erase` again finishes it. " if erasure else ""
+            raise MemoryStoreError(
+                "unavailable",
+                f"{self.log.location}/{problems[0].key} does not follow the log before it ({problems[0].message}): "
+                f"a commit was deleted or changed by hand. {done}Run `bucket-memory verify {self.log.location}`, "
+                f"which names it, then `bucket-memory recover {self.log.location}`, then `erase` again.",
+            )
+        target.feed(commits)
 
     async def _put_back(self, target: _Target, erasure: int, origin: Origin) -> None:
         """Write back the files erasure commit `erasure` deleted that are not the erased file's, where

@@ -60,7 +60,10 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
             continue
         known.add((commit.seq, commit.hash))
         linked[commit.id] = commit
-    return await _as_written(stored, chain, roots, list(linked.values()), set(linked) - reapplied(firsts))
+    # A fork commit that erases with no operator's record is void, as readers found it when it was
+    # current: nothing of it is re-applied, so it is no fork to name or re-apply (its descendants are).
+    void = {commit.id for commit in linked.values() if not commit.erasure_authorized}
+    return await _as_written(stored, chain, roots, list(linked.values()), set(linked) - reapplied(firsts) - void)
 
 
 async def _checkpoints_past(stored: StoredVersions, head: int) -> dict[str, State]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.changes import Change, Erase
+from ..format.changes import Change, Erase, Sealed
 from ..format.codec import Commit
 from ..format.wire_values import LOG_PREFIX, reapplication
 from ..log.commit_log import CommitLog
@@ -44,7 +44,8 @@ class Reapplying:
 
     async def commit(self, fork: Commit, changes: tuple[Change, ...]) -> int | None:
         """Commit the fork commit's `changes` on top, leaving out what no longer applies (a delete of
-        a file now gone); the new seq, or None when nothing is left or another run re-applied it.
+        a file now gone, a text an erasure removed); the new seq, or None when nothing is left or
+        another run re-applied it.
         A fork that erases is re-applied as an erasure only on its record's word (recorded anew for
         its new seq, as `erase` records one); without a record, readers took it for void, and so
         does this."""
@@ -59,6 +60,10 @@ class Reapplying:
                 raise _Behind(state.head)
             scratch, kept = state.copy(), []
             for change in changes:
+                if isinstance(change, Sealed) and change.is_erased:
+                    # An erase rewrote the fork's version: the text is gone, and no commit can carry it.
+                    logger.info("%s: left out %s: an erasure removed its text", self.log.location, change)
+                    continue
                 try:
                     scratch.apply_change(change, state.head + 1)
                 except MemoryStoreError as refused:

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..fleet.intents import read_intent
 from ..format.changes import Change
 from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import (
@@ -32,7 +33,6 @@ from ..format.wire_values import (
     run_seq,
 )
 from ..log.commit_log import CommitLog
-from ..log.intents import read_intent
 from ..log.reader import LogReader
 from ..log.runs import read_run
 from ..objects.interface import VersionedObjectStore

@@ -12,7 +12,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.wire_values import LOG_PREFIX, is_owned
 from ..log.commit_log import CommitLog
-from ..objects.interface import STAGING, LocalObjectStore, ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from ..objects.interface import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 
@@ -144,6 +145,14 @@ class Rewriting:
         raise MemoryStoreError(
             "unavailable", f"{self.log.location}/{key} kept changing while it was rewritten; try again."
         )
+
+    async def deleted(self, key: str) -> bool:
+        """Whether the bucket keeps a version of `key` though the key holds nothing now (never on a
+        local memory, which keeps no versions)."""
+        if not isinstance(self.objects, VersionedObjectStore):
+            return False
+        versions = [version for version in await self._versions(key) if version.key == key]
+        return bool(versions) and not any(version.current for version in versions)
 
     async def _current(self) -> dict[str, ObjectVersion]:
         """The current version of each key, from one listing (none on a local memory)."""

@@ -30,6 +30,7 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, same_checkpoint
+from .erase_rewrites import pinned_by_erasures, rewrite_fitting
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +142,8 @@ class StoredVersions:
                 decoded[key] = await self.read_commit(key, body)
             except CorruptObjectError as error:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
+        for key, (commit, version) in (await pinned_by_erasures(self, decoded)).items():
+            decoded[key], self._in_place[key] = commit, version
         return await self._through_reapplications(decoded)
 
     async def _through_reapplications(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
@@ -279,6 +282,9 @@ class StoredVersions:
                     checkpoint_key(commit.seq),
                 )
                 verdicts[commit.seq] = False
+            if not verdicts.get(commit.seq, True) and (rewrite := await rewrite_fitting(self, replay)) is not None:
+                states[commit.seq], self._in_place[checkpoint_key(commit.seq)] = rewrite
+                verdicts[commit.seq] = True
         return replay
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:

@@ -1,8 +1,8 @@
 """A group commit's batch: the requests waiting in it, planned in order, and their outcomes.
 
-A request is a caller's mutation in this process, or an intent another process published
-(`intents.Intent`) that this commit folds in; a request of either kind that carries an intent
-is settled in the commit by a `Fold` record, whatever its plan decided.
+A request is a caller's mutation in this process, or a write published for any process to commit
+(an intent, `fleet/`) that this commit folds in; a request that carries one is settled in the
+commit by a `Fold` record, whatever its plan decided.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
@@ -19,7 +20,6 @@ from ..format.delta import stored_form
 from ..runtime.telemetry import Tally
 from ..state.operations import Operation, WriteOp
 from ..state.state import State
-from .intents import Intent
 
 type Plan = Callable[[State], Sequence[Change]]
 # Awaited with a commit that carries a request's changes, before it is created (`Request.before_create`).
@@ -39,30 +39,47 @@ class Unchanged:
 type Planned = Sequence[Change] | Unchanged | MemoryStoreError  # a request's changes, or why not
 
 
-class HandedOver(Exception):
-    """Not committed here: the request lost a race and goes on as an intent (`fleet.py`)."""
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Another writer's commit took the seq the batch was planned for: its commits are applied to
+    the head. The answer to a request that is not planned again after a lost race."""
+
+
+# What a request's outcome holds: what the commit did for it, or that it lost its race.
+type Answer = Result | Lost
+
+
+class Published(Protocol):
+    """A write published for whichever process commits next to settle (an intent, `fleet/`): its
+    id, the hash of the document that holds it, and its base (the head its author saw)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def hash(self) -> str: ...
+
+    @property
+    def base(self) -> int: ...
 
 
 @dataclass(slots=True)
 class Request:
     """A mutation waiting to be committed, alone or with others, by `deadline` (time.monotonic);
     `tally` counts what the commit cost for the caller's operation. `operation` is set for a
-    mutation that can be published as an intent; `intent`, when this commit settles one;
-    `before_create`, when something must be stored before a commit carrying its changes is."""
+    file mutation (a write that changes nothing is answered its file's version); `intent`, when
+    the commit settles a published write; `before_create`, when something must be stored before
+    a commit carrying its changes is. Unless it `retries`, a lost race answers it `Lost`."""
 
     plan: Plan
     origin: Origin
-    outcome: asyncio.Future[Result]
+    outcome: asyncio.Future[Answer]
     deadline: float
     tally: Tally | None = None
     operation: Operation | None = None
-    intent: Intent | None = None
+    intent: Published | None = None
     before_create: BeforeCreate | None = None
-
-    @property
-    def may_hand_over(self) -> bool:
-        """Whether it can go on as an intent after a lost race: a mutation of ours not yet published."""
-        return self.operation is not None and self.intent is None
+    retries: bool = True
 
 
 def plan_batch(state: State, batch: Sequence[Request], seq: int, *, edits: bool) -> tuple[State, list[Planned]]:
@@ -141,6 +158,6 @@ def fail(batch: Sequence[Request], error: BaseException) -> None:
             request.outcome.set_exception(error)
 
 
-def consume(outcome: asyncio.Future[Result]) -> None:
+def consume(outcome: asyncio.Future[Answer]) -> None:
     if not outcome.cancelled():
         outcome.exception()

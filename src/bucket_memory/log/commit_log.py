@@ -2,7 +2,8 @@
 
 Commit N lives at `log/<N>.json` and exists exactly when it is committed. A writer validates its
 change against the state at head H and creates `log/H+1` with put-if-absent; success proves H was
-the head. The protocol's invariants, cited by number in the code (docs/design.md argues each):
+the head. The protocol's invariants, cited by number in the code (docs/design.md's Invariants name
+each one's keeper and test):
 
 1. A commit is created only at head + 1 of a state that every plan in it ran on.
 2. The half-grace rule: a head confirmed more than G/2 ago (G, the grace period) is re-confirmed
@@ -25,7 +26,7 @@ the head. The protocol's invariants, cited by number in the code (docs/design.md
    names the moment it proves; a read that began before it is served without a request.
 7. Housekeeping (checkpoints, compaction) runs after callers have their outcomes, and its failures
    never reach them.
-9. An intent (a write published for another process to commit, `fleet.py`) is settled at most
+9. An intent (a write published for another process to commit, `fleet/`) is settled at most
    once, by a commit within `folds.FOLD_WINDOW` commits after its base, planned on the exact state
    before it; its author is told only what a commit proves (applied, unchanged, refused, past its
    window) or, having given up after publishing, `write_unconfirmed`.
@@ -45,14 +46,14 @@ from typing import overload
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
-from ..format.changes import Erase, Purge
 from ..objects.interface import ObjectStore
 from ..runtime import deadline, telemetry
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import BeforeCreate, Plan, Request, Result, consume, fail
-from .committer import Committer, unconfirmed
-from .head import Head
+from .batch import Answer, BeforeCreate, Lost, Plan, Request, Result
+from .committer import Committer
+from .group_commit import GroupCommit
+from .head import Head, deleted
 from .options import LogOptions
 from .reader import LogReader
 
@@ -65,7 +66,8 @@ class CommitLog:
     Reads call `fresh_state()`; mutations call `commit(plan, origin)`, where `plan` validates
     against the state and returns the changes (or none, for a write that changes nothing).
     One lock serializes catch-up and commits within the process; mutations that arrive while a
-    commit is under way are made together in the next one. `after_commit` is called, outside
+    commit is under way are made together in the next one, which is planned again after each lost
+    race (`try_commit`: answered `Lost` instead). `after_commit` is called, outside
     the commit path, after every commit (housekeeping hooks in there). A `read_only` log refuses
     every change before it sends a request.
     """
@@ -84,8 +86,7 @@ class CommitLog:
         # Bound to the event loop that uses the log (see _on_this_loop); the cached head is not.
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = asyncio.Lock()
-        self._waiting: list[Request] = []
-        self._committer: asyncio.Task[None] | None = None
+        self._queue = GroupCommit(self.committer, self._lock, self._after)
         self._housekeeper: asyncio.Task[None] | None = None
 
     @property
@@ -120,7 +121,7 @@ class CommitLog:
             )
         self._loop = weakref.ref(loop)
         self._lock = asyncio.Lock()
-        self._waiting, self._committer, self._housekeeper = [], None, None
+        self._queue, self._housekeeper = GroupCommit(self.committer, self._lock, self._after), None
 
     def check_writable(self) -> None:
         """Refuse, with `forbidden`, a change to a log opened read-only."""
@@ -136,6 +137,15 @@ class CommitLog:
         self._on_this_loop()
         async with self._lock:
             yield
+
+    async def begun(self) -> bool:
+        """Whether the prefix holds a memory (a commit or a checkpoint), found without loading it (a
+        damaged one can still be verified); `memory_deleted` where it held one once and holds none now."""
+        if await self.reader.list_log() or await self.reader.list_checkpoints():
+            return True
+        if await self.reader.log_existed():
+            raise deleted(self.location)
+        return False
 
     def forget(self) -> None:
         """Drop the cached state: the next use loads the memory afresh (after recovery re-created objects)."""
@@ -158,6 +168,15 @@ class CommitLog:
             if stale or self.head.seq < self.head.owed:
                 await self.head.probe()
             return self.head.current()  # a probe may have reloaded the memory into a new state
+
+    async def held_state(self) -> State:
+        """The state at the head as last proven (loaded if it never was), with no probe: for a plan
+        whose own version checks make its commit right whatever the head's age."""
+        self._on_this_loop()
+        with deadline.within(self.options.operation_timeout):
+            async with self._lock:
+                await self.head.loaded()
+                return self.head.current()
 
     async def proven_state(self) -> State:
         """The state at a head proven current now (a probe, whatever `max_staleness` allows)."""
@@ -188,69 +207,53 @@ class CommitLog:
         Calls that arrive while another commit is under way are made together in the next commit:
         their plans run in arrival order, each against the state the ones before it leave. The
         commit runs in a task of its own, so a caller cancelled meanwhile leaves the others theirs.
-        A batch's requests must all be sent by the earliest deadline among its callers. An
-        `operation` whose commit loses a race may be answered `batch.HandedOver`, to go on as an
-        intent (`fleet.py`). `before_create` is awaited with each commit that carries the plan's
-        changes before that commit is created (an erasure's record is made there).
+        A batch's requests must all be sent by the earliest deadline among its callers; a batch
+        that loses its race is planned again. `before_create` is awaited with each commit that
+        carries the plan's changes before that commit is created (an erasure's record is made there).
         """
+        answer = await self._queued(plan, origin, operation=operation, before_create=before_create)
+        assert not isinstance(answer, Lost), "a request that retries is never answered Lost"
+        return answer
+
+    async def try_commit(self, operation: Operation, origin: Origin) -> int | str | Lost:
+        """Commit `operation` as `commit` does, in the next batch, but answer `Lost` rather than plan
+        it again when that batch loses its race (a fleet then goes on through an intent)."""
+        answer = await self._queued(operation.plan, origin, operation=operation, retries=False)
+        assert answer is not None, "an operation's commit names a version"
+        return answer
+
+    async def _queued(
+        self,
+        plan: Plan,
+        origin: Origin,
+        *,
+        operation: Operation | None = None,
+        before_create: BeforeCreate | None = None,
+        retries: bool = True,
+    ) -> Answer:
+        """Queue one request for the next batch and wait for its answer."""
         self.check_writable()
         self._on_this_loop()
         end = deadline.end_after(self.options.operation_timeout)
-        outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        outcome: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         request = Request(
-            plan, origin, outcome, end, telemetry.current(), operation=operation, before_create=before_create
+            plan,
+            origin,
+            outcome,
+            end,
+            telemetry.current(),
+            operation=operation,
+            before_create=before_create,
+            retries=retries,
         )
-        self._waiting.append(request)
-        if self._committer is None or self._committer.done():
-            self._committer = asyncio.create_task(self._drain())
-        try:
-            return await asyncio.shield(request.outcome)
-        except asyncio.CancelledError:
-            if request in self._waiting:  # not taken into a commit yet: it never happens
-                self._waiting.remove(request)
-            # Taken: its outcome arrives later, with nobody to read it.
-            request.outcome.add_done_callback(consume)
-            raise
-
-    async def _drain(self) -> None:
-        """Commit the waiting requests, batch after batch, then run housekeeping (invariant 7)."""
-        committed = purged = False
-        async with self._lock:
-            while self._waiting:
-                batch, self._waiting = self._waiting, []
-                try:
-                    with deadline.until(min(request.deadline for request in batch)), telemetry.tallied() as spent:
-                        try:
-                            commit = await self.committer.commit(batch)
-                        finally:  # each caller's operation waited on the whole commit
-                            for request in batch:
-                                if request.tally is not None:
-                                    request.tally.add(spent)
-                except MemoryStoreError as error:
-                    fail(batch, error)
-                except Exception:  # a failure nobody mapped: a message for the callers, the traceback in the log
-                    logger.exception("%s: unexpected failure while committing", self.location)
-                    fail(batch, unconfirmed(self.location, self.head.seq + 1))
-                except asyncio.CancelledError:
-                    fail(batch, unconfirmed(self.location, self.head.seq + 1))  # the loop is closing mid-commit
-                    raise
-                except BaseException as error:  # a simulated crash: the callers die with it
-                    fail(batch, error)
-                    return
-                else:
-                    committed = committed or commit is not None
-                    # A purge or an erasure is followed by a checkpoint at once.
-                    ends = commit is not None and any(isinstance(change, Purge | Erase) for change in commit.changes)
-                    purged = purged or ends
-        if committed:
-            self._after(purged=purged)
+        return await self._queue.submit(request)
 
     def folded(self) -> None:
-        """Note a commit made outside the queue (a fold of intents, `fleet.py`): housekeeping
+        """Note a commit made outside the queue (a fold of intents, `fleet/fleet.py`): housekeeping
         follows it as it follows the queue's."""
-        self._after(purged=False)
+        self._after(False)
 
-    def _after(self, *, purged: bool) -> None:
+    def _after(self, purged: bool) -> None:
         """Start housekeeping after commits, apart from the commit path (invariant 7)."""
         if self.after_commit is not None:
             self._housekeeping_due, self._purge_pending = True, self._purge_pending or purged
@@ -274,7 +277,7 @@ class CommitLog:
         simulated one) is raised here.
         """
         self._on_this_loop()
-        for task in (self._committer, self._housekeeper):
+        for task in (self._queue.task, self._housekeeper):
             if task is not None:
                 await asyncio.wait([task])
                 if not task.cancelled() and (crash := task.exception()) is not None:

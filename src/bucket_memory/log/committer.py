@@ -1,30 +1,31 @@
-"""One group commit's batch made into one commit: planned on the head, settled, and the head moved on.
+"""One attempt at one commit: a batch planned on the head, settled, and the head moved by what
+settling proved. The caller owns any loop: the group-commit queue (`commit_log.py`) plans again
+after a lost race, a fleet (`fleet/`) goes on through intents.
 
 The invariants cited by number are those of `log`'s module docstring.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..format.changes import Change, Erase, Fold, text_bytes
 from ..format.codec import Commit
-from ..runtime import deadline, telemetry
+from ..runtime import telemetry
 from ..runtime.off_loop import off_loop
 from ..state.state import State
-from .batch import HandedOver, Request, folds_of, plan_batch, resolve
+from . import settle
+from .batch import Lost, Request, folds_of, plan_batch, resolve
 from .head import Head
 from .options import LogOptions
-from .settle import LOSER_READS, Fenced, Landed, Lost, Passed, Settler, Unknown
 
-# Keys a refused create reads when its batch goes on as intents: the winner, and one after it (a
-# 404 there proves the head for free).
-HANDING_OVER_READS = 2
+# Keys a refused create reads when no plan follows (the batch goes on elsewhere): the winner, and
+# one after it (a 404 there proves the head for free).
+WINNER_READS = 2
 
 
 def unconfirmed(location: str, seq: int) -> MemoryStoreError:
@@ -35,100 +36,98 @@ def unconfirmed(location: str, seq: int) -> MemoryStoreError:
     )
 
 
-class Outraced(Exception):
-    """A fold's one attempt lost to another writer's commit, which the head now holds: its author
-    looks there for what became of its intent (`fleet.py`)."""
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The batch's commit landed at its seq; every request of the batch has its answer."""
+
+    commit: Commit
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """Nothing was created, and the head has moved since the plan: a plan that changed nothing ran
+    on a head not proven during the calls (it is proven now), or compaction passed the head (it is
+    reloaded now). No request has its answer: plan again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nothing:
+    """No plan changed anything, on a head proven during the calls: every request has its answer
+    (its refusal, or the version it left unchanged)."""
+
+
+type Attempt = Committed | Lost | Stale | Nothing
 
 
 class Committer:
-    """Makes a batch of requests into one commit at the head, moving the head by what settling proved.
+    """Makes a batch of requests into one commit at the head, once, and answers what became of it.
 
-    Each outcome of `Settler` moves the head one way: landed, the planned state becomes the head;
-    lost, the winner's commits are applied and the batch is planned again; passed by compaction,
-    the memory is reloaded; fenced or unknown, the callers get `unavailable` or `write_unconfirmed`.
-    Callers serialize their use (the log's lock).
+    `attempt` plans every request on the head and settles one create (`settle.Settler`); each
+    outcome moves the head one way: landed, the planned state becomes the head (`Committed`);
+    lost, the winner's commits are applied (`Lost`); passed by compaction, the memory is reloaded
+    (`Stale`); fenced or unknown, `unavailable` or `write_unconfirmed` is raised. Callers
+    serialize their use (the log's lock) and own every retry.
     """
 
     def __init__(self, head: Head, options: LogOptions) -> None:
         self.head = head
         self.options = options
-        self.settler = Settler(head, options.request_attempts)
+        self.settler = settle.Settler(head, options.request_attempts)
 
     @property
     def location(self) -> str:
         return self.head.reader.location
 
-    async def commit(self, batch: Sequence[Request], *, once: bool = False) -> Commit | None:
-        """Plan every request of the batch and commit their changes as one commit (invariants 1, 5);
-        the commit, or None when no plan changed anything and no intent needed settling.
-
-        A request that carries an intent no longer foldable at the head (settled meanwhile, or
-        past its window) leaves the batch unplanned, answered `HandedOver`. After a lost race,
-        with `once` the winner's commits are taken and `Outraced` raised; else a mutation that can
-        go on as an intent does (answered `HandedOver`) and the rest are planned again."""
-        head, clock = self.head, self.options.clock
-        taken = clock()  # every request of the batch was waiting by now
-        probe_after = self.options.probe_before_write_after
-        if probe_after is not None and clock() - head.confirmed_at > probe_after:
-            await head.loaded()
-            await head.probe()  # a head this old is likely stale: one GET, not a failed PUT and a catch-up
-        losses = 0
-        while True:
-            state = await head.loaded()  # invariant 2: plan on a head recent enough to trust
-            seq = state.head + 1
-            batch = _foldable(batch, state, seq)
-            scratch, planned = plan_batch(state, batch, seq, edits=self.options.store_edits)
-            accepted = [
-                (request, changes)
-                for request, changes in zip(batch, planned, strict=True)
-                if changes and isinstance(changes, Sequence)
-            ]
-            folds = folds_of(batch, planned)
-            if not accepted and not folds:
-                if head.confirmed_at < taken:  # invariant 5: refuse only on a head proven during the calls
-                    await head.probe()
-                    continue
-                resolve(batch, planned, None)
-                return None
-            commit = await self._made(state, accepted, folds, batch[0].origin)
-            # A batch that goes on as intents if it loses needs only the winner (whether it took
-            # our place) and no catch-up: publishing an intent lists the log itself.
-            handing = not once and self.options.fleet_commit and all(request.may_hand_over for request in batch)
-            match await self.settler.settle(commit, loser_reads=HANDING_OVER_READS if handing else LOSER_READS):
-                case Landed(after, proven_at):
-                    scratch.advance(commit)
-                    head.advance(scratch, commit)
-                    telemetry.count("commits")
-                    resolve(batch, planned, seq)  # before anything else can fail: the callers' writes landed
-                    await self._take(after, proven_at)
-                    return commit
-                case Lost(run, proven_at):
-                    telemetry.count("conflicts")
-                    head.traffic.lost_at = clock()
-                    await self._take(run, proven_at, catch_up=not handing)
-                    if once:
-                        raise Outraced
-                    batch = self._hand_over(batch)
-                    if not batch:
-                        return None
-                    losses += 1
-                    if losses >= self.options.commit_attempts:
-                        raise MemoryStoreError(
-                            "unavailable",
-                            f"{losses} commits in a row lost to other writers of {self.location}; try again.",
-                        )
-                    await self._after_loss(losses)
-                case Passed():
-                    await head.cold_start()
-                case Fenced(run, proven_at):
-                    await self._take(run, proven_at)
-                    raise MemoryStoreError(
-                        "unavailable", f"{self.location} kept failing; nothing was written. Try again later."
-                    )
-                case Unknown(reload):
-                    if reload:
-                        head.forget()
-                    raise unconfirmed(self.location, seq)
+    async def attempt(self, batch: Sequence[Request], *, since: float, replanning: bool = True) -> Attempt:
+        """Plan the batch's requests in order and commit their changes as one commit (invariants 1,
+        5); `since`, a moment by which every request was waiting. A request whose intent this
+        commit may not settle (settled meanwhile, or past its window) is left out, unanswered.
+        After a lost race the head is made current when `replanning`; else only the winner and one
+        key after it are read (the head is left as a stale one is)."""
+        head = self.head
+        state = await head.loaded()  # invariant 2: plan on a head recent enough to trust
+        seq = state.head + 1
+        batch = _foldable(batch, state, seq)
+        scratch, planned = plan_batch(state, batch, seq, edits=self.options.store_edits)
+        accepted = [
+            (request, changes)
+            for request, changes in zip(batch, planned, strict=True)
+            if changes and isinstance(changes, Sequence)
+        ]
+        folds = folds_of(batch, planned)
+        if not accepted and not folds:
+            if head.confirmed_at < since:  # invariant 5: refuse only on a head proven during the calls
+                await head.probe()
+                return Stale()
+            resolve(batch, planned, None)
+            return Nothing()
+        commit = await self._made(state, accepted, folds, batch[0].origin)
+        reads = settle.LOSER_READS if replanning else WINNER_READS
+        match await self.settler.settle(commit, loser_reads=reads):
+            case settle.Landed(after, proven_at):
+                scratch.advance(commit)
+                head.advance(scratch, commit)
+                telemetry.count("commits")
+                resolve(batch, planned, seq)  # before anything else can fail: the callers' writes landed
+                await self._take(after, proven_at)
+                return Committed(commit)
+            case settle.Lost(run, proven_at):
+                telemetry.count("conflicts")
+                head.traffic.lost_at = self.options.clock()
+                await self._take(run, proven_at, catch_up=replanning)
+                return Lost()
+            case settle.Passed():
+                await head.cold_start()
+                return Stale()
+            case settle.Fenced(run, proven_at):
+                await self._take(run, proven_at)
+                raise MemoryStoreError(
+                    "unavailable", f"{self.location} kept failing; nothing was written. Try again later."
+                )
+            case settle.Unknown(reload):
+                if reload:
+                    head.forget()
+                raise unconfirmed(self.location, seq)
 
     async def _made(
         self,
@@ -168,19 +167,6 @@ class Committer:
                 await request.before_create(commit)
         return commit
 
-    def _hand_over(self, batch: Sequence[Request]) -> list[Request]:
-        """After a lost race, the requests that go on as intents (answered `HandedOver`), when the
-        log folds intents; the rest, to be planned again."""
-        if not self.options.fleet_commit:
-            return list(batch)
-        staying = []
-        for request in batch:
-            if request.may_hand_over and not request.outcome.done():
-                request.outcome.set_exception(HandedOver())
-            else:
-                staying.append(request)
-        return staying
-
     async def _take(self, run: Sequence[Commit], proven_at: float | None, *, catch_up: bool = True) -> None:
         """Apply commits read past the head; prove the head as of `proven_at`, or catch up to it
         (unless not `catch_up`: the head is then left behind, unproven, as a stale one is)."""
@@ -191,25 +177,13 @@ class Committer:
         elif catch_up:
             await self.head.catch_up()
 
-    async def _after_loss(self, losses: int) -> None:
-        """Each round has one winner. After its first loss a writer waits a random part of one create,
-        so that the next round has fewer contenders; after later losses it retries at once, ahead of
-        those that lost fewer rounds. Against waiting longer after each loss, at 16 writers and half
-        the one-log bound (make bench), the p99 fell from 30 to 15 request latencies and PUTs per
-        write from 3.0 to 2.7; with every writer writing flat out, commits/s held and PUTs per commit
-        rose from 5.4 to 8.8."""
-        if losses == 1:
-            await asyncio.sleep(deadline.clip(random.uniform(0, max(self.settler.round_seconds, 0.001))))
-
 
 def _foldable(batch: Sequence[Request], state: State, seq: int) -> list[Request]:
-    """The batch without the requests whose intents commit `seq` may not settle (answered `HandedOver`)."""
+    """The batch without the requests whose intents commit `seq` may not settle (invariant 9)."""
     staying, ids = [], set()
     for request in batch:
         intent = request.intent
         if intent is not None and (intent.id in ids or not state.folds.foldable(intent.id, intent.base, seq)):
-            if not request.outcome.done():
-                request.outcome.set_exception(HandedOver())
             continue
         if intent is not None:
             ids.add(intent.id)

@@ -18,7 +18,7 @@ from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime import telemetry
 from ..state.state import State, Void
 from .options import LogOptions
-from .reader import LogReader, Tail, gapless
+from .reader import LogReader, gapless
 from .runs import RUN_COMMITS, RUN_EVERY, commits_through_runs
 from .traffic import Traffic
 
@@ -160,12 +160,6 @@ class Head:
             sent = self._clock()
         listed, runs = await self.reader.list_log_and_runs(after=state.head)
         await self.follow(listed, runs, sent)
-
-    async def list_tail(self) -> tuple[Tail, float]:
-        """A listing of what follows the cached head (commits, runs, pending intents), and the
-        moment it was sent: `follow` applies its commits."""
-        sent = self._clock()
-        return await self.reader.list_tail(after=self.current().head), sent
 
     async def follow(self, listed: list[tuple[int, ObjectInfo]], runs: list[int], sent: float) -> None:
         """Apply the commits a listing sent at `sent` found after the cached head (the listing began

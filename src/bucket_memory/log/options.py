@@ -5,11 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
-# How record memory ranks a search: both rankings fused, or one of them.
-type Ranking = Literal["hybrid", "vectors", "bm25"]
-RANKINGS: tuple[Ranking, ...] = ("hybrid", "vectors", "bm25")
+from ..runtime.deadline import check_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +36,7 @@ class LogOptions:
     open decodes only the texts it reads); readers from before them cannot read such checkpoints,
     so turn it off until every reader is upgraded. With `fleet_commit`, a write that meets other
     processes' writes is published as an intent for whoever commits next to fold into its commit
-    (`fleet.py`), and such commits are of format 4, which readers before it cannot read; in a
+    (`fleet/`), and such commits are of format 4, which readers before it cannot read; in a
     fleet, runs of recent commits are stored for catching up (`runs.py`). `clock`
     is the local monotonic clock heads are aged by (tests replace it).
     """
@@ -63,9 +60,6 @@ class LogOptions:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        # Imported here: the command line's --help reads RANKINGS and should not pay for the harness.
-        from ..runtime.deadline import check_seconds
-
         check_seconds("LogOptions.operation_timeout", self.operation_timeout)
         probe = self.probe_before_write_after
         if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int | float) or not probe >= 0):

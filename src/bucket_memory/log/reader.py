@@ -25,7 +25,6 @@ from ..runtime import telemetry
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State
 from .erasure_records import ErasureRecords
-from .intents import Intent, read_intent
 
 logger = logging.getLogger(__name__)
 
@@ -121,17 +120,6 @@ class LogReader:
     async def list_pending(self) -> list[str]:
         """The keys of the pending intents, oldest first (other keys under `pending/` are ignored)."""
         return [info.key for info in await self.list_keys(PENDING_PREFIX) if intent_key_parts(info.key) is not None]
-
-    async def intent(self, key: str) -> Intent | CorruptObjectError | None:
-        """The intent at `key`; None when it is gone; the error naming why the object there is not
-        one a writer made."""
-        data = await self.get(key)
-        if data is None:
-            return None
-        try:
-            return read_intent(self.location, key, data)
-        except CorruptObjectError as error:
-            return error
 
     async def commit(self, seq: int) -> Commit | None:
         """Commit `seq`, or None when its key is absent."""

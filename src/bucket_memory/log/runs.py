@@ -1,11 +1,13 @@
 """Runs: the recent commits packed into one object, so that catching up costs a few GETs, not one a commit.
 
 In a fleet, every process is behind by the commits the others made since it last looked: dozens
-at fleet rates, and a GET each is what first exceeds S3's request rate per prefix. The writer of
-every commit whose seq is a multiple of `RUN_EVERY` also stores `runs/<seq>.json`: the commits up
-to it that it holds (at most `RUN_COMMITS`, and `RUN_BYTES` of them). A reader `RUN_EVERY` or more
-commits behind reads the newest run reaching back to its head and the commits from the run's seq
-on, in one round trip: at most `RUN_EVERY + 1` GETs whatever the distance.
+at fleet rates, and a GET each is what first exceeds S3's request rate per prefix. With fleet
+commit on and other processes seen committing lately, the writer of every commit whose seq is a
+multiple of `RUN_EVERY` also stores a run beside it, `log/<seq>.run.json` (`Head.advance` marks it
+due, housekeeping writes it): the commits up to it that it holds (at most `RUN_COMMITS`, and
+`RUN_BYTES` of them). A reader three or more commits behind the newest run listed reads the runs
+that reach back to its head (one a `RUN_COMMITS` commits) and the log's own commits from the
+newest run's seq on (fewer than `RUN_EVERY` when every run was written), in one round trip.
 
 A run is a copy, never the record: a reader applies its commits through the same hash chain, and
 trusts them only because the log's own object at the run's seq, read in the same round trip,

@@ -3,7 +3,8 @@
 A write whose head is current lands with one PUT; one whose head is stale loses its first PUT,
 and in a fleet every head is stale by the time its process writes again. The commits other
 processes made, with the times they carry, tell how many to expect since the head was last
-proven: `fleet.py` publishes an intent instead of racing when that is one or more.
+proven: a fleet (`fleet/fleet.py`) publishes an intent instead of racing when that is half a
+commit or more.
 """
 
 from __future__ import annotations

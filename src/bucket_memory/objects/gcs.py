@@ -21,10 +21,10 @@ from google.cloud import storage
 
 from ..runtime.deadline import check_seconds
 from .bulk import RolledPage
-from .clock import ServerClock
 from .gcs_http import AbortableCall, make_abortable
 from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
+from .server_clock import ServerClock
 from .urls import check_prefix
 
 # The client's bucket-metadata cache fires a bucket GET in the background on first use and after

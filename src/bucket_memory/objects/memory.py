@@ -1,4 +1,4 @@
-"""Objects in a dict: the in-memory object store tests and benchmarks run on."""
+"""The in-memory backend: objects in a dict, for property tests and as the base of fault injection."""
 
 from __future__ import annotations
 

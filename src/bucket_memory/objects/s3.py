@@ -41,12 +41,12 @@ from botocore.exceptions import (
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .bulk import RolledPage
-from .clock import ServerClock
 from .credentials import no_aws_credentials
 from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import gather_bounded
 from .s3_clients import LoopClient, shared_client
 from .s3_errors import S3Reply, s3_error, wrong_endpoint
+from .server_clock import ServerClock
 from .urls import check_prefix
 
 _DELETE_BATCH = 1000

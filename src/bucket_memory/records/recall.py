@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..log.options import Ranking
 from ..runtime import telemetry
 from ..runtime.off_loop import OFF_LOOP_BYTES
 from . import bm25
 from .analyzer import Analyzer
 from .embedding import Space, TextsRefused, Vectors, embed_documents, embed_query
+from .ranking import Ranking
 from .record_format import Embedding, packed
 from .record_index import Record, RecordIndex, Snapshot, guarded
 

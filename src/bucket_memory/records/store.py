@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from a13n_harness.providers.memory import (
@@ -24,18 +24,19 @@ from a13n_harness.providers.memory import (
 )
 
 from ..files.store import LogFileStore
-from ..format.changes import Change, Delete, Write
+from ..format.changes import Change, Delete
 from ..format.wire_values import checked_origin, moment_of, stored_size, time_text
 from ..history.erasure import Erasure, ErasurePlan
-from ..log.options import RANKINGS, Ranking
 from ..runtime import deadline
 from ..runtime.off_loop import off_loop
 from ..runtime.telemetry import traced
 from ..state.live_file import LiveFile
+from ..state.operations import DeleteOp, WriteOp
 from ..state.state import State
 from .analyzer import DEFAULT_LANGUAGE, Analyzer
 from .embedding import DEFAULT_BATCH, check_batch
 from .extras import records_extra
+from .ranking import RANKINGS, Ranking
 from .recall import Notice, Recall
 from .record_census import VectorCensus, census
 from .record_format import ID_PATTERN, SUFFIX, RecordBody, record_id
@@ -51,6 +52,7 @@ RECORD_CHARS = 8000  # the harness's default `RecordMemoryLimits.record_chars`
 _CURSOR = re.compile(r"after:([0-9a-f]{32})~([0-9a-f]{16}|new)")
 _HEX = re.compile(r"[0-9a-f]{1,32}")
 _SHORTEST = 4  # hex digits of an id's prefix, as git takes a commit's
+_OVER_ATTEMPTS = 8  # writes over a record that others keep changing meanwhile, before `unavailable`
 # Vectors made for records stored without one are written back as this origin's commits.
 
 
@@ -128,53 +130,40 @@ class LogRecordStore:
         with deadline.within(self._timeout), records_extra():
             body, encoded = await self._body(text)
             new_id = secrets.token_hex(16)
-            path = new_id + SUFFIX
-
-            def plan(state: State) -> Sequence[Change]:
-                self.files.check_quota(state, stored_size(encoded))
-                return (Write(path=path, text=encoded),)
-
-            await self.files.log.commit(plan, self.origin)
+            operation = WriteOp(path=new_id + SUFFIX, text=encoded, expected=None, max_bytes=self.files.max_bytes)
+            await self.files.submit(operation, self.origin)
         return _record(new_id, body)
 
     @traced("records.update")
     async def update(self, record_id: str, text: str) -> MemoryRecord:
-        path = _path(record_id)
+        path, quota = _path(record_id), self.files.max_bytes
         with deadline.within(self._timeout), records_extra():
             body, encoded = await self._body(text)
-
-            def plan(state: State) -> Sequence[Change]:
-                current = _held(state, path, record_id)
-                self.files.check_quota(state, stored_size(encoded) - current.stored)
-                return (Write(path=path, text=encoded),)
-
-            await self.files.log.commit(plan, self.origin)
+            await self._over(
+                record_id, lambda version: WriteOp(path=path, text=encoded, expected=version, max_bytes=quota)
+            )
         return _record(record_id, body)
 
     @traced("records.delete")
     async def delete(self, record_id: str) -> None:
-        path = _path(record_id)
-
-        def plan(state: State) -> Sequence[Change]:
-            _held(state, path, record_id)
-            return (Delete(path=path),)
-
-        await self.files.log.commit(plan, self.origin)
+        path, quota = _path(record_id), self.files.max_bytes
+        with deadline.within(self._timeout):
+            await self._over(record_id, lambda version: DeleteOp(path=path, expected=version, max_bytes=quota))
 
     @traced("records.purge")
     async def purge(self) -> None:
         """Delete every record in one commit; files under the prefix that are not records stay."""
-        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        snapshot = await self._snapshot(await self.files.state())
         known = await off_loop(64 * snapshot.count(), lambda: {found: v for found, v, _ in snapshot.records()})
 
         def plan(state: State) -> Sequence[Change]:
             return [Delete(path=path) for path, live in state.files.items() if _is_record(path, live, known)]
 
-        await self.files.log.commit(plan, self.origin)
+        await self.files.commit(plan, self.origin)  # many files in one commit: the serial log, not an intent
 
     @traced("records.list")
     async def list(self, *, limit: int, cursor: str | None = None) -> RecordPage:
-        state = await self.files.log.fresh_state()
+        state = await self.files.state()
         after = self._after(cursor, state)
         snapshot = await self._snapshot(state)
         ordered = await off_loop(64 * snapshot.count(), lambda: sorted(snapshot.records()))
@@ -190,13 +179,13 @@ class LogRecordStore:
         ranked by words alone because the embedder failed (None: nothing was)."""
         query = _text(query, "A search query")[: self.record_chars]
         with deadline.within(self._timeout), records_extra():
-            snapshot = await self._snapshot(await self.files.log.fresh_state())
+            snapshot = await self._snapshot(await self.files.state())
             scored, notice = await self._recall.search(query, snapshot, limit, self.embedder, self._write_back.keep)
         return Recalled((_record(found, snapshot.body(found), score) for found, score in scored), notice)
 
     async def census(self) -> VectorCensus:
         """Which models' vectors the live records hold, and which texts each model refused."""
-        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        snapshot = await self._snapshot(await self.files.state())
         return await off_loop(64 * snapshot.count(), lambda: census(snapshot))
 
     async def full_id(self, given: str) -> str:
@@ -207,7 +196,7 @@ class LogRecordStore:
             raise MemoryStoreError(
                 "record_not_found", f"{str(given)[:80]!r} is not a record id: give {_SHORTEST} to 32 of its hex digits."
             )
-        snapshot = await self._snapshot(await self.files.log.fresh_state())
+        snapshot = await self._snapshot(await self.files.state())
         found = await off_loop(
             64 * snapshot.count(), lambda: sorted(one for one, _, _ in snapshot.records() if one.startswith(prefix))
         )
@@ -244,9 +233,36 @@ class LogRecordStore:
         with records_extra():
             return await self._recall.index.at(state)
 
+    async def _over(self, record_id: str, operation: Callable[[str], WriteOp | DeleteOp]) -> None:
+        """Commit `operation(version)` over the record `record_id` at the version it holds, through
+        the fleet as a file's write is: the last writer wins, so one that finds the record changed
+        since (`version_mismatch`) goes on over its new version; `record_not_found` when the log
+        proves it gone (a head that may be stale is never taken for that proof)."""
+        path = _path(record_id)
+        # The head this process holds names the version (no probe: the commit checks it); a record
+        # missing there may be another's newer one, so its absence is proven before it is told.
+        current = (await self.files.held_state()).files.get(path)
+        if current is None:
+            current = (await self.files.state(proven=True)).files.get(path)
+        version = str(current.version) if current is not None and RecordBody.decode(current.text) else None
+        for _ in range(_OVER_ATTEMPTS):
+            if version is None:
+                raise MemoryStoreError("record_not_found", f"No record {record_id} in this memory (deleted?).")
+            try:
+                await self.files.submit(operation(version), self.origin)
+                return
+            except MemoryStoreError as error:
+                if error.code != "version_mismatch":
+                    raise
+                now = error.current
+                version = now.version if now is not None and RecordBody.decode(now.text) else None
+        raise MemoryStoreError(
+            "unavailable", f"Record {record_id} changed {_OVER_ATTEMPTS} times while it was written; try again."
+        )
+
     @property
     def _timeout(self) -> float:
-        return self.files.log.options.operation_timeout
+        return self.files.operation_timeout
 
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""
@@ -254,7 +270,7 @@ class LogRecordStore:
         embedding = None
         if self.embedder is not None:
             embedding = await self._recall.embed_document(self.embedder, text)
-        at = time_text(await self.files.log.objects.now())
+        at = time_text(await self.files.now())
         body = RecordBody(text=text, updated_at=at, embeddings=(embedding,) if embedding else ())
         encoded = body.encode()
         if not fits_a_file(encoded, self.files.format):
@@ -310,13 +326,6 @@ def _path(given: object) -> str:
     if not (isinstance(given, str) and ID_PATTERN.fullmatch(given)):
         raise MemoryStoreError("record_not_found", f"No record {str(given)[:80]!r} in this memory.")
     return given + SUFFIX
-
-
-def _held(state: State, path: str, given: str) -> LiveFile:
-    current = state.files.get(path)
-    if current is None or RecordBody.decode(current.text) is None:
-        raise MemoryStoreError("record_not_found", f"No record {given} in this memory (deleted?).")
-    return current
 
 
 def _is_record(path: str, live: LiveFile, known: dict[str, int]) -> bool:

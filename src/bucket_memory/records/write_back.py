@@ -37,7 +37,7 @@ class VectorWriteBack:
         changed since it was read is left as it is (its new text has its own vectors or none), a
         refusal mark never takes the place of a vector another process made of the same model
         meanwhile in its space, and a record that would outgrow a file drops the vectors written longest ago."""
-        if self.files.log.read_only or not made:
+        if self.files.read_only or not made:
             return
 
         def plan(state: State) -> Sequence[Change]:
@@ -68,9 +68,9 @@ class VectorWriteBack:
             return changes
 
         try:
-            await self.files.log.commit(plan, _EMBEDDINGS)
+            await self.files.commit(plan, _EMBEDDINGS)
         except MemoryStoreError as error:  # kept in this process; a later search writes them
-            logger.warning("%s: vectors made at a search were not written back: %s", self.files.log.location, error)
+            logger.warning("%s: vectors made at a search were not written back: %s", self.files.location, error)
 
     def _fitted(self, body: RecordBody) -> str | None:
         """The file of `body`, less the vectors written longest ago until it fits (None: not even

@@ -1,6 +1,6 @@
 """Which intents the memory's recent commits settled: the window in which an intent is folded once.
 
-An intent (`intents.Intent`) names `base`, the head its author saw. A commit at seq S may settle it
+An intent (`fleet/intents.py`) names `base`, the head its author saw. A commit at seq S may settle it
 only when `base < S <= base + FOLD_WINDOW` and no commit in between settled it: every writer
 plans on the exact state at S - 1 (invariant 1 of `log`), which holds every intent settled in the
 window, so no intent is ever applied twice, and one that no commit up to `base + FOLD_WINDOW`
@@ -17,7 +17,7 @@ from types import MappingProxyType
 from ..format.changes import Fold
 
 # Commits after its base within which an intent may be settled. Authors race for the next key
-# themselves after a few commits pass their intent by (`fleet.py`), so a live intent is settled
+# themselves after a few commits pass their intent by (`fleet/fleet.py`), so a live intent is settled
 # within a few commits; the window only has to outlast a busy minute of losses.
 FOLD_WINDOW = 32
 

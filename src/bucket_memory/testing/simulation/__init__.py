@@ -1,2 +1,2 @@
 """A deterministic simulation of a memory's whole history, with auditors
-(docs/design.md, "Deterministic simulation")."""
+(docs/decisions/028-deterministic-simulation.md)."""

@@ -1,4 +1,4 @@
-"""The server's clock as replies tell it, which compaction ages objects by."""
+"""The server's clock as the Date header of its replies tells it (the clouds' backends keep one)."""
 
 from __future__ import annotations
 

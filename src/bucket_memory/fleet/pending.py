@@ -9,12 +9,12 @@ import logging
 from collections.abc import Sequence
 
 from ..format.codec import CorruptObjectError
+from ..log.commit_log import CommitLog
+from ..log.reader import gapless
 from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry
-from .commit_log import CommitLog
-from .intent_wait import Waiting, foldable_after, id_of
-from .intents import Intent
-from .reader import gapless
+from .intents import Intent, read_intent
+from .waiting import Waiting, foldable_after, id_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,8 @@ class PendingIntents:
         one than ours: then only once the head proves it settled (reads a step-back would waste)."""
         head = self.log.head
         await head.loaded()
-        tail, sent = await head.list_tail()
+        sent = self.log.options.clock()
+        tail = await self.log.reader.list_tail(after=head.seq)  # `follow` applies its commits
         pending = self.worth_reading(tail.pending)
         waiting.known = max([waiting.known, *(seq for seq, _ in gapless(tail.commits, head.seq))])
         waiting.rank(pending, round_seconds)
@@ -107,7 +108,7 @@ class PendingIntents:
         while start < len(keys) and len(readable) < FOLD_CAP and total <= FOLD_BYTES:
             chunk = keys[start : start + FOLD_CAP - len(readable)]
             start += len(chunk)
-            for key, found in zip(chunk, await gather_bounded(chunk, self.log.reader.intent), strict=True):
+            for key, found in zip(chunk, await gather_bounded(chunk, self._read), strict=True):
                 if isinstance(found, CorruptObjectError) or (found is not None and found.foreign(genesis)):
                     garbage.append(key)
                 elif found is not None and not found.belongs_to(genesis):
@@ -124,6 +125,17 @@ class PendingIntents:
             self._unfoldable.update(garbage)
             self.clean(garbage)
         return readable
+
+    async def _read(self, key: str) -> Intent | CorruptObjectError | None:
+        """The intent at `key`; None when it is gone; the error naming why the object there is not
+        one a writer made."""
+        data = await self.log.reader.get(key)
+        if data is None:
+            return None
+        try:
+            return read_intent(self.location, key, data)
+        except CorruptObjectError as error:
+            return error
 
     def clean(self, keys: list[str]) -> None:
         """Delete the intents a commit of ours settled, apart from the callers (their results are in)."""

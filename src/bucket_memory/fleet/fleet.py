@@ -14,7 +14,7 @@ still: someone always races, and no intent waits behind a crashed author. What a
 told is what the log proves: its intent applied at the commit that settled it, unchanged there,
 or refused (then planned again on a head proven current: a refusal there is the answer); a
 commit settles an intent at most once, within `FOLD_WINDOW` commits of its base (`folds.py`);
-`write_unconfirmed` only when the author gave up without that proof (invariant 9 of `log`).
+`write_unconfirmed` only when the author gave up without that proof (invariant 9 of `log/commit_log.py`).
 """
 
 from __future__ import annotations
@@ -28,17 +28,17 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from ..format.changes import Change
 from ..format.codec import Commit
+from ..log.batch import Answer, Lost, Plan, Request, consume
+from ..log.commit_log import CommitLog
+from ..log.committer import Committed, Stale, unconfirmed
+from ..log.reader import gapless
 from ..runtime import deadline, telemetry
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
 from ..state.state import State
-from .batch import HandedOver, Plan, Request, Result, consume
-from .commit_log import CommitLog
-from .committer import Outraced, unconfirmed
-from .intent_wait import Outcome, Replan, Settled, Waiting, outcome_of
 from .intents import Intent
 from .pending import PendingIntents
-from .reader import gapless
+from .waiting import Outcome, Replan, Settled, Waiting, outcome_of, past_window, settled_at
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ class Fleet:
         self.log = log
         self.max_bytes = max_bytes  # the quota the intents of others are planned under, as our own writes are
         self.pending = PendingIntents(log)
+        # Intents of ours whose fate we have not learned, by key: one interrupted while pending may
+        # still be settled by another writer within its window, which the command line must say.
+        self.unsettled: dict[str, Intent] = {}
 
     @property
     def location(self) -> str:
@@ -82,11 +85,13 @@ class Fleet:
         self.log.check_writable()
         called = self.log.options.clock()
         with deadline.within(self.log.options.operation_timeout):
-            if not self.log.options.fleet_commit or not self.contended():
-                try:
-                    return await self.log.commit(operation.plan, origin, operation=operation)
-                except HandedOver:
-                    pass  # it lost its race: from here on, an intent
+            if not self.log.options.fleet_commit:
+                return await self.log.commit(operation.plan, origin, operation=operation)
+            if not self.contended():
+                version = await self.log.try_commit(operation, origin)
+                if not isinstance(version, Lost):
+                    return version
+                # It lost its race: from here on, an intent.
             return await self._through_intents(operation, origin, called)
 
     async def settle(self) -> None:
@@ -120,10 +125,12 @@ class Fleet:
                         self.log.head.owed = max(self.log.head.owed, version)
                     return version
                 case Replan():
+                    # The next round begins here: the probe below proves the head since, so that
+                    # round plans on it with no second probe.
+                    called = self.log.options.clock()
                     async with self.log.exclusive():
                         await self.log.head.loaded()
                         await self.log.head.probe()
-                    called = self.log.options.clock()  # nothing since: the next round plans on it
         # An intent of it may still be settled within its window: that is not "not written".
         raise unconfirmed(self.location, self.log.head.seq + 1)
 
@@ -162,7 +169,7 @@ class Fleet:
         lately = self.log.options.clock() - head.confirmed_at < self._contended_seconds
         if lately and self._expected_since_proven() < STALE_BASE:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
-            publishing = asyncio.create_task(self.pending.publish(intent))
+            publishing = self._publish(intent)
         try:
             tail = await reader.list_tail(after=state.head)
             known = max((seq for seq, _ in gapless(tail.commits, state.head)), default=state.head)
@@ -171,11 +178,13 @@ class Fleet:
             # is planned again.
             if intent is None:
                 intent = Intent.create(operation, origin, base=known, genesis=state.genesis, made=time.time())
-                publishing = asyncio.create_task(self.pending.publish(intent))
+                publishing = self._publish(intent)
             assert publishing is not None
             # The intents the head's window settled (ours, their deletion under way, among them) are not older ones.
             waiting = Waiting(intent, known, settled=set(state.folds.settled), published=publishing)
-            return await self._wait(waiting, self.pending.worth_reading(tail.pending))
+            outcome = await self._wait(waiting, self.pending.worth_reading(tail.pending))
+            del self.unsettled[intent.key]  # settled, or provably never to be
+            return outcome
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -188,6 +197,14 @@ class Fleet:
         finally:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
+
+    def _publish(self, intent: Intent) -> asyncio.Task[None]:
+        """Begin to create the intent's key; from here on it may be settled, until we learn its fate
+        (or the head passes its window: a long-lived process keeps no more than a window's worth)."""
+        head = self.log.head.seq
+        self.unsettled = {key: kept for key, kept in self.unsettled.items() if head < kept.base + FOLD_WINDOW}
+        self.unsettled[intent.key] = intent
+        return asyncio.create_task(self.pending.publish(intent))
 
     async def _wait(self, waiting: Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""
@@ -202,7 +219,7 @@ class Fleet:
                 return outcome_of(*waiting.mine, waiting.intent)
             if self.log.head.seq >= waiting.intent.base + FOLD_WINDOW:
                 # No commit past the window can settle it; one in it may have, unseen by us.
-                return await self._past_window(waiting.intent)
+                return await past_window(self.log.reader, self.log.head.current().folds.settled, waiting.intent)
             if waiting.turn:
                 if (outcome := await self._fold(waiting)) is not None:
                     return outcome
@@ -223,7 +240,7 @@ class Fleet:
     async def _applied_void(self, commit: Commit) -> bool:
         """Apply a commit read while waiting, when it follows the cached head (keeping it current for
         free); whether it was void. One read past the head is taken at its word: a commit's fold
-        records are its folder's claim, which no reader can check (docs/design.md, the trust model)."""
+        records are its folder's claim, which no reader can check (docs/decisions/019-trust-model.md)."""
         async with self.log.exclusive():
             head = self.log.head
             if head.cached is not None and head.seq == commit.seq - 1:
@@ -241,11 +258,11 @@ class Fleet:
             head = log.head
             # A write of this process that held the lock meanwhile may have folded ours with it.
             if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return await self._settled_at(seq, intent)
+                return await settled_at(self.log.reader, seq, intent)
             others = await self.pending.caught_up_and_read(waiting, self._round_seconds, impatient=impatient)
             window = head.current().folds
             if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
-                return await self._settled_at(seq, intent)
+                return await settled_at(self.log.reader, seq, intent)
             if others is None:
                 # Others who published as we listed each saw no one older: only the oldest races.
                 return None
@@ -253,65 +270,46 @@ class Fleet:
                 # Committed before its own create landed, the intent would be left behind once the
                 # clean-up below ran (one create more a write, never two applications).
                 await asyncio.wait([waiting.published])
-            ours = _request(intent, intent.operation.plan, log.options.operation_timeout)
-            fmt, genesis = log.format, head.current().genesis
-            theirs = [
-                _request(other, _checked_plan(other, fmt, self.max_bytes), log.options.operation_timeout)
-                for other in others
-                if other.belongs_to(genesis)
+            timeout, genesis = log.options.operation_timeout, head.current().genesis
+            folding = sorted([intent, *(other for other in others if other.belongs_to(genesis))], key=_age)
+            batch = [
+                _request(
+                    one,
+                    one.operation.plan if one is intent else _checked_plan(one, log.format, self.max_bytes),
+                    timeout,
+                )
+                for one in folding
             ]
-            batch = sorted([ours, *theirs], key=_age)
+            ours = next(request for request, one in zip(batch, folding, strict=True) if one is intent)
+            since = log.options.clock()
             try:
-                commit = await log.committer.commit(batch, once=True)
-            except Outraced:
-                commit = None
+                while isinstance(attempt := await log.committer.attempt(batch, since=since), Stale):
+                    pass  # the head moved under a plan that committed nothing: plan on it again
             finally:
                 for request in batch:
                     request.outcome.add_done_callback(consume)
+            commit = attempt.commit if isinstance(attempt, Committed) else None
             window = head.current().folds
         waiting.known = max(waiting.known, head.seq)
         waiting.passed = waiting.idle = 0
         if commit is not None:
             log.folded()
-            self.pending.clean([request.intent.key for request in batch if request.intent and request.outcome.done()])
-        if ours.outcome.done() and not isinstance(ours.outcome.exception(), HandedOver):
+            # Each intent of the batch is settled now, by this commit or (left out of it) before.
+            self.pending.clean([one.key for one in folding])
+        if ours.outcome.done():  # settled by this commit (else left out of it, or the race lost)
             telemetry.count("folded", len(batch) - 1)
             result = ours.outcome.result()  # raises our refusal
-            assert result is not None, "an operation's commit names a version"
+            assert result is not None and not isinstance(result, Lost), "an operation's commit names a version"
             return Settled(result)
         if (seq := window.settled.get(intent.id)) is not None:
-            return await self._settled_at(seq, intent)
+            return await settled_at(self.log.reader, seq, intent)
         if not window.foldable(intent.id, intent.base, head.seq + 1):
-            return await self._past_window(intent)
+            return await past_window(self.log.reader, window.settled, intent)
         return None
-
-    async def _past_window(self, intent: Intent) -> Outcome:
-        """What became of an intent whose window the head has passed: the head moves by catch-ups,
-        runs and other writes of the process too, so that its author saw no settling commit proves
-        nothing; the window's commits are read (a rare path). Only if none settled it is it never
-        applied; a window compacted away as it is read proves nothing (`unavailable`, which the
-        author reports as unconfirmed)."""
-        if (seq := self.log.head.current().folds.settled.get(intent.id)) is not None:
-            return await self._settled_at(seq, intent)
-        window = list(range(intent.base + 1, intent.base + FOLD_WINDOW + 1))
-        for commit in await self.log.reader.commits_at(window):
-            for fold in commit.folded or ():
-                if fold.id == intent.id:
-                    return outcome_of(commit.seq, fold, intent)
-        return Replan()
-
-    async def _settled_at(self, seq: int, intent: Intent) -> Outcome:
-        """What commit `seq`, which the head's window says settled an intent of our intent's id,
-        tells us: its record read again (a window, as a cold open loads it, knows only the seq)."""
-        commit = await self.log.reader.commit(seq)
-        fold = next((fold for fold in (commit.folded or ()) if fold.id == intent.id), None) if commit else None
-        if fold is None:
-            raise MemoryStoreError("unavailable", f"{self.location}: commit {seq} vanished as it was read; try again.")
-        return outcome_of(seq, fold, intent)
 
 
 def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
-    outcome: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+    outcome: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
     end = deadline.end_after(timeout)
     return Request(plan, intent.origin, outcome, end, intent=intent, operation=intent.operation)
 
@@ -325,9 +323,8 @@ def _checked_plan(intent: Intent, fmt: FileFormat, max_bytes: int) -> Plan:
     return plan
 
 
-def _age(request: Request) -> str:
-    assert request.intent is not None
-    return request.intent.key
+def _age(intent: Intent) -> str:
+    return intent.key
 
 
 def _consumed(task: asyncio.Task[None]) -> None:

@@ -1,16 +1,20 @@
 """What an author knows while its intent is pending (`fleet.Fleet` waits on it), and what the
-log's record of its intent tells it: settled at a version, or to be planned again."""
+log's record of its intent tells it: settled at a version, or to be planned again (read again from
+the log where the head's window names only the seq, or has passed the intent's window)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Fold
 from ..format.codec import Commit
 from ..format.wire_values import intent_key_parts
+from ..log.reader import LogReader
 from ..state.folds import FOLD_WINDOW, live
 from .intents import Intent
 
@@ -60,7 +64,7 @@ class Waiting:
         for fold in () if void else commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
-                self.mine = (commit.seq, fold)  # whether it names our intent, `_outcome` tells
+                self.mine = (commit.seq, fold)  # whether it names our intent, `outcome_of` tells
 
     def rank(self, pending: Sequence[str], round_seconds: float) -> None:
         """Take the older intents from a fresh listing of the pending ones: those made lately (one
@@ -94,6 +98,32 @@ def outcome_of(seq: int, fold: Fold, intent: Intent) -> Outcome:
             return Settled(str(fold.version))
         case _:
             return Replan()
+
+
+async def past_window(reader: LogReader, settled: Mapping[str, int], intent: Intent) -> Outcome:
+    """What became of an intent whose window the head has passed (`settled`: the head's window):
+    the head moves by catch-ups, runs and other writes of the process too, so that its author saw
+    no settling commit proves nothing; the window's commits are read (a rare path). Only if none
+    settled it is it never applied; a window compacted away as it is read proves nothing
+    (`unavailable`, which the author reports as unconfirmed)."""
+    if (seq := settled.get(intent.id)) is not None:
+        return await settled_at(reader, seq, intent)
+    window = list(range(intent.base + 1, intent.base + FOLD_WINDOW + 1))
+    for commit in await reader.commits_at(window):
+        for fold in commit.folded or ():
+            if fold.id == intent.id:
+                return outcome_of(commit.seq, fold, intent)
+    return Replan()
+
+
+async def settled_at(reader: LogReader, seq: int, intent: Intent) -> Outcome:
+    """What commit `seq`, which the head's window says settled an intent of our intent's id, tells
+    its author: its record read again (a window, as a cold open loads it, knows only the seq)."""
+    commit = await reader.commit(seq)
+    fold = next((fold for fold in (commit.folded or ()) if fold.id == intent.id), None) if commit else None
+    if fold is None:
+        raise MemoryStoreError("unavailable", f"{reader.location}: commit {seq} vanished as it was read; try again.")
+    return outcome_of(seq, fold, intent)
 
 
 def id_of(key: str) -> str:

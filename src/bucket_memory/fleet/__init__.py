@@ -1,0 +1,1 @@
+"""Fleet commit, on the commit log: a write that meets others' goes on as an intent, folded by whoever commits next."""

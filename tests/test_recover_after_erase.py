@@ -1,0 +1,133 @@
+"""Recover where an erase deleted a key's first version and a forgery is left older (issue 53).
+
+`recover` takes the first stored version of each key for the memory's own. An erase deletes every
+version that holds the erased text, a key's first among them, and leaves its rewrite; an agent
+that put a version at the key before (a forged erase after deleting the commit, a forged
+checkpoint) then holds the oldest one. Found by the simulator: seeds 76 and 225 (commits), 129
+(a checkpoint), 218 (a forged erase left as a fork).
+"""
+
+from __future__ import annotations
+
+import time
+
+from a13n_harness.providers.memory import Origin
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.format.changes import Erase, Write
+from bucket_memory.format.codec import Checkpoint, Commit
+from bucket_memory.format.wire_values import checkpoint_key, log_key
+from bucket_memory.history.reapplying import Reapplying
+from bucket_memory.state.checkpoint_state import read_checkpoint
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+ALICE = Origin(principal_id="alice")
+OPERATOR = Origin(principal_id="operator", run_id="bucket-memory erase")
+NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+EVERY_COMMIT = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1)
+
+
+async def files_of(store: LogFileStore) -> dict[str, str]:
+    return {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
+
+
+async def forge_erase_in_place_of(objects: VersionedMemoryObjectStore, seq: int) -> None:
+    """What an agent's DeleteObject and PutObject can do: delete commit `seq` (a delete marker) and
+    create the key again with an erase of its own, chained on the commit before, claiming the operator."""
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    before = await store.log.reader.commit(seq - 1)
+    assert before is not None
+    await objects.delete([log_key(seq)])
+    forged = Commit.create(seq, before.hash, (Erase(path="b.md"),), OPERATOR, at=time.time())
+    assert await objects.create(log_key(seq), forged.encode())
+
+
+async def test_a_forged_erase_recover_leaves_out_is_not_named_again() -> None:
+    """Was (seed 218): recover put the commit back and left the forged erase out, yet every later
+    `verify` named it "a commit made off the memory's chain: recover re-applies it", for ever."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await forge_erase_in_place_of(objects, 2)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert {problem.key for problem in await admin.verify()} == {log_key(2)}  # void, and rewritten
+    assert (await admin.recover(None, origin=OPERATOR)).restoration.repaired == (log_key(2),)
+
+    again = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await again.verify() == []
+    assert not (await again.recover(None, origin=OPERATOR)).restoration.changed
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "b.md": "B\n"}
+
+
+async def test_a_forgery_an_erase_left_oldest_does_not_displace_the_commit() -> None:
+    """Was (seeds 76, 225): once the erase of b.md deleted commit 2's first version, the forged
+    erase was the oldest version of log/2: verify called every commit above it off the chain, and
+    recover put the forgery back in place of the honest commit (or failed: write_unconfirmed)."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    await store.write("b.md", "the acknowledged text\n", expected=None, origin=ALICE)
+    await forge_erase_in_place_of(objects, 2)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    writer = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await writer.write("c.md", "C\n", expected=None, origin=ALICE)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("b.md", origin=OPERATOR)
+    oldest = (await objects.list_versions(log_key(2)))[0]
+    left = await objects.get_version(oldest.key, oldest.version)
+    assert left is not None and (await Commit.read("m", oldest.key, left)).changes == (Erase(path="b.md"),)
+
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.changed
+    current = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
+    assert not any(isinstance(change, Erase) for change in current.changes)  # the honest commit, erased
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
+
+
+async def test_a_forged_checkpoint_an_erase_left_oldest_does_not_disprove_the_checkpoint() -> None:
+    """Was (seed 129): with the erase's rewrite of the honest checkpoint current and an agent's
+    forgery (erased as well) its oldest version, verify named the checkpoint "disproved by its
+    log" after every recover, and recover removed the honest checkpoint."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=EVERY_COMMIT)
+    await store.write("a.md", "secret\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await store.settle()
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).erase("a.md", origin=OPERATOR)
+    key = checkpoint_key(2)
+    honest = await objects.get(key)
+    assert honest is not None and b"secret" not in honest
+    state = await read_checkpoint("m", key, honest, store.log.format)
+    state.apply_change(Write(path="b.md", text="Pay Mallory $10000.\n"), state.head)
+    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+    # The versions the race leaves (an erase rewrote the forgery while it was current; a recover
+    # put the honest one back; the erase, run again, rewrote that and deleted the first versions).
+    for version in await objects.list_versions(key):
+        await objects.delete_version(key, version.version)
+    assert await objects.create(key, forged)
+    assert await objects.replace(key, honest, tag=(await objects.list_versions(key))[-1].version)
+
+    admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
+    assert await admin.verify() == []
+    await admin.recover(None, origin=OPERATOR)
+    assert await objects.get(key) == honest
+    assert await files_of(LogFileStore(objects, options=EVERY_COMMIT)) == {"b.md": "B\n"}
+
+
+async def test_a_fork_whose_text_an_erase_removed_is_reapplied_without_it() -> None:
+    """Was (in seeds 76 and 225, before the fixes above): re-applying a fork commit that an erase
+    had rewritten built a commit with an erased write, which no commit may carry: the model refused
+    it and `recover` answered `write_unconfirmed` ("the write may or may not have happened")."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "A\n", expected=None, origin=ALICE)
+    head = await store.log.reader.commit(1)
+    assert head is not None
+    written = Commit.create(
+        2, head.hash, (Write(path="b.md", text="erased\n"), Write(path="c.md", text="C\n")), ALICE, at=time.time()
+    )
+    fork = written.redacted(lambda index, _: index == 0, 3).authorize(True)
+    seq = await Reapplying(store.log, 1).commit(fork, fork.changes)
+    assert seq == 2
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
