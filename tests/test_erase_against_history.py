@@ -23,7 +23,7 @@ from bucket_memory.format.wire_values import key_seq
 from bucket_memory.history.erased_paths import ErasedPaths
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.history.versions import StoredVersions
-from bucket_memory.objects.interface import LocalObjectStore
+from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot

@@ -268,7 +268,7 @@ async def _accounted[T](work: Callable[[MemoryAdmin], Awaitable[T]], admin: Memo
     try:
         return await work(admin)
     finally:
-        interrupts.unsettled(admin.store.fleet.unsettled.values())
+        interrupts.unsettled(admin.store.unsettled_intents())
 
 
 def _warn(found: str | BaseException | None) -> None:

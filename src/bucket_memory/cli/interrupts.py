@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from a13n_harness.providers.memory import Origin
 
+    from ..fleet.intents import Intent
     from ..format.codec import Commit
-    from ..log.intents import Intent
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 _RECENT_COMMITS = 32  # a command's own commits are among the last few of the log when it is stopped

@@ -22,6 +22,7 @@ from a13n_harness.providers.memory import (
 )
 
 from ..fleet.fleet import Fleet
+from ..fleet.intents import Intent
 from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
 from ..log.batch import Plan
@@ -228,6 +229,11 @@ class LogFileStore:
         check_quota(state, growth, self.max_bytes)
 
     # The seam the layers above (records/) write and read the memory through, as this store does.
+
+    def unsettled_intents(self) -> builtins.list[Intent]:
+        """The intents this store published and has not seen settled: writes another writer may still
+        fold in, which a command interrupted meanwhile must not call unchanged."""
+        return list(self.fleet.unsettled.values())
 
     async def submit(self, operation: Operation, origin: Origin) -> int | str:
         """Commit one file's `operation` as this store's own writes are, through the fleet when it
