@@ -221,6 +221,22 @@ def test_recover_and_doctor(url: str) -> None:
         assert not (Path(url) / "doctor").exists(), "the check leaves no empty folder behind"
 
 
+def test_destroy_shows_asks_and_leaves_a_memory_that_refuses_every_command(seeded: str) -> None:
+    planned = cli_json("destroy", seeded, "--dry-run")
+    assert (planned["dry_run"], planned["objects"], planned["versions_deleted"]) == (True, 3, 0)
+    assert "Not on a terminal" in cli("destroy", seeded, expect=EXIT_USAGE)
+    assert "green" in cli("cat", seeded, "notes/tea.md")  # neither changed anything
+    done = cli_json("destroy", seeded, "--yes")
+    assert done["tombstones"] == 4  # its 3 commit keys and the seal
+    if "://" not in seeded:  # in place: no old version to delete, and no text left in any file
+        assert done["versions_deleted"] == 0
+        assert not any(b"green" in file.read_bytes() for file in Path(seeded).rglob("*") if file.is_file())
+    else:
+        assert done["versions_deleted"] == 3  # what the tombstones replaced
+    assert cli_failure("cat", seeded, "notes/tea.md", expect=EXIT_STORE)["code"] == "memory_deleted"
+    assert cli_failure("destroy", f"{seeded}-not-there", "--yes", expect=EXIT_STORE)["code"] == "not_found"
+
+
 def test_memories_lists_every_memory_under_a_bucket_or_folder(url: str, tmp_path: Path) -> None:
     root = url.rsplit("/", 1)[0]
     others = [f"{root}/{name}" for name in ("one", "two/nested")]

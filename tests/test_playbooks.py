@@ -148,8 +148,24 @@ def a_secret(tmp_path: Path) -> tuple[str, Callable[[], None]]:
     return url, check
 
 
+def a_user_and_a_neighbour(tmp_path: Path) -> tuple[str, Callable[[], None]]:
+    from .test_erase import every_stored_version_at
+
+    users = f"s3://{VERSIONED}/{unique_prefix()}/users"
+    url, neighbour = f"{users}/alice", f"{users}/alice2"  # a prefix that starts alike
+    asyncio.run(write_each(url, {"people/alice.md": "Alice: 555-0100\n", "plan.md": "ship\n", "tea.md": "green\n"}))
+    asyncio.run(write_each(neighbour, {"people/bob.md": "Bob\n"}))
+
+    def check() -> None:
+        assert set(every_stored_version_at(f"{url}/")) == {b'{"bucket-memory":"destroyed"}\n'}
+        check_files(neighbour, {"people/bob.md": "Bob\n"})
+
+    return url, check
+
+
 SCENARIOS: dict[str, Callable[[Path], tuple[str, Callable[[], None]]]] = {
     "erase": a_secret,
+    "destroy": a_user_and_a_neighbour,
     "wipe": wiped_with_a_warm_writer,
     "versioning-late": versioning_off,
     "damaged": one_damaged,

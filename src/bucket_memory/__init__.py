@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .objects.interface import ObjectInfo, ObjectStore, TransientError
     from .objects.local import LocalObjectStore
     from .objects.memory import MemoryObjectStore
+    from .pool import StorePool
     from .records.store import LogRecordStore
 
 _MODULES = {
@@ -29,6 +30,7 @@ _MODULES = {
     "MemoryObjectStore": ".objects.memory",
     "ObjectInfo": ".objects.interface",
     "ObjectStore": ".objects.interface",
+    "StorePool": ".pool",
     "TransientError": ".objects.interface",
     "open_record_store": ".connect",
     "open_store": ".connect",
@@ -44,6 +46,7 @@ __all__ = [
     "MemoryObjectStore",
     "ObjectInfo",
     "ObjectStore",
+    "StorePool",
     "TransientError",
     "open_record_store",
     "open_store",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
 from .log.options import LogOptions
+from .objects.bulk import RollingObjectStore
 from .objects.credentials import no_google_credentials
 from .objects.interface import ObjectStore
 from .objects.retry import retrying
@@ -30,6 +32,7 @@ from .runtime.installing import install_hint
 if TYPE_CHECKING:
     from pydantic_ai import Embedder
 
+    from .objects.gcs import SharedClients
     from .objects.s3 import S3ObjectStore
     from .objects.s3_obstore import ObstoreS3ObjectStore
 
@@ -50,8 +53,9 @@ async def open_store(
     """The memory at `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path` or a plain path.
 
     Cloud clients come from the standard credential chains and honour `AWS_ENDPOINT_URL` and
-    `STORAGE_EMULATOR_HOST`; they are closed when the context exits, after the housekeeping that
-    the store's writes started. Opening sends no request; a `read_only` store refuses changes
+    `STORAGE_EMULATOR_HOST`; every store open at once shares one per credentials (and, on S3, per
+    event loop), closed when the last of them exits, after the housekeeping its writes started
+    (`StorePool` keeps many open within bounds). Opening sends no request; a `read_only` store refuses changes
     before any. `check_endpoint` first checks that the endpoint refuses a second create of one key
     (`check_create_only`, as `bucket-memory init` and `doctor` do). `s3_layer="obstore"` reaches S3
     through the `fast` extra, with less client CPU per request (`ObstoreS3ObjectStore`).
@@ -69,7 +73,7 @@ async def open_store(
         finally:
             await objects.aclose()
     elif where.scheme == "gs":
-        client = _gcs_client()
+        client, shared = _gcs_client()
         try:
             store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
             if check_endpoint:
@@ -77,7 +81,7 @@ async def open_store(
             yield store
             await store.settle()
         finally:
-            client.close()
+            shared.release(client)
     else:
         assert where.path is not None
         store = LogFileStore.local(where.path, **settings)
@@ -165,22 +169,30 @@ def _s3_objects(bucket: str, prefix: str, layer: str) -> S3ObjectStore | Obstore
     return S3ObjectStore(bucket=bucket, prefix=prefix)
 
 
-def _gcs_client() -> Any:
+def _gcs_client() -> tuple[Any, SharedClients]:
+    """The process's shared client for the environment's credentials, held once more, and the
+    registry to let go of it through."""
     try:
         from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
+
+        from .objects.gcs import SHARED
     except ImportError:
         raise MemoryStoreError("unavailable", f"gs:// needs google-cloud-storage: {install_hint('gcs')}.") from None
-    try:
-        return storage.Client()
-    except DefaultCredentialsError as error:
-        raise no_google_credentials("Google Cloud Storage", error) from None
+
+    def made() -> Any:
+        try:
+            return storage.Client()
+        except DefaultCredentialsError as error:
+            raise no_google_credentials("Google Cloud Storage", error) from None
+
+    return SHARED.acquire(made), SHARED
 
 
 async def find_memories(url: str | os.PathLike[str]) -> list[str]:
     """The URLs of the memories under a bucket, a prefix or a directory: each place that holds a log.
 
-    One listing of every object under it (a bucket of many memories: one request per 1000 objects).
+    On S3 and GCS one listing rolled up at each memory's log (`memory_prefixes`), not of every object.
     """
     where = parse_url(url)
     if where.scheme == "file":
@@ -188,15 +200,42 @@ async def find_memories(url: str | os.PathLike[str]) -> list[str]:
         return sorted(str(folder) for folder in await asyncio.to_thread(_local_memories, Path(where.path)))
     base = f"{where.scheme}://{where.bucket}"
     async with open_store(url, read_only=True) as store:
-        listed = await retrying(
-            lambda: store.log.objects.list(""),
-            what=f"Listing {store.location}",
-            attempts=store.log.options.request_attempts,
-        )
-    prefixes = {match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))}
+        prefixes = await memory_prefixes(store.log.objects, attempts=store.log.options.request_attempts)
     return sorted(
         f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
     )
+
+
+async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6) -> list[str]:
+    """The prefixes, relative to `objects`' own ("" for the memory there), of the memories under it.
+
+    A listing rolled up at "log/" names each memory's log folder once, however long its log, so it
+    costs one request per 1000 memories plus the objects memories keep beside their logs
+    (checkpoints, intents, erasure records). A folder whose name ends in "log" (blog/) rolls up too
+    and is listed again past it. A store that cannot roll up lists every object.
+    """
+    if not isinstance(objects, RollingObjectStore):
+        listed = await retrying(lambda: objects.list(""), what=f"Listing {objects.location}", attempts=attempts)
+        return sorted({match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))})
+    found: set[str] = set()
+    folders = [""]
+    while folders:
+        folder, token = folders.pop(), None
+        while True:
+            page = await retrying(
+                functools.partial(objects.list_rolled, folder, "log/", token=token),
+                what=f"Listing {objects.location}/{folder}",
+                attempts=attempts,
+            )
+            for rolled in page.prefixes:
+                if rolled == "log/" or rolled.endswith("/log/"):
+                    found.add(rolled.removesuffix("log/").rstrip("/"))
+                else:
+                    folders.append(rolled)
+            found.update(match[1] or "" for key in page.keys if (match := _MEMORY_KEY.fullmatch(key)))
+            if (token := page.token) is None:
+                break
+    return sorted(found)
 
 
 _MEMORY_KEY = re.compile(r"(?:(.*)/)?(?:log|checkpoints)/\d{20}\.json")

@@ -2,7 +2,7 @@
 
 `base` holds what every command shares; `failures` how a command fails; `interrupts` what one
 stopped by Ctrl-C says it left; `tables` how it shows a table; `visible` how what a memory holds is
-printed without the terminal acting on it; `files`, `history`, `erase`, `records` and `browse` hold
+printed without the terminal acting on it; `files`, `history`, `erase`, `destroy`, `records` and `browse` hold
 the commands, and the operator's `import_export`, `maintenance` and `provisioning`; `output` the
 models of their --json output.
 Importing this package registers every command; `--help` and docs/cli.md list them in the order
@@ -22,7 +22,7 @@ import traceback
 # PYDANTIC_DISABLE_PLUGINS says otherwise.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "logfire-plugin")
 
-from . import browse, erase, files, history, import_export, interrupts, maintenance, provisioning, records
+from . import browse, destroy, erase, files, history, import_export, interrupts, maintenance, provisioning, records
 from .base import app
 from .failures import EXIT_NO_MEMORY, EXIT_PIPE, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, ReaderGone
 
@@ -75,6 +75,7 @@ __all__ = [
     "EXIT_USAGE",
     "app",
     "browse",
+    "destroy",
     "erase",
     "files",
     "history",

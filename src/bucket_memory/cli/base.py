@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from a13n_harness.providers.memory import MemoryStoreError, Origin
 
     from ..admin import MemoryAdmin
+    from ..fanout import Outcome
     from ..reports import Changeset
 
 URL_FORMS = "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/path, or a plain path"
@@ -244,6 +245,21 @@ def run[T](
                 hint="Check the URL (`bucket-memory memories s3://bucket` lists the memories in a bucket).",
                 exit_code=EXIT_NO_MEMORY,
             )
+
+
+def run_each[T](
+    work: Callable[[MemoryAdmin], Awaitable[T]], url: str, concurrency: int, *, read_only: bool = True
+) -> list[Outcome[T]]:
+    """`work` on every memory under `url`, `concurrency` at a time, a progress bar counting
+    memories; a memory's store error is its outcome, not the command's."""
+    from ..fanout import each_memory
+
+    async def each() -> list[Outcome[T]]:
+        with interrupts.cancelled_on_interrupt(), progress("memories") as advance:
+            return await each_memory(url, work, concurrency=concurrency, progress=advance, read_only=read_only)
+
+    with store_errors():
+        return _interruptible(each)
 
 
 async def _accounted[T](work: Callable[[MemoryAdmin], Awaitable[T]], admin: MemoryAdmin) -> T:

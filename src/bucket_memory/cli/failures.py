@@ -85,7 +85,8 @@ class ReaderGone(Exception):
 # the records, setting up, moving files in and out, looking after a memory, and erasing.
 HELP_ORDER = (
     *("ls", "cat", "put", "rm", "mv", "grep", "diff", "log", "restore", "rollback", "records", "browse"),
-    *("memories", "init", "doctor", "policy", "import", "export", "verify", "stats", "recover", "compact", "erase"),
+    *("memories", "init", "doctor", "policy", "import", "export", "verify", "stats", "recover", "compact"),
+    *("erase", "destroy"),
 )
 
 

@@ -60,7 +60,7 @@ def _aws_identity() -> str | None:
     import botocore.config
     import botocore.session
 
-    from ..objects.s3 import botocore_models
+    from ..objects.s3_clients import botocore_models
 
     session = botocore.session.get_session()
     credentials = session.get_credentials()

@@ -25,22 +25,36 @@ from .base import (
     out,
     progress,
     run,
+    run_each,
 )
 from .failures import EXIT_PROBLEMS
 from .versioning import versioning_warning
 
 if TYPE_CHECKING:
+    from a13n_harness.providers.memory import MemoryStoreError
+
     from ..admin import MemoryAdmin
-    from .output import Problem
+    from .output import Failure, Problem
+
+
+Every = Annotated[bool, typer.Option("--all", help="Every memory under URL (a bucket or a folder), in one process.")]
+Concurrency = Annotated[int, typer.Option(min=1, max=64, help="With --all: how many memories at once.")]
 
 
 @command()
-def verify(url: Url, as_json: Json = False) -> None:
+def verify(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Read every object, check the hash chain and checkpoints; exit 1 on any problem.
 
+    With --all, every memory under URL, a few at once, each reported on its own (one that cannot be
+    read is a problem too).
     Example: bucket-memory verify s3://my-memories/team
+    Example: bucket-memory verify s3://my-memories/users --all
     """
     from .output import Problem, Verified
+
+    if every:
+        _verify_all(url, concurrency, as_json)
+        return
 
     async def work(admin: MemoryAdmin) -> list[Problem]:
         with progress("verifying") as advance:
@@ -49,8 +63,7 @@ def verify(url: Url, as_json: Json = False) -> None:
     problems = run(work, url, read_only=True)
 
     def report() -> None:
-        for problem in problems:
-            out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
+        _problems(problems)
         if not problems:
             out.print("ok: every commit and checkpoint is whole and chained")
 
@@ -59,13 +72,64 @@ def verify(url: Url, as_json: Json = False) -> None:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
+    from .output import MemoryVerified, Problem
+
+    async def work(admin: MemoryAdmin) -> list[Problem]:
+        return [Problem(key=problem.key, message=problem.message) for problem in await admin.verify()]
+
+    verdicts = [
+        MemoryVerified(
+            url=outcome.url,
+            # A destroyed memory (a user's data deleted on request) is what `destroy` meant to leave.
+            ok=isinstance(outcome.error, MemoryDestroyed) or (outcome.error is None and not outcome.result),
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            problems=outcome.result or [],
+            error=_failure(outcome.error),
+        )
+        for outcome in run_each(work, url, concurrency)
+    ]
+
+    def report() -> None:
+        for verdict in verdicts:
+            said = count(verdict.problems, "problem") if verdict.error is None else verdict.error.message
+            said = "destroyed" if verdict.destroyed else "ok" if verdict.ok else said
+            out.print(f"{verdict.url}: {said}")
+            _problems(verdict.problems)
+        live = [verdict for verdict in verdicts if not verdict.destroyed]
+        whole = f"{sum(verdict.ok for verdict in live)} of {len(live)} memories whole"
+        out.print(whole + (f", {len(verdicts) - len(live)} destroyed" if len(live) < len(verdicts) else ""))
+
+    emit(verdicts, as_json, report)
+    if not all(verdict.ok for verdict in verdicts):
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _problems(problems: list[Problem]) -> None:
+    for problem in problems:
+        out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
+
+
+def _failure(error: MemoryStoreError | None) -> Failure | None:
+    from .output import Failure
+
+    return Failure(code=error.code, message=str(error), hint=None) if error is not None else None
+
+
 @command()
-def compact(url: Url, as_json: Json = False) -> None:
+def compact(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Delete log and checkpoint objects older than the newest aged checkpoint and the retention.
 
+    With --all, of every memory under URL, a few at once, one line each.
     Example: bucket-memory compact s3://my-memories/team
+    Example: bucket-memory compact s3://my-memories/users --all
     """
     from .output import Compacted
+
+    if every:
+        _compact_all(url, concurrency, as_json)
+        return
 
     result = run(lambda admin: admin.compact(), url)
     said = (
@@ -81,12 +145,46 @@ def compact(url: Url, as_json: Json = False) -> None:
     )
 
 
+def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
+    from .output import Compacted, MemoryCompacted
+
+    async def work(admin: MemoryAdmin) -> Compacted:
+        done = await admin.compact()
+        return Compacted(floor=done.floor, log_deleted=done.log_deleted, checkpoints_deleted=done.checkpoints_deleted)
+
+    found = [
+        MemoryCompacted(
+            url=outcome.url,
+            compacted=outcome.result,
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            error=_failure(outcome.error),
+        )
+        for outcome in run_each(work, url, concurrency, read_only=False)
+    ]
+
+    def report() -> None:
+        for memory in found:
+            done = memory.compacted
+            said = f"history from {done.floor}, {done.log_deleted} commits removed" if done else "destroyed"
+            out.print(f"{memory.url}: {memory.error.message if memory.error and not memory.destroyed else said}")
+
+    emit(found, as_json, report)
+    if any(memory.error and not memory.destroyed for memory in found):
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
 @command()
-def stats(url: Url, as_json: Json = False) -> None:
+def stats(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Files, bytes, commits, history floor and checkpoint age.
 
+    With --all, of every memory under URL, a few at once, one line each.
     Example: bucket-memory stats s3://my-memories/team
+    Example: bucket-memory stats s3://my-memories/users --all
     """
+    if every:
+        _stats_all(url, concurrency, as_json)
+        return
     result = run(lambda admin: admin.stats(), url, read_only=True)
     age = f"{result.checkpoint_age:.0f} s ago" if result.checkpoint_age is not None else "none yet"
     emit(
@@ -101,6 +199,26 @@ def stats(url: Url, as_json: Json = False) -> None:
             f"checkpoints    {result.checkpoints}, newest {result.checkpoint or '-'} ({age})"
         ),
     )
+
+
+def _stats_all(url: str, concurrency: int, as_json: bool) -> None:
+    from .output import MemoryStats
+
+    found = [
+        MemoryStats(url=outcome.url, stats=outcome.result, error=_failure(outcome.error))
+        for outcome in run_each(lambda admin: admin.stats(), url, concurrency)
+    ]
+
+    def report() -> None:
+        for memory in found:
+            if memory.stats is None:
+                out.print(f"{memory.url}: {memory.error.message if memory.error else ''}")
+                continue
+            stats = memory.stats
+            out.print(f"{memory.url}: {stats.files} files, {_sized(stats.bytes)}, head {stats.head}")
+        out.print(f"{len(found)} memories, {_sized(sum(memory.stats.bytes for memory in found if memory.stats))}")
+
+    emit(found, as_json, report)
 
 
 @command()

@@ -112,6 +112,35 @@ class Verified(_Output):
     problems: list[Problem]
 
 
+class MemoryVerified(_Output):
+    """`verify --all`: one memory's verdict (as `verify` gives it), or the store error that stopped
+    its check (`error`: its code and message; `ok` false, unless the memory was `destroyed`)."""
+
+    url: str
+    ok: bool
+    destroyed: bool
+    problems: list[Problem]
+    error: Failure | None
+
+
+class MemoryCompacted(_Output):
+    """`compact --all`: what compaction did to one memory (as `compact` says), or the store error
+    that stopped it (a destroyed memory is `destroyed`, not a failure)."""
+
+    url: str
+    compacted: Compacted | None
+    destroyed: bool
+    error: Failure | None
+
+
+class MemoryStats(_Output):
+    """`stats --all`: one memory at a glance (as `stats` gives it), or the store error that stopped it."""
+
+    url: str
+    stats: Stats | None
+    error: Failure | None
+
+
 class Compacted(_Output):
     """`compact`: where the history now starts (0: nothing compacted) and what was removed."""
 
@@ -218,6 +247,22 @@ class Erased(_Output):
     dry_run: bool
 
 
+class Destruction(_Output):
+    """`destroy`: what the plan shown counted under the memory's folders (keys, stored versions,
+    delete markers among them, bytes) and, unless a dry run, the versions and bytes deleted and the
+    tombstones left (no text, path or principal)."""
+
+    url: str
+    objects: int
+    versions: int
+    markers: int
+    bytes: int
+    versions_deleted: int
+    bytes_deleted: int
+    tombstones: int
+    dry_run: bool
+
+
 class Removed(_Output):
     """`records rm`: the record deleted."""
 
@@ -257,11 +302,12 @@ OUTPUTS: dict[str, Any] = {
     "rollback": Bulk,
     "export": Exported,
     "import": Bulk,
-    "verify": Verified,
-    "compact": Compacted,
+    "verify": Verified | list[MemoryVerified],
+    "compact": Compacted | list[MemoryCompacted],
     "recover": Recovered,
     "erase": Erased,
-    "stats": Stats,  # the admin API's own dataclass
+    "destroy": Destruction,
+    "stats": Stats | list[MemoryStats],  # the admin API's own dataclass; a list with --all
     "init": Initialized,
     "doctor": Checked,
     "memories": list[Memory],

@@ -7,7 +7,7 @@ import builtins
 import operator
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from a13n_harness.providers.memory import (
     Changes,
@@ -58,7 +58,8 @@ class LogFileStore:
     change cursor names the head seq and the memory. Every mutation validates `dependencies`,
     then `expected`, against the head and commits with one conditional create. Live content is
     capped at `max_bytes` (`memory_full`). A `read_only` store refuses every change (`forbidden`)
-    before it sends a request. `local`, `s3` and `gcs` build one on each backend.
+    before it sends a request. `local`, `s3` and `gcs` build one on each backend; `aclose` (or
+    `async with`) settles it and lets go of its client.
     """
 
     def __init__(
@@ -119,6 +120,20 @@ class LogFileStore:
         """Wait for the checkpoint, compaction and intent deletions that earlier writes started."""
         await self.log.settle()
         await self.fleet.settle()
+
+    async def aclose(self) -> None:
+        """Settle, then let go of the object store's cloud client (a shared one closes with the
+        last store holding it). A store used again after this takes a client again."""
+        await self.settle()
+        close = getattr(self.log.objects, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @traced("list")
     async def list(self) -> list[FileEntry]:

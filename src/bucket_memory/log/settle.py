@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..format.codec import Commit, CorruptObjectError
+from ..format.tombstone import MemoryDestroyed
 from ..format.wire_values import log_key
 from ..objects.retry import backoff, within_deadline
 from ..runtime import deadline, telemetry
@@ -128,7 +129,7 @@ class Settler:
                         return Fenced(held.run, held.proven_at)
                     return Lost(held.run, held.proven_at)
         except MemoryStoreError as error:
-            if doubtful and not isinstance(error, CorruptObjectError):
+            if doubtful and not isinstance(error, CorruptObjectError | MemoryDestroyed):
                 return Unknown()
             raise
         return Unknown()
@@ -175,7 +176,7 @@ class Settler:
             return _Held((commit,), sent)
         try:  # refused: another writer's commit is there, or our own create, sent twice by the transport
             run, proven_at = await head.run_from(commit.seq, loser_reads)
-        except CorruptObjectError:
+        except (CorruptObjectError, MemoryDestroyed):
             raise
         except MemoryStoreError:
             return None

@@ -6,7 +6,10 @@ import asyncio
 import builtins
 import contextlib
 import functools
+import hashlib
 import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,6 +20,7 @@ from google.auth.exceptions import DefaultCredentialsError, RefreshError
 from google.cloud import storage
 
 from ..runtime.deadline import check_seconds
+from .bulk import RolledPage
 from .gcs_http import AbortableCall, make_abortable
 from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import FETCH_CONCURRENCY, gather_bounded
@@ -47,13 +51,8 @@ class GCSObjectStore:
     def __init__(self, client: storage.Client, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
         check_prefix(prefix.strip("/"), f"gs://{bucket}")
         os.environ.setdefault(BUCKET_METADATA_OPT_OUT, "true")
-        self.clock = ServerClock()
+        self.clock = _clock_of(client)
         self.request_timeout = check_seconds("request_timeout", request_timeout)
-        http = getattr(client, "_http", None)
-        if isinstance(http, requests.Session):
-            # Compaction's safety argument is in server time: every reply's Date header keeps the clock.
-            http.hooks.setdefault("response", []).append(self._note_date)
-            make_abortable(http, pool_size=FETCH_CONCURRENCY)
         self.client = client
         self.bucket = client.bucket(bucket)
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
@@ -72,6 +71,9 @@ class GCSObjectStore:
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> builtins.list[ObjectInfo]:
         return await self._run(self._list, prefix, start_after, limit)
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        return await self._run(self._list_rolled, prefix, delimiter, token)
 
     async def delete(self, keys: Sequence[str]) -> None:
         await gather_bounded(keys, lambda key: self._run(self._delete, key))
@@ -95,11 +97,18 @@ class GCSObjectStore:
     async def versioning(self) -> Versioning:
         return await self._run(self._versioning)
 
+    async def put(self, key: str, data: bytes) -> None:
+        await self._run(self._put, key, data)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        """Every generation under the prefix, live or noncurrent (GCS keeps no delete markers)."""
+        return await self._run(self._list_versions, prefix)
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await gather_bounded(versions, lambda version: self._run(self._delete, version.key, int(version.version)))
+
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock.now()
-
-    def _note_date(self, response: requests.Response, *args: object, **kwargs: object) -> None:
-        self.clock.note(response.headers.get("date"))
 
     def _get(self, key: str, generation: int | None = None) -> bytes | None:
         try:
@@ -137,6 +146,20 @@ class GCSObjectStore:
                 )
         return sorted(found, key=lambda info: info.key)[:limit]
 
+    def _list_rolled(self, prefix: str, delimiter: str, token: str | None) -> RolledPage:
+        listing = self.client.list_blobs(
+            self.bucket,
+            prefix=self.prefix + prefix,
+            delimiter=delimiter,
+            page_token=token,
+            max_results=1000,
+            timeout=_TIMEOUT,
+            retry=None,
+        )
+        page = next(listing.pages)  # one request
+        keys = [blob.name[len(self.prefix) :] for blob in page]
+        return RolledPage(keys, sorted(name[len(self.prefix) :] for name in page.prefixes), listing.next_page_token)
+
     def _list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         # The JSON API's own spelling: the client would send "True", which fake-gcs-server ignores.
         blobs = self.client.list_blobs(
@@ -149,6 +172,7 @@ class GCSObjectStore:
                 blob.time_created.timestamp(),
                 str(blob.generation),
                 blob.time_deleted is None,  # a noncurrent generation has the time it stopped being live
+                size=blob.size or 0,
             )
             for blob in blobs
         ]
@@ -159,6 +183,11 @@ class GCSObjectStore:
             self.bucket, prefix=self.prefix + prefix, versions="true", max_results=1, timeout=_TIMEOUT, retry=None
         )
         return any(True for _ in blobs)
+
+    def _put(self, key: str, data: bytes) -> None:
+        self.bucket.blob(self.prefix + key).upload_from_string(
+            data, content_type="application/json", timeout=_TIMEOUT, retry=None
+        )
 
     def _replace(self, key: str, data: bytes, generation: int) -> bool:
         try:
@@ -220,6 +249,72 @@ class GCSObjectStore:
             ) from None
         except Exception as error:  # transport, auth refresh, resumable-media: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
+
+
+_CLOCKS: weakref.WeakKeyDictionary[storage.Client, ServerClock] = weakref.WeakKeyDictionary()
+_CLOCKS_LOCK = threading.Lock()
+
+
+def _clock_of(client: storage.Client) -> ServerClock:
+    """The server's clock as the replies to `client` keep it, shared by every store on the client:
+    compaction's safety argument is in server time, and every reply's Date header keeps the clock.
+    One hook per client, not per store: a hook per store made each reply call every store's, and
+    kept every store ever opened on a shared client alive."""
+    with _CLOCKS_LOCK:
+        clock = _CLOCKS.get(client)
+        if clock is None:
+            clock = _CLOCKS[client] = ServerClock()
+            http = getattr(client, "_http", None)
+            if isinstance(http, requests.Session):
+                noted = clock  # the hook holds the clock, never the client or a store
+
+                def note_date(response: requests.Response, *args: object, **kwargs: object) -> None:
+                    noted.note(response.headers.get("date"))
+
+                http.hooks.setdefault("response", []).append(note_date)
+                make_abortable(http, pool_size=FETCH_CONCURRENCY)
+        return clock
+
+
+class SharedClients:
+    """The process's google-cloud-storage clients, one per credentials (the GOOGLE_*, CLOUDSDK_*
+    and STORAGE_EMULATOR_HOST variables), each held by the stores using it and closed when the last
+    lets go. A client is not bound to an event loop: its calls run in worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[storage.Client, int]] = {}
+
+    def acquire(self, make: Callable[[], storage.Client]) -> storage.Client:
+        """The shared client for the environment's credentials (made by `make` when there is none), held once more."""
+        settings = sorted(
+            (name, value)
+            for name, value in os.environ.items()
+            if name.startswith(("GOOGLE_", "CLOUDSDK_")) or name == "STORAGE_EMULATOR_HOST"
+        )
+        key = hashlib.sha256(repr(settings).encode()).hexdigest()
+        with self._lock:
+            client, users = self._held.get(key) or (None, 0)
+            if client is None:
+                client = make()
+            self._held[key] = (client, users + 1)
+            return client
+
+    def release(self, client: storage.Client) -> None:
+        """Let go of `client`; the last holder closes it."""
+        with self._lock:
+            key = next((key for key, (held, _) in self._held.items() if held is client), None)
+            if key is None:
+                return
+            users = self._held[key][1] - 1
+            if users > 0:
+                self._held[key] = (client, users)
+                return
+            del self._held[key]
+        client.close()
+
+
+SHARED = SharedClients()
 
 
 def _message(error: Exception) -> str:

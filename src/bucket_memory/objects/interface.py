@@ -94,6 +94,8 @@ class ObjectVersion:
     modified: float
     tag: str
     current: bool = False
+    marker: bool = False  # an S3 delete marker (listed by `list_stored` only): no content
+    size: int = 0  # bytes stored (given by `list_stored` only)
 
 
 @runtime_checkable

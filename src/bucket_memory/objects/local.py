@@ -16,7 +16,7 @@ from pathlib import Path
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .interface import ObjectInfo, TransientError
+from .interface import ObjectInfo, ObjectVersion, TransientError
 from .urls import check_directory
 
 # Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
@@ -77,6 +77,20 @@ class LocalObjectStore:
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         return await asyncio.to_thread(self._rewrite, key, data, expected)
 
+    async def put(self, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self._put, key, data)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        listed = await self.list(prefix)
+        sizes = await asyncio.to_thread(lambda: [(self.root / info.key).stat().st_size for info in listed])
+        return [
+            ObjectVersion(info.key, "null", info.modified, "", current=True, size=size)
+            for info, size in zip(listed, sizes, strict=True)
+        ]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await self.delete([version.key for version in versions])
+
     async def staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         """Staging files (name, bytes) last written more than `older_than` seconds ago: what a writer
         that died between staging a commit and linking it (or unlinking the stage) left behind."""
@@ -122,6 +136,18 @@ class LocalObjectStore:
             # log reads the key back (NFS and EFS can fail the directory sync after the link).
             raise TransientError(f"{target} was linked, then: {error.strerror or error}") from error
         return True
+
+    def _put(self, key: str, data: bytes) -> None:
+        """Replace `key` whole, or create it, by a staged, synced file renamed into place."""
+        target = self.root / key
+        staging = self.root / STAGING
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir(parents=True, exist_ok=True)
+            os.replace(_write_staged(staging, data), target)
+            _fsync_directory(target.parent)
+        except OSError as error:
+            raise _os_error(error, target) from error
 
     def _rewrite(self, key: str, data: bytes, expected: bytes) -> bool:
         """Replace `key` by a staged, synced file renamed over it, while it holds `expected`: readers

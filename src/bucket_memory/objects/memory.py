@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Sequence
 
-from .interface import ObjectInfo
+from .bulk import RolledPage, rolled_page
+from .interface import ObjectInfo, ObjectVersion
 
 
 class MemoryObjectStore:
@@ -44,6 +46,22 @@ class MemoryObjectStore:
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
             self.objects.pop(key, None)
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        return rolled_page(sorted(self.objects), prefix, delimiter, token)
+
+    async def put(self, key: str, data: bytes) -> None:
+        self.objects[key] = (bytes(data), self.clock)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        return [
+            ObjectVersion(key, "null", modified, "", current=True, size=len(data))
+            for key, (data, modified) in sorted(self.objects.items())
+            if key.startswith(prefix)
+        ]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        await self.delete([version.key for version in versions])
 
     async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
         if self.objects.get(key, (None, 0.0))[0] != expected:

@@ -8,15 +8,12 @@ import builtins
 import functools
 import weakref
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import (
     BaseEndpointResolverError,
-    BotoCoreError,
     CapacityNotAvailableError,
     ClientError,
     ConnectionError,
@@ -40,15 +37,15 @@ from botocore.exceptions import (
     UnsupportedS3ConfigurationError,
     ValidationError,
 )
-from botocore.handlers import add_expect_header
-from botocore.loaders import Loader, create_loader
 
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
+from .bulk import RolledPage
 from .credentials import no_aws_credentials
 from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
 from .retry import gather_bounded
-from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
+from .s3_clients import LoopClient, shared_client
+from .s3_errors import S3Reply, s3_error, wrong_endpoint
 from .server_clock import ServerClock
 from .urls import check_prefix
 
@@ -84,10 +81,12 @@ _BEFORE_SENDING = (
 class S3ObjectStore:
     """The objects under `s3://bucket/prefix/`, with create-if-absent as `PutObject(IfNoneMatch="*")`.
 
-    Without a `client` the store makes its own from the standard chain, one per event loop (an
-    aiobotocore client belongs to the loop it was made on), so one store serves a process that
-    calls `asyncio.run` per request; `aclose` closes the running loop's. A caller's `client` is used
-    on its own loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
+    Without a `client` the store uses the process's shared client for the running event loop and
+    the credentials in the environment (`shared_client`: an aiobotocore client belongs to the loop
+    it was made on), so one store serves a process that calls `asyncio.run` per request, and a
+    thousand stores open at once hold one client and its few sockets; `aclose` lets go of the
+    running loop's, which closes once no store holds it. A caller's `client` is used on its own
+    loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
     throttling, 5xx, lost connections and any SDK failure after a request may have been sent as
     `TransientError`, so the log reads the key back before deciding what happened.
     """
@@ -97,7 +96,7 @@ class S3ObjectStore:
         self._given = client
         self.request_timeout = check_seconds("request_timeout", request_timeout)
         self._given_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient] = weakref.WeakKeyDictionary()
         self.bucket = bucket
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         # S3 Express One Zone directory buckets ("name--zone--x-s3") list unordered, without StartAfter.
@@ -151,6 +150,17 @@ class S3ObjectStore:
             :limit
         ]
 
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix, "Delimiter": delimiter}
+        if token is not None:
+            arguments["ContinuationToken"] = token
+        page = await self._call(lambda client: client.list_objects_v2(**arguments), prefix)
+        return RolledPage(
+            [item["Key"][len(self.prefix) :] for item in page.get("Contents", ())],
+            [item["Prefix"][len(self.prefix) :] for item in page.get("CommonPrefixes", ())],
+            page.get("NextContinuationToken") if page.get("IsTruncated") else None,
+        )
+
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete in batches of 1000 (DeleteObjects' limit), a few batches at a time."""
         await gather_bounded(
@@ -194,6 +204,56 @@ class S3ObjectStore:
         for version in found:
             by_key.setdefault(version.key, []).append(version)
         return [version for versions in by_key.values() for version in reversed(versions)]
+
+    async def put(self, key: str, data: bytes) -> None:
+        checksum = await _checksum(data)
+        await self._call(
+            lambda client: client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, **checksum), key
+        )
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        """Every version and delete marker under the prefix (ListObjectVersions, 1000 a page)."""
+        found: builtins.list[ObjectVersion] = []
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        while True:
+            page = await self._call(lambda client: client.list_object_versions(**arguments), prefix, history=True)
+            for kind, marker in (("Versions", False), ("DeleteMarkers", True)):
+                found.extend(
+                    ObjectVersion(
+                        item["Key"][len(self.prefix) :],
+                        item.get("VersionId") or "null",
+                        item["LastModified"].timestamp(),
+                        item.get("ETag", ""),
+                        bool(item.get("IsLatest")) and not marker,
+                        marker,
+                        item.get("Size", 0),
+                    )
+                    for item in page.get(kind, ())
+                )
+            if not page.get("IsTruncated"):
+                return found
+            arguments["KeyMarker"], arguments["VersionIdMarker"] = page["NextKeyMarker"], page["NextVersionIdMarker"]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        """Delete versions for good in batches of 1000 (DeleteObjects with version ids), a few at a time."""
+
+        async def batch(chosen: Sequence[ObjectVersion]) -> None:
+            named = [{"Key": self.prefix + version.key, "VersionId": version.version} for version in chosen]
+            response = await self._call(
+                lambda client: client.delete_objects(Bucket=self.bucket, Delete={"Objects": named, "Quiet": True}),
+                chosen[0].key,
+                history=True,
+            )
+            if errors := response.get("Errors"):
+                first = errors[0]
+                key = first.get("Key", "").removeprefix(self.prefix)
+                raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"), True)
+
+        await gather_bounded(
+            [versions[start : start + _DELETE_BATCH] for start in range(0, len(versions), _DELETE_BATCH)],
+            batch,
+            limit=_DELETE_CONCURRENCY,
+        )
 
     async def has_past(self, prefix: str) -> bool:
         page = await self._call(
@@ -254,14 +314,15 @@ class S3ObjectStore:
             return self._given
         held = self._clients.get(loop)
         if held is None:
-            held = self._clients[loop] = _LoopClient()
+            held = self._clients[loop] = shared_client(loop)
         return await held.client(self.location)
 
     async def aclose(self) -> None:
-        """Close the store's own client for the running loop (loops that ended closed theirs)."""
+        """Let go of the shared client for the running loop: the last store to let go closes it
+        (loops that ended closed theirs)."""
         held = self._clients.pop(asyncio.get_running_loop(), None)
         if held is not None:
-            await held.aclose()
+            await held.release()
 
     async def _read(self, request: _Request, key: str, *, history: bool = False) -> bytes | None:
         """The body a GetObject request answers, or None for a missing key."""
@@ -317,72 +378,11 @@ async def _body(response: Any) -> bytes:
     return data
 
 
-class _LoopClient:
-    """The store's S3 client on one event loop: made from the standard chain on first use, and
-    closed when the loop shuts down its async generators (`asyncio.run` does, at its end)."""
-
-    def __init__(self) -> None:
-        self._holder: AsyncIterator[Any] | None = None
-        self._made: asyncio.Future[Any] | None = None
-
-    async def client(self, location: str) -> Any:
-        if self._made is None or (self._made.done() and (self._made.cancelled() or self._made.exception())):
-            self._holder = _held_client()
-            self._made = asyncio.ensure_future(anext(self._holder))
-        try:
-            return await asyncio.shield(self._made)
-        except (ProfileNotFound, BotoCoreError) as error:
-            raise s3_client_error(error, location) from None
-
-    async def aclose(self) -> None:
-        if self._holder is not None:
-            await self._holder.aclose()  # type: ignore[attr-defined]
-
-
-async def _held_client() -> AsyncIterator[Any]:
-    """An S3 client, open until this generator is closed."""
-    # Timeouts stay far below half the grace period. The log retries (and settles ambiguous creates)
-    # itself, so the SDK makes one attempt per request.
-    # Replies are not checksummed by the SDK: every object carries a SHA-256 of its content that
-    # decoding checks, and a CRC32 of a 32 MiB checkpoint on the event loop would stall it.
-    config = AioConfig(
-        connect_timeout=5,
-        read_timeout=20,
-        retries={"total_max_attempts": 1},
-        response_checksum_validation="when_required",
-    )
-    session = get_session()
-    session.register_component("data_loader", botocore_models())
-    # botocore parses its JSON service models on first use, 50 ms or more of CPU: in a thread, not on the loop.
-    await asyncio.to_thread(_load_models, session)
-    async with session.create_client("s3", config=config) as client:
-        # An upload that waits for "100 Continue" waits on a reply no timeout bounds; send at once.
-        client.meta.events.unregister("before-call.s3", add_expect_header)
-        yield client
-
-
 async def _checksum(data: bytes) -> dict[str, str]:
     """The upload's CRC32, which the SDK would otherwise compute on the event loop (16 ms for a 32 MiB
     checkpoint), computed in a worker thread when the body is large."""
     crc = await off_loop(len(data), functools.partial(zlib.crc32, data))
     return {"ChecksumCRC32": base64.b64encode(crc.to_bytes(4, "big")).decode()}
-
-
-@functools.cache
-def botocore_models() -> Loader:
-    """The one loader of botocore's data files for every AWS client in the process. A loader caches
-    what it parses, and each store's session made a loader of its own: every store opened (a
-    process serving many memories, a command walking them) parsed S3's models again, 0.2 s of CPU."""
-    return create_loader(get_session().get_config_variable("data_path"))
-
-
-def _load_models(session: Any) -> None:
-    """Load (and so cache in the session's loader) what making an S3 client reads from botocore's data files."""
-    loader = session.get_component("data_loader")
-    for type_name in ("service-2", "endpoint-rule-set-1", "paginators-1", "waiters-2"):
-        loader.load_service_model("s3", type_name=type_name)
-    for name in ("_retry", "sdk-default-configuration", "partitions", "endpoints"):
-        loader.load_data(name)
 
 
 class _Missing(Exception):

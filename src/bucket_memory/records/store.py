@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from a13n_harness.providers.memory import (
     MemoryRecord,
@@ -93,6 +93,16 @@ class LogRecordStore:
     @property
     def location(self) -> str:
         return self.files.location
+
+    async def aclose(self) -> None:
+        """Settle and let go of the file store's client (`LogFileStore.aclose`)."""
+        await self.files.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @classmethod
     def local(

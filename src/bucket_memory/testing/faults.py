@@ -21,7 +21,15 @@ from typing import Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..objects.interface import ObjectInfo, ObjectStore, ObjectVersion, TransientError, VersionedObjectStore, Versioning
+from ..objects.bulk import DestroyableObjectStore, RolledPage, RollingObjectStore
+from ..objects.interface import (
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    TransientError,
+    VersionedObjectStore,
+    Versioning,
+)
 
 type Operation = Literal[
     "get",
@@ -34,6 +42,9 @@ type Operation = Literal[
     "replace",
     "delete_version",
     "versioning",
+    "put",
+    "list_stored",
+    "delete_stored",
 ]
 type Fault = Literal["fail_before", "lose_reply", "resend", "refuse", "unmapped", "crash_before", "crash_after"]
 
@@ -131,6 +142,14 @@ class FaultyObjectStore:
         await self._after("list", prefix, request)
         return found
 
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
+        if not isinstance(self.inner, RollingObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.location} cannot list rolled up at a delimiter.")
+        request = await self._before("list", prefix)
+        found = await self.inner.list_rolled(prefix, delimiter, token=token)
+        await self._after("list", prefix, request)
+        return found
+
     async def delete(self, keys: Sequence[str]) -> None:
         request = await self._before("delete", keys[0] if keys else "")
         await self.inner.delete(keys)
@@ -182,6 +201,32 @@ class FaultyObjectStore:
         found = await inner.versioning()
         await self._after("versioning", "", request)
         return found
+
+    async def put(self, key: str, data: bytes) -> None:
+        inner = self._destroyable()
+        request = await self._before("put", key)
+        self.bytes_sent += len(data)
+        await inner.put(key, data)
+        await self._after("put", key, request)
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        inner = self._destroyable()
+        request = await self._before("list_stored", prefix)
+        found = await inner.list_stored(prefix)
+        await self._after("list_stored", prefix, request)
+        return found
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        inner = self._destroyable()
+        key = versions[0].key if versions else ""
+        request = await self._before("delete_stored", key)
+        await inner.delete_stored(versions)
+        await self._after("delete_stored", key, request)
+
+    def _destroyable(self) -> DestroyableObjectStore:
+        if not isinstance(self.inner, DestroyableObjectStore):
+            raise MemoryStoreError("unavailable", f"{self.location} cannot list and delete what it ever stored.")
+        return self.inner
 
     def _versioned(self) -> VersionedObjectStore:
         if not isinstance(self.inner, VersionedObjectStore):

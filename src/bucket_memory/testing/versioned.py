@@ -69,6 +69,30 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
         else:
             self.objects.pop(key, None)
 
+    async def put(self, key: str, data: bytes) -> None:
+        await super().put(key, data)
+        self._keep(key, bytes(data))
+
+    async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
+        return [
+            ObjectVersion(
+                key,
+                version,
+                modified,
+                version,
+                data is not None and index == len(versions) - 1,
+                data is None,
+                len(data or b""),
+            )
+            for key, versions in sorted(self.stored.items())
+            if key.startswith(prefix)
+            for index, (version, data, modified) in enumerate(versions)
+        ]
+
+    async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
+        for version in versions:
+            await self.delete_version(version.key, version.version)
+
     async def versioning(self) -> Versioning:
         return "enabled"
 
