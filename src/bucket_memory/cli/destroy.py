@@ -27,7 +27,7 @@ def destroy(url: Url, dry_run: DryRun = False, yes: Yes = False, as_json: Json =
     memories is refused, naming them; objects under it that are not the memory's are left. Running
     it again finishes a destroy that was stopped part-way; the memory is refused from its first
     write on. Needs the operator's permissions (`bucket-memory policy --operator`).
-    Example: bucket-memory destroy s3://my-memories/users/alice --dry-run
+    Example: bucket-memory destroy s3://my-memories/team --dry-run
     """
     # Never read_only: the obstore layer a read opens lists no stored versions.
     plan = run(lambda admin: _destroyer(admin).plan(), url, new_ok=True, says_versioning=True)
