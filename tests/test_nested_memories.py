@@ -53,8 +53,9 @@ async def test_a_contended_write_lists_a_page_whatever_lies_under_the_prefix(
 ) -> None:
     """A lost race, the fleet's listing of the log's tail and pending/, and a catch-up by listing each
     take at most a page of keys per LIST and a few LISTs, with 1,000 memories nested under the
-    prefix: `users/` sorts after `pending/`, `members/` between `log/` and `pending/`, and memories
-    named `log/users/...` or `log/2024/...` lie under `log/` itself, past or among the digits of the
+    prefix: `users/` sorts after `pending/`, `members/` between `log/` and `pending/` (both bounded
+    before too), and memories at `log/users/...` or `log/2024/...` (refused as URLs, not as object
+    stores: hostile or stray keys alike) lie under `log/` itself, past or among the digits of the
     store's keys. Before, a listing of `log/` took every key of the last two (3,000 here; 61,001
     with 1,000 children of 61 keys: 62 S3 pages a catch-up, 128 a contended write)."""
     monkeypatch.setattr(reader_module, "TAIL_PAGE", 100)

@@ -96,8 +96,8 @@ class LogReader:
     async def list_log_and_runs(self, *, after: int = 0) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
         """The commits in the log after seq `after`, with their seqs, and the seqs of the runs
         beside them (`runs.py`), from one listing of the store's own keys: pages of `TAIL_PAGE` that
-        jump past whatever else lies under `log/` (another memory named `log/...` nested in this
-        one), so that costs a page, not its every key."""
+        jump past whatever else lies under `log/` (strays; a memory nested there, which a URL
+        refuses but an object store opened directly does not), so that costs a page, not its every key."""
         start = log_key(after) if after else _BEFORE_OWN
         if not self.objects.ordered_listing:
             return _commits_and_runs(await self.list_keys(LOG_PREFIX, start_after=start))
@@ -120,7 +120,7 @@ class LogReader:
         when it reaches past every key of the log (keys of others between the two folders); else (a
         tail longer than a page, an unordered listing) two listings at once, each limited to its
         folder. Either way no listing takes more than a page of keys not the store's, whatever lies
-        under the prefix (another memory nested in it, even one named `log/...`; strays)."""
+        under the prefix (another memory nested in it, strays, even under `log/`)."""
         if self.objects.ordered_listing:
             start = log_key(after) if after else LOG_PREFIX
             listed = await self.list_keys("", start_after=start, limit=TAIL_PAGE)
