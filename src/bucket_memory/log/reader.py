@@ -17,6 +17,7 @@ from ..format.wire_values import (
     intent_key_parts,
     key_seq,
     log_key,
+    run_key,
     run_seq,
 )
 from ..objects.interface import InstantObjectStore, ObjectInfo, ObjectStore, PastObjectStore
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 # Keys a fold's one listing takes at most: a page of S3's and GCS's listings.
 TAIL_PAGE = 1000
 _PAST_PENDING = PENDING_PREFIX[:-1] + chr(ord("/") + 1)  # the first key past every key under pending/
+_BEFORE_OWN = LOG_PREFIX + "0"  # sorts before every key the store writes under log/ and after nothing of theirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,16 +95,32 @@ class LogReader:
 
     async def list_log_and_runs(self, *, after: int = 0) -> tuple[list[tuple[int, ObjectInfo]], list[int]]:
         """The commits in the log after seq `after`, with their seqs, and the seqs of the runs
-        beside them (`runs.py`), from one listing."""
-        return _commits_and_runs(await self.list_keys(LOG_PREFIX, start_after=log_key(after) if after else None))
+        beside them (`runs.py`), from one listing of the store's own keys: pages of `TAIL_PAGE` that
+        jump past whatever else lies under `log/` (strays; a memory nested there, which a URL
+        refuses but an object store opened directly does not), so that costs a page, not its every key."""
+        start = log_key(after) if after else _BEFORE_OWN
+        if not self.objects.ordered_listing:
+            return _commits_and_runs(await self.list_keys(LOG_PREFIX, start_after=start))
+        listed: list[ObjectInfo] = []
+        while True:
+            page = await self.list_keys(LOG_PREFIX, start_after=start, limit=TAIL_PAGE)
+            listed += page
+            if len(page) < TAIL_PAGE:
+                return _commits_and_runs(listed)
+            last = page[-1].key
+            following = last if key_seq(last) is not None or run_seq(last) is not None else next_own_log_key(last)
+            if following is None:
+                return _commits_and_runs(listed)
+            start = max(last, following[:-1])  # past `last` always: each page lists new keys
 
     async def list_tail(self, *, after: int) -> Tail:
         """The commits and runs after seq `after` and the pending intents. Where the server lists in
         key order, one listing from `log/<after>` of at most `TAIL_PAGE` keys (`pending/` sorts after
-        `log/`), enough when it reaches past `pending/` or ends there; else (keys of others between
-        the two folders, a tail longer than a page, an unordered listing) two listings at once, each
-        limited to its folder. Either way no more than a page of keys not the store's is listed,
-        whatever lies under the prefix (another memory nested in it, strays)."""
+        `log/`), enough when it reaches past `pending/` or ends there, and with a listing of `pending/`
+        when it reaches past every key of the log (keys of others between the two folders); else (a
+        tail longer than a page, an unordered listing) two listings at once, each limited to its
+        folder. Either way no listing takes more than a page of keys not the store's, whatever lies
+        under the prefix (another memory nested in it, strays, even under `log/`)."""
         if self.objects.ordered_listing:
             start = log_key(after) if after else LOG_PREFIX
             listed = await self.list_keys("", start_after=start, limit=TAIL_PAGE)
@@ -110,6 +128,9 @@ class LogReader:
                 listed = [info for info in listed if info.key > start]
                 commits, runs = _commits_and_runs([info for info in listed if info.key.startswith(LOG_PREFIX)])
                 return Tail(commits, runs, [info.key for info in listed if intent_key_parts(info.key) is not None])
+            if _past_own_log(listed[-1].key):  # the page holds the whole log tail: only pending/ is left
+                commits, runs = _commits_and_runs([info for info in listed if info.key.startswith(LOG_PREFIX)])
+                return Tail(commits, runs, await self.list_pending())
         (commits, runs), pending = await asyncio.gather(self.list_log_and_runs(after=after), self.list_pending())
         return Tail(commits, runs, pending)
 
@@ -234,3 +255,26 @@ def gapless(listed: list[tuple[int, ObjectInfo]], head: int) -> list[tuple[int, 
         if seq != head + 1 + index:
             return listed[:index]
     return listed
+
+
+def next_own_log_key(key: str) -> str | None:
+    """The first key the store could write under `log/` (a commit's or a run's) that sorts after
+    `key`, one it did not write; None when none can. Own keys are `log/` and 20 digits and `.json`
+    or `.run.json`, and sort by seq, a commit's key before its run's."""
+    name = key[len(LOG_PREFIX) :]
+    digits = len(name) - len(name.lstrip("0123456789"))
+    if digits >= 20:
+        seq = int(name[:20])
+        return next((own for own in (log_key(seq), run_key(seq), log_key(seq + 1)) if own > key), None)
+    if digits < len(name) and name[digits] > "9":  # past every key that begins with these digits
+        if digits == 0 or set(name[:digits]) == {"9"}:
+            return None
+        return log_key((int(name[:digits]) + 1) * 10 ** (20 - digits))
+    return log_key(int(name[:digits] or "0") * 10 ** (20 - digits))  # every key that begins with them follows
+
+
+def _past_own_log(key: str) -> bool:
+    """Whether no key the store writes under `log/` sorts after `key`."""
+    if not key.startswith(LOG_PREFIX):
+        return key > LOG_PREFIX
+    return key_seq(key) is None and run_seq(key) is None and next_own_log_key(key) is None
