@@ -36,7 +36,8 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # 90: an unrecorded erasure beside garbage intents; 28: an erased commit taken for a fork; 76 and
 # 225: an erase deleted a commit's first version and left a forgery the oldest; 129: the same of a
 # checkpoint; 218: a forged erase taken for a fork that recover re-applies; 156 and 237: an erase
-# past a commit deleted by hand; 144: an erasure made in a deleted commit's place). 198 found
+# past a commit deleted by hand; 144: an erasure made in a deleted commit's place; 303: recover
+# committed an erasure of a file written after the erasure it finished). 198 found
 # 102's limit; since 144's fix its run takes another course and passes. 376, 392
 # and 598 meet 102's limit too (a writer restarted cold in the step a checkpoint is forged).
 FOUND: dict[int, str] = {
