@@ -4,7 +4,8 @@
 version that holds the erased text, a key's first among them, and leaves its rewrite; an agent
 that put a version at the key before (a forged erase after deleting the commit, a forged
 checkpoint) then holds the oldest one. Found by the simulator: seeds 76 and 225 (commits), 129
-(a checkpoint), 218 (a forged erase left as a fork).
+(a checkpoint), 218 (a forged erase left as a fork), 303 (recover erased a file written after
+an erasure).
 """
 
 from __future__ import annotations
@@ -131,3 +132,23 @@ async def test_a_fork_whose_text_an_erase_removed_is_reapplied_without_it() -> N
     seq = await Reapplying(store.log, 1).commit(fork, fork.changes)
     assert seq == 2
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
+
+
+async def test_recover_erases_no_file_written_after_an_erasure() -> None:
+    """Was (seed 303): recover finishes every erasure the log holds by running `erase` on its path
+    again; where a new file was written at that path since, that erase committed an erasure of it
+    (the acknowledged text gone, no operator asking) and deleted the stored versions of its commits."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=EVERY_COMMIT)
+    await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+    admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
+    await admin.erase("a.md", origin=OPERATOR)
+    writer = LogFileStore(objects, options=EVERY_COMMIT)
+    await writer.write("a.md", "written after the erasure\n", expected=None, origin=ALICE)
+    head = (await writer.log.reader.list_log())[-1][0]
+
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+    fresh = LogFileStore(objects, options=EVERY_COMMIT)
+    assert await files_of(fresh) == {"a.md": "written after the erasure\n"}
+    assert (await fresh.log.reader.list_log())[-1][0] == head  # no erasure committed
+    assert await MemoryAdmin(fresh).verify() == []

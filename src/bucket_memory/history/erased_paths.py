@@ -61,10 +61,11 @@ class ErasedPaths:
         # erasures of the commits before it from being finished.
         for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
             try:
-                await Erasure(self.store).erase(path, origin=origin)
+                await Erasure(self.store).erase(path, origin=origin, finish_only=True)
             except MemoryStoreError as error:
                 if error.code != "not_found":
-                    raise  # not_found: nothing of the file is left anywhere, so nothing to finish
+                    raise  # not_found: nothing of the file is left anywhere, or the file at the path
+                    # now was written after the erasure: recover never erases what no operator erased
 
     async def returned(self) -> list[Problem]:
         """Each object that holds a text an erasure erased (an erase stopped part-way, or an object

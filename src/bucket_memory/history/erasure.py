@@ -143,8 +143,9 @@ class Erasure:
             (*copies, *(f"{version.key}@{version.version}" for version in versions)),
         )
 
-    async def erase(self, path: str, *, origin: Origin) -> ErasurePlan:
-        """Erase every text the file at `path` ever had (under any of its names); what was done."""
+    async def erase(self, path: str, *, origin: Origin, finish_only: bool = False) -> ErasurePlan:
+        """Erase every text the file at `path` ever had (under any of its names); what was done.
+        `finish_only`: finish an erasure the log holds, never commit one (not_found where none applies)."""
         origin = checked_origin(origin)
         await self.rewriting.check()
         path = checked_path(path, self.store.format)
@@ -153,6 +154,12 @@ class Erasure:
         target = await self._target(path)
         erasure = target.lineages.erasure(target.path, target.files)
         if erasure is None:
+            if finish_only:  # the file at `path` now is another, written since: nobody asked to erase it
+                raise MemoryStoreError(
+                    "not_found",
+                    f"No erasure of the file now at {target.path} in {self.log.location} to finish; "
+                    "`bucket-memory erase` erases it.",
+                )
             if not target.files:
                 self._check_something(target, None, [], await self._old_versions(target))
             erasure = await self._commit_erasure(target, origin)
