@@ -99,6 +99,7 @@ async def test_the_clouds_roll_up_at_each_log(scheme: str, request: pytest.Fixtu
     assert found == sorted(f"{scheme}://{BUCKET}/{base}/{prefix}".rstrip("/") for prefix in LAYOUT)
 
 
+@pytest.mark.slow  # 26 s; the bound is held in memory above and the roll-up on moto and GCS by the test before
 async def test_on_moto_a_thousand_memories_and_a_long_log_take_two_listings(s3_client: Any) -> None:
     """Listing every object took a request per 1000 keys: 5 here."""
     from bucket_memory.objects.s3 import S3ObjectStore
