@@ -183,26 +183,10 @@ class S3ObjectStore:
         ListObjectVersions lists each key's versions newest first; an object written before
         versioning was turned on is the version "null".
         """
-        found: builtins.list[ObjectVersion] = []
-        arguments: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
-        while True:
-            page = await self._call(lambda client: client.list_object_versions(**arguments), prefix, history=True)
-            found.extend(
-                ObjectVersion(
-                    item["Key"][len(self.prefix) :],
-                    item.get("VersionId") or "null",
-                    item["LastModified"].timestamp(),
-                    item.get("ETag", ""),
-                    bool(item.get("IsLatest")),
-                )
-                for item in page.get("Versions", ())
-            )
-            if not page.get("IsTruncated"):
-                break
-            arguments["KeyMarker"], arguments["VersionIdMarker"] = page["NextKeyMarker"], page["NextVersionIdMarker"]
         by_key: dict[str, builtins.list[ObjectVersion]] = {}
-        for version in found:
-            by_key.setdefault(version.key, []).append(version)
+        for version in await self.list_stored(prefix):
+            if not version.marker:
+                by_key.setdefault(version.key, []).append(version)
         return [version for versions in by_key.values() for version in reversed(versions)]
 
     async def put(self, key: str, data: bytes) -> None:
