@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class Backend:
 
     name: str
     opened: Opened
+    verify_at_most = 1_000_000  # memories verify-all checks (the first ones listed)
 
     async def requests(self) -> int:
         raise NotImplementedError
@@ -60,10 +62,71 @@ class Backend:
         raise NotImplementedError
 
 
+class IndexedBucket(VersionedMemoryObjectStore):
+    """The versioned in-memory bucket, its keys kept sorted between changes, so that a listing under
+    a prefix costs what S3's does rather than a sort of every key in the bucket (which, at 10,000
+    memories, was nearly all of the run's CPU and would be charged to the library). Each listing runs
+    the bucket's own, on the keys under the prefix alone (none of them awaits: nothing interleaves)."""
+
+    def __init__(self) -> None:
+        super().__init__("bench")
+        self._keys: list[str] | None = None  # sorted, every key ever stored; None after a change
+
+    def _under(self, prefix: str) -> list[str]:
+        if self._keys is None:
+            self._keys = sorted(self.stored)
+        start, end = bisect.bisect_left(self._keys, prefix), bisect.bisect_left(self._keys, prefix + "\U0010ffff")
+        return self._keys[start:end]
+
+    async def _scoped[T](self, prefix: str, listing: Callable[[], Awaitable[T]]) -> T:
+        keys, whole_objects, whole_stored = self._under(prefix), self.objects, self.stored
+        self.objects = {key: whole_objects[key] for key in keys if key in whole_objects}
+        self.stored = {key: whole_stored[key] for key in keys}
+        try:
+            return await listing()
+        finally:
+            self.objects, self.stored = whole_objects, whole_stored
+
+    async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> Any:
+        return await self._scoped(
+            prefix, lambda: super(IndexedBucket, self).list(prefix, start_after=start_after, limit=limit)
+        )
+
+    async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> Any:
+        return await self._scoped(
+            prefix, lambda: super(IndexedBucket, self).list_rolled(prefix, delimiter, token=token)
+        )
+
+    async def list_versions(self, prefix: str) -> Any:
+        return await self._scoped(prefix, lambda: super(IndexedBucket, self).list_versions(prefix))
+
+    async def list_stored(self, prefix: str) -> Any:
+        return await self._scoped(prefix, lambda: super(IndexedBucket, self).list_stored(prefix))
+
+    async def has_past(self, prefix: str) -> bool:
+        return bool(self._under(prefix))
+
+    async def create(self, key: str, data: bytes) -> bool:
+        self._keys = None
+        return await super().create(key, data)
+
+    async def put(self, key: str, data: bytes) -> None:
+        self._keys = None
+        await super().put(key, data)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        self._keys = None
+        await super().delete(keys)
+
+    async def delete_version(self, key: str, version: str) -> None:
+        self._keys = None
+        await super().delete_version(key, version)
+
+
 class InMemory(Backend):
     def __init__(self) -> None:
         self.name = "in-memory bucket"
-        self.bucket = VersionedMemoryObjectStore()
+        self.bucket = IndexedBucket()
         self.counted = FaultyObjectStore(self.bucket, Faults(latency=LATENCY))
         self.opened = lambda memory: LogFileStore(PrefixedObjectStore(self.counted, memory + "/"))
 
@@ -86,6 +149,10 @@ class Moto(Backend):
     def __init__(self, proxy: LatencyProxy, bucket: str) -> None:
         self.name = "moto"
         self.proxy, self.bucket = proxy, bucket
+        # moto served 42 requests a second to verify-all on the shared 2 cores: 1,000 memories took
+        # 283 s of a bench run, so verify-all on moto checks the first 100 (the per-memory cost is
+        # what the goal compares; the in-memory rows verify them all).
+        self.verify_at_most = 100
         self.opened = lambda memory: open_store(f"s3://{bucket}/{memory}")
 
     async def requests(self) -> int:
@@ -139,7 +206,8 @@ async def operations(backend: Backend, memories: int) -> dict[str, Any]:
         found.extend(await backend.listed())
 
     async def verify_all() -> None:
-        outcomes = await each_of(found, backend.opened, lambda admin: admin.verify(), concurrency=CONCURRENCY)
+        verified = found[: backend.verify_at_most]
+        outcomes = await each_of(verified, backend.opened, lambda admin: admin.verify(), concurrency=CONCURRENCY)
         assert all(outcome.result == [] for outcome in outcomes), [o for o in outcomes if o.result != []][:3]
 
     async def verify_one() -> None:
@@ -153,7 +221,7 @@ async def operations(backend: Backend, memories: int) -> dict[str, Any]:
     measured = {"create": await timed(backend, create), "open": await timed(backend, open_one)}
     measured["list"] = await timed(backend, listing)
     assert len(found) == memories + 1, (len(found), memories)
-    measured["verify_all"] = await timed(backend, verify_all)
+    measured["verify_all"] = {**await timed(backend, verify_all), "memories": min(len(found), backend.verify_at_most)}
     measured["verify_one"] = await timed(backend, verify_one)  # every memory is alike: the sum is N+1 of it
     measured["destroy"] = await timed(backend, destroy)
     return {"backend": backend.name, "memories": memories, **measured}
@@ -248,12 +316,11 @@ def tables(results: dict[str, Any]) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in results["rows"]:
-        cells = [
-            f"{row[name]['requests']} ({row[name]['seconds']:.2f} s)"
-            for name in ("create", "open", "list", "verify_all")
-        ]
+        cells = [f"{row[name]['requests']} ({row[name]['seconds']:.2f} s)" for name in ("create", "open", "list")]
         verify = row["verify_all"]
-        each = row["memories"] + 1  # the one created among them
+        each = verify["memories"]  # all of them with the one created, or the first 100 on moto
+        sample = "" if each == row["memories"] + 1 else f", the first {each:,}"
+        cells.append(f"{verify['requests']} ({verify['seconds']:.2f} s{sample})")
         per_memory = f"{verify['requests'] / each:.1f} ({verify['seconds'] / each * 1000:.1f} ms)"
         ratio = (row["list"]["requests"] + verify["requests"]) / (each * row["verify_one"]["requests"])
         destroy = f"{row['destroy']['requests']} ({row['destroy']['seconds']:.2f} s)"
