@@ -67,7 +67,8 @@ async def test_destroy_leaves_tombstones_alone_and_refuses_every_store() -> None
 
     left = await _left(objects)
     _only_tombstones(left)
-    assert done.tombstones == len(left) and done.versions_deleted == plan.versions + done.tombstones - len(left)
+    assert done.tombstones == len(left) - 1  # and the proof
+    assert done.versions_deleted == plan.versions + done.tombstones + 1 - len(left)
     await _refused(reader)  # its probe of the next seq meets the seal
     with pytest.raises(MemoryStoreError) as raised:  # a write lands nowhere either
         await writer.write("after.md", "written after\n", expected=None, origin=ORIGIN)
@@ -104,7 +105,7 @@ async def test_destroy_on_every_backend(objects: ObjectStore) -> None:
     await Destroyer(objects).destroy()
 
     stored = await objects.list_stored("")
-    assert len(stored) == 6 and all(version.current and version.size == len(DESTROYED) for version in stored)
+    assert len(stored) == 6 + 1 and all(version.current and version.size == len(DESTROYED) for version in stored)
     assert [await objects.get(version.key) for version in stored] == [DESTROYED] * len(stored)
     await _refused(warm)
 
@@ -161,7 +162,7 @@ async def test_a_destroy_stopped_anywhere_is_refused_and_finished_by_running_aga
     await Destroyer(objects).destroy()
     _only_tombstones(await _left(objects))
     again = await Destroyer(objects).destroy()  # a third run finds nothing to do
-    assert (again.versions_deleted, again.tombstones) == (0, len(await _left(objects)))
+    assert (again.versions_deleted, again.tombstones) == (0, len(await _left(objects)) - 1)
 
 
 async def test_a_prefix_holding_other_memories_is_refused_whole() -> None:
@@ -220,7 +221,7 @@ def test_destroy_on_s3_deletes_every_version_and_nothing_beside(s3_endpoint: str
     left = _versions_under(client, f"{target}/")
     assert {body for _, _, body in left} == {DESTROYED}, left
     assert not any(b"555-0100" in body or b"alice" in body for _, _, body in left)
-    assert f"{len(left)} tombstones left" in said
+    assert f"{len(left) - 1} tombstones left with the operator's proof of the destroy" in said
     assert _versions_under(client, f"{sibling}/") == beside
     assert "was destroyed" in cli("cat", url, "people/alice.md", expect=3)
     assert "Bob" in cli("cat", f"s3://{VERSIONED}/{sibling}", "people/bob.md")

@@ -78,5 +78,5 @@ def _report(result: Destruction) -> None:
         return
     out.print(
         f"{result.url}: destroyed; {result.versions_deleted} stored versions ({result.bytes_deleted} bytes) "
-        f"deleted, {result.tombstones} tombstones left"
+        f"deleted, {result.tombstones} tombstones left with the operator's proof of the destroy"
     )

@@ -1,0 +1,90 @@
+"""Only an operator destroys a memory: a tombstone is `memory_deleted` only beside the destroy's proof
+under `erasures/`, which the agents' grants cannot write; without it, it is a forged commit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError, Origin
+
+from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory.destroy import Destroyer
+from bucket_memory.format.codec import CorruptObjectError
+from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.policy import access_policy, operator_policy
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .helpers import cli, iam_enforced_moto
+
+ALICE = Origin(principal_id="alice")
+OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
+
+
+async def test_an_agents_tombstone_is_a_forged_commit_that_recover_removes() -> None:
+    """Was: a tombstone at the next log key, which PutObject under the prefix writes, made every
+    store answer `memory_deleted` ("drop this store") and fan-out `verify` count the memory destroyed."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+    assert await objects.create(log_key(2), DESTROYED)  # the agent's forgery
+
+    for store in (alice, LogFileStore(objects)):  # warm and cold
+        with pytest.raises(MemoryStoreError) as raised:
+            await store.read("a.md")
+        assert isinstance(raised.value, CorruptObjectError) and raised.value.key == log_key(2)
+        assert raised.value.code != "memory_deleted" and "forg" in str(raised.value)
+    admin = MemoryAdmin(LogFileStore(objects))
+    assert {problem.key for problem in await admin.verify()} == {log_key(2)}
+    await admin.recover(None, origin=OPERATOR)
+    after = LogFileStore(objects)
+    assert (await after.read("a.md")).text == "A\n"
+    assert await after.write("b.md", "B\n", expected=None, origin=ALICE) == "2"
+
+
+async def test_the_operators_destroy_makes_a_forged_tombstone_one() -> None:
+    """The proof is written before the seal, so a tombstone an agent left past the head becomes
+    the seal; every store, the one that met the forgery among them, then answers `memory_deleted`."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+    assert await objects.create(log_key(2), DESTROYED)
+    with pytest.raises(CorruptObjectError):
+        await alice.read("a.md")
+
+    await Destroyer(objects).destroy()
+
+    assert await objects.get(PROOF_KEY) == DESTROYED
+    for store in (alice, LogFileStore(objects)):
+        with pytest.raises(MemoryStoreError) as raised:
+            await store.read("a.md")
+        assert raised.value.code == "memory_deleted"
+
+
+@pytest.mark.slow  # a moto server of its own, enforcing IAM (4 s); the two above hold the rule in memory
+def test_on_moto_enforcing_iam_an_agent_cannot_destroy_and_the_operator_can() -> None:
+    import botocore.exceptions
+    import botocore.session
+
+    url, prefix = "s3://acme/users/a", "users/a/"
+    policies = {
+        "agent": json.dumps(access_policy("acme", [prefix])),
+        "operator": json.dumps(operator_policy("acme", [prefix])),
+    }
+    with iam_enforced_moto("acme", policies) as act_as:
+        act_as("agent")
+        cli("put", url, "a.md", given="A\n")
+        agent: Any = botocore.session.get_session().create_client("s3")
+        agent.put_object(Bucket="acme", Key=prefix + log_key(2), Body=DESTROYED)  # what PutObject allows
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            agent.put_object(Bucket="acme", Key=prefix + PROOF_KEY, Body=DESTROYED)
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+        said = cli("cat", url, "a.md", expect=3)
+        assert "forgery" in said and "was destroyed" not in said
+
+        act_as("operator")
+        cli("destroy", url, "--yes")
+        act_as("agent")
+        assert "was destroyed" in cli("cat", url, "a.md", expect=3)
