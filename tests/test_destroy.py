@@ -4,6 +4,7 @@ nothing beside it touched, and a destroy stopped anywhere finished by running it
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,3 +227,15 @@ def test_destroy_on_s3_deletes_every_version_and_nothing_beside(s3_endpoint: str
     assert "was destroyed" in cli("cat", url, "people/alice.md", expect=3)
     assert "Bob" in cli("cat", f"s3://{VERSIONED}/{sibling}", "people/bob.md")
     assert "0 stored versions (0 bytes) deleted" in cli("destroy", url, "--yes")  # again: nothing more to do
+
+
+async def test_a_destroyed_memory_under_the_prefix_is_no_other_memory(tmp_path: Path) -> None:
+    """Was: a parent whose child memory had been destroyed was refused for good, naming the child."""
+    for name in ("parent", "parent/child"):
+        async with open_store(tmp_path / name) as store:
+            await store.write("a.md", "a\n", expected=None, origin=ORIGIN)
+    async with open_store(tmp_path / "parent/child") as child:
+        await Destroyer(child.log.objects).destroy()
+    async with open_store(tmp_path / "parent") as parent:
+        await Destroyer(parent.log.objects).destroy()
+        await _refused(LogFileStore(parent.log.objects))

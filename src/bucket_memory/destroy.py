@@ -170,7 +170,9 @@ class Destroyer:
         return [version for versions in listed for version in versions]
 
     async def _refuse_children(self) -> None:
-        children = [prefix for prefix in await memory_prefixes(self.objects, attempts=self.attempts) if prefix]
+        children = [
+            prefix for prefix in await memory_prefixes(self.objects, attempts=self.attempts, destroyed=False) if prefix
+        ]
         if children:
             named = ", ".join(f"{self.objects.location}/{child}" for child in children[:5])
             more = f" and {len(children) - 5} more" if len(children) > 5 else ""

@@ -41,7 +41,7 @@ async def each_memory[T](
     error (destroyed, forbidden, damaged) is reported as such and the others go on; any other
     failure stops the whole.
     """
-    found = await find_memories(url)
+    found = await find_memories(url, destroyed=True)  # reported as destroyed, not left out
     done = 0
     if progress is not None:
         progress(0, len(found))
