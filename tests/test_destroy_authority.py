@@ -13,11 +13,13 @@ from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.destroy import Destroyer
 from bucket_memory.format.codec import CorruptObjectError
 from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
-from bucket_memory.format.wire_values import log_key
+from bucket_memory.format.wire_values import PENDING_PREFIX, log_key
+from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.policy import access_policy, operator_policy
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 from .helpers import cli, iam_enforced_moto
+from .test_fleet import contend
 
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
@@ -88,3 +90,32 @@ def test_on_moto_enforcing_iam_an_agent_cannot_destroy_and_the_operator_can() ->
         cli("destroy", url, "--yes")
         act_as("agent")
         assert "was destroyed" in cli("cat", url, "a.md", expect=3)
+
+
+class _DestroyedAsPublished(MemoryObjectStore):
+    """A bucket where a destroy runs whole just before an intent's create lands: after the destroy's
+    last listing, as a writer mid-commit's can."""
+
+    destroying = True
+
+    async def create(self, key: str, data: bytes) -> bool:
+        if key.startswith(PENDING_PREFIX) and self.destroying:
+            self.destroying = False
+            await Destroyer(self).destroy()
+        return await super().create(key, data)
+
+
+async def test_a_writer_mid_commit_withdraws_the_intent_it_published_after_the_destroy() -> None:
+    """Was: the intent (its write's text in it) stayed under pending/ after the destroy, until it
+    was run again; and the warm store went on publishing intents on later writes."""
+    objects = _DestroyedAsPublished()
+    writer = LogFileStore(objects)
+    await writer.write("a.md", "A\n", expected=None, origin=ALICE)
+    contend(writer)
+
+    for text in ("secret\n", "more\n"):
+        with pytest.raises(MemoryStoreError) as raised:
+            await writer.write("b.md", text, expected=None, origin=ALICE)
+        assert raised.value.code == "memory_deleted"
+        assert await objects.list(PENDING_PREFIX) == []
+    assert not any(b"secret" in data for data, _ in objects.objects.values())

@@ -68,6 +68,11 @@ class LogReader:
     def location(self) -> str:
         return self.objects.location
 
+    @property
+    def destroyed(self) -> bool:
+        """Whether a tombstone with its proof was read here: the memory is destroyed for good."""
+        return self._destroyed
+
     def proven_absent(self, key: str) -> bool:
         """Whether a stat on a local disk proves `key` absent now, with no retry or deadline around
         it (nothing there can wait that a timeout could cut); False elsewhere: ask with `get`."""
