@@ -16,6 +16,7 @@ from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
 from bucket_memory.format.wire_values import PENDING_PREFIX, log_key
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.policy import access_policy, operator_policy
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 from .helpers import cli, iam_enforced_moto
@@ -119,3 +120,26 @@ async def test_a_writer_mid_commit_withdraws_the_intent_it_published_after_the_d
         assert raised.value.code == "memory_deleted"
         assert await objects.list(PENDING_PREFIX) == []
     assert not any(b"secret" in data for data, _ in objects.objects.values())
+
+
+async def test_a_destroy_stopped_after_its_proof_leaves_the_memory_serving_until_run_again() -> None:
+    """The proof alone seals nothing: stores read and write on, and the next run seals past them."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+
+    def proof_only(operation: Operation, key: str, count: int) -> Fault | None:
+        return "crash_after" if (operation, key) == ("put", PROOF_KEY) else None
+
+    with pytest.raises(SimulatedCrash):
+        await Destroyer(FaultyObjectStore(objects, Faults(script=proof_only))).destroy()
+
+    assert not (await Destroyer(objects).plan()).sealed
+    assert await alice.write("b.md", "B\n", expected=None, origin=ALICE) == "2"
+    assert (await LogFileStore(objects).read("b.md")).text == "B\n"
+
+    done = await Destroyer(objects).destroy()
+    assert done.seal == 3
+    with pytest.raises(MemoryStoreError) as raised:
+        await alice.read("a.md")
+    assert raised.value.code == "memory_deleted"

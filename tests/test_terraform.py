@@ -395,7 +395,8 @@ def test_the_s3_modules_policies_are_what_policy_prints(terraform: Terraform) ->
     root.mkdir()
     (root / "main.tf").write_text(
         'provider "aws" {\n  region = "us-east-1"\n  access_key = "x"\n  secret_key = "x"\n'
-        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n  skip_metadata_api_check = true\n}\n"
+        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n"
+        "  skip_metadata_api_check = true\n}\n"
         + 'variable "prefixes" {\n  type = list(string)\n}\n'
         + "".join(
             f'variable "{name}" {{\n  type = string\n  default = null\n}}\n' for name in ("kms_key_arn", "tenant_tag")
