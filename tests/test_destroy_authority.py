@@ -15,12 +15,13 @@ from bucket_memory.format.codec import CorruptObjectError
 from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
 from bucket_memory.format.wire_values import PENDING_PREFIX, log_key
 from bucket_memory.objects.memory import MemoryObjectStore
-from bucket_memory.policy import access_policy, operator_policy
+from bucket_memory.policy import access_policy, gcs_write_condition, operator_policy
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 from .helpers import cli, iam_enforced_moto
 from .test_fleet import contend
+from .test_policy import GRANTED, _cel_admits, _s3_allows
 
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
@@ -143,3 +144,15 @@ async def test_a_destroy_stopped_after_its_proof_leaves_the_memory_serving_until
     with pytest.raises(MemoryStoreError) as raised:
         await alice.read("a.md")
     assert raised.value.code == "memory_deleted"
+
+
+def test_only_operators_write_the_proof_on_s3_and_gcs() -> None:
+    """The proof is under erasures/: the agents' Deny (S3, their memory and any nested under it) and
+    their write binding's condition (GCS, each prefix named) refuse it, as they refuse erasure records."""
+    for memory in ("teams/", "teams/blue/", "teams/green/x/"):
+        assert not _s3_allows(access_policy("acme", GRANTED), "s3:PutObject", memory + PROOF_KEY)
+        assert not _s3_allows(access_policy("acme", GRANTED), "s3:DeleteObject", memory + PROOF_KEY)
+        assert _s3_allows(operator_policy("acme", GRANTED), "s3:PutObject", memory + PROOF_KEY)
+        assert _s3_allows(access_policy("acme", GRANTED), "s3:PutObject", memory + log_key(2))  # a tombstone's key
+    for memory in GRANTED:
+        assert not _cel_admits(gcs_write_condition("acme", GRANTED), memory + PROOF_KEY)
