@@ -18,7 +18,6 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
 from .format.tombstone import PROOF_KEY
-from .format.wire_values import log_key
 from .log.options import LogOptions
 from .objects.bulk import RollingObjectStore
 from .objects.credentials import no_google_credentials
@@ -223,7 +222,8 @@ async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6, destroyed:
     """
     if not isinstance(objects, RollingObjectStore):
         listed = await retrying(lambda: objects.list(""), what=f"Listing {objects.location}", attempts=attempts)
-        return _living({info.key for info in listed}, destroyed)
+        return _living(set(), {info.key for info in listed}, destroyed)
+    rolled_up: set[str] = set()
     keys: set[str] = set()
     folders = [""]
     while folders:
@@ -236,23 +236,23 @@ async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6, destroyed:
             )
             for rolled in page.prefixes:
                 if rolled == "log/" or rolled.endswith("/log/"):
-                    keys.add(rolled.removesuffix("log/") + log_key(1))  # stands for the log folder rolled up
+                    rolled_up.add(rolled.removesuffix("log/").rstrip("/"))
                 else:
                     folders.append(rolled)
             keys.update(page.keys)
             if (token := page.token) is None:
                 break
-    return _living(keys, destroyed)
+    return _living(rolled_up, keys, destroyed)
 
 
 _MEMORY_KEY = re.compile(r"(?:(.*)/)?(?:log|checkpoints)/\d{20}\.json")
 _PROOF_KEY = re.compile(rf"(?:(.*)/)?{re.escape(PROOF_KEY)}")
 
 
-def _living(keys: set[str], destroyed: bool) -> list[str]:
-    """The memories `keys` name, by the prefixes of their commits and checkpoints; without
-    `destroyed`, less those holding a destroy's proof."""
-    found = {match[1] or "" for key in keys if (match := _MEMORY_KEY.fullmatch(key))}
+def _living(rolled_up: set[str], keys: set[str], destroyed: bool) -> list[str]:
+    """The memories whose logs were rolled up and those `keys` name by their commits and
+    checkpoints; without `destroyed`, less those `keys` show holding a destroy's proof."""
+    found = rolled_up | {match[1] or "" for key in keys if (match := _MEMORY_KEY.fullmatch(key))}
     if not destroyed:
         found -= {match[1] or "" for key in keys if (match := _PROOF_KEY.fullmatch(key))}
     return sorted(found)
