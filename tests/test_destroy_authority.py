@@ -13,7 +13,7 @@ from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.destroy import Destroyer
 from bucket_memory.format.codec import CorruptObjectError
 from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
-from bucket_memory.format.wire_values import PENDING_PREFIX, log_key
+from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, log_key
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.policy import access_policy, gcs_write_condition, operator_policy
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -156,3 +156,19 @@ def test_only_operators_write_the_proof_on_s3_and_gcs() -> None:
         assert _s3_allows(access_policy("acme", GRANTED), "s3:PutObject", memory + log_key(2))  # a tombstone's key
     for memory in GRANTED:
         assert not _cel_admits(gcs_write_condition("acme", GRANTED), memory + PROOF_KEY)
+
+
+async def test_an_agents_tombstone_at_a_checkpoint_key_is_passed_over_by_every_cold_start() -> None:
+    """Was: a tombstone at a checkpoint key (or over the newest checkpoint) refused every cold start as
+    destroyed; `destroy` leaves none there, so it is a forgery, passed over as any checkpoint that
+    does not decode where the log reaches past it."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+    await alice.write("c.md", "C\n", expected=None, origin=ALICE)
+    assert await objects.create(checkpoint_key(1), DESTROYED)
+
+    cold = LogFileStore(objects)
+    assert (await cold.read("a.md")).text == "A\n"
+    assert await cold.write("b.md", "B\n", expected=None, origin=ALICE) == "3"
+    assert checkpoint_key(1) in {problem.key for problem in await MemoryAdmin(LogFileStore(objects)).verify()}
