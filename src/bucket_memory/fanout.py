@@ -46,7 +46,7 @@ async def each_memory[T](
     failure stops the whole.
     """
     checked_concurrency(concurrency)  # before the listing: a wrong one costs no request
-    found = await find_memories(url)
+    found = await find_memories(url, destroyed=True)  # reported as destroyed, not left out
     return await each_of(
         found,
         lambda memory: open_store(memory, read_only=read_only),

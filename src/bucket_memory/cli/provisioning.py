@@ -154,25 +154,39 @@ def policy(
     kms_key: Annotated[
         str | None, typer.Option(help="S3: the bucket's KMS key ARN, to grant through S3.", show_default=False)
     ] = None,
+    tenant_tag: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="S3: grant each session the memory PREFIX/<its NAME tag> alone (${aws:PrincipalTag/NAME}), "
+            "for one role serving every tenant through AssumeRole or TagSession tags. Not on GCS.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Print the IAM grants the memories need, as the Terraform modules write them; changes nothing.
 
     On S3, a policy document for agents (or, with --operator, for operators), limited to the
-    prefixes; attach it with `aws iam put-role-policy`. On GCS, each role to bind and its condition.
-    Agents never create or delete an erasure record (only --operator does).
+    prefixes, or with --tenant-tag to the memory of each session's tenant under them; attach it
+    with `aws iam put-role-policy`. On GCS, each role to bind and its condition. Agents never create
+    or delete an erasure record or a destroy's proof (only --operator does).
     Example: bucket-memory policy s3://my-memories/team > policy.json
     """
+    from a13n_harness.providers.memory import MemoryStoreError
+
     from ..objects.urls import parse_url
-    from ..policy import access_policy, memory_prefixes, operator_policy
+    from ..policy import GCS_TENANT_LIMIT, access_policy, memory_prefixes, operator_policy
 
     with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
         parsed = [parse_url(url) for url in urls]
         bucket, prefixes = memory_prefixes(parsed)
         if parsed[0].scheme == "gs":
+            if tenant_tag is not None:
+                raise MemoryStoreError("invalid_path", f"--tenant-tag is for S3 only. {GCS_TENANT_LIMIT}")
             _print_gcs_bindings(bucket, prefixes, operator)
             return
         made = operator_policy if operator else access_policy
-        out.print(json.dumps(made(bucket, prefixes, kms_key), indent=2))
+        out.print(json.dumps(made(bucket, prefixes, kms_key, tenant_tag=tenant_tag), indent=2))
 
 
 def _print_gcs_bindings(bucket: str, prefixes: list[str], operator: bool) -> None:
