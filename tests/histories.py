@@ -185,7 +185,7 @@ async def random_client(
             if isinstance(await recorder.call("purge", lambda origin: store.purge()), Done):
                 known.clear()
         elif action < 0.05 and warp is not None:
-            grace = store.log.options.grace_period
+            grace = store.options.grace_period
             await warp.advance(grace / 6, span=grace / 3)
             with contextlib.suppress(MemoryStoreError):
                 await MemoryAdmin(store).compact()

@@ -206,7 +206,7 @@ def test_destroy_on_s3_deletes_every_version_and_nothing_beside(s3_endpoint: str
         async with open_store(f"s3://{VERSIONED}/{sibling}") as store:
             await store.write("people/bob.md", "Bob\n", expected=None, origin=ORIGIN)
         async with open_store(f"s3://{VERSIONED}/{target}") as store:
-            await _filled(store.log.objects)
+            await _filled(store.objects)
 
     asyncio.run(seed())
     client.delete_object(Bucket=VERSIONED, Key=f"{target}/checkpoints/{'0' * 19}9.json")  # a delete marker

@@ -77,7 +77,7 @@ async def open_store(
         try:
             store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
             if check_endpoint:
-                await check_create_only(store.log.objects)
+                await check_create_only(store.objects)
             yield store
             await store.settle()
         finally:
@@ -200,7 +200,7 @@ async def find_memories(url: str | os.PathLike[str]) -> list[str]:
         return sorted(str(folder) for folder in await asyncio.to_thread(_local_memories, Path(where.path)))
     base = f"{where.scheme}://{where.bucket}"
     async with open_store(url, read_only=True) as store:
-        prefixes = await memory_prefixes(store.log.objects, attempts=store.log.options.request_attempts)
+        prefixes = await memory_prefixes(store.objects, attempts=store.options.request_attempts)
     return sorted(
         f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
     )

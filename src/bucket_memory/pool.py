@@ -94,7 +94,7 @@ class StorePool:
 
 
 def _bytes(store: LogFileStore) -> int:
-    state = store.log.cached_state
+    state = store.cached_state
     return state.stored_bytes if state is not None else 0
 
 

@@ -131,7 +131,7 @@ def _check_create_only(url: str) -> None:
 
     async def checked() -> None:
         async with open_store(url) as store:
-            await check_create_only(store.log.objects)
+            await check_create_only(store.objects)
 
     with store_errors():
         asyncio.run(checked())
@@ -204,9 +204,9 @@ def doctor(url: Url, as_json: Json = False) -> None:
     from .output import Checked
 
     async def work(admin: MemoryAdmin) -> str | None:
-        await check_create_only(admin.store.log.objects)
+        await check_create_only(admin.store.objects)
         await admin.store.list()
-        if not isinstance(admin.store.log.objects, VersionedObjectStore):
+        if not isinstance(admin.store.objects, VersionedObjectStore):
             return None
         return await admin.recovery.versioning()
 
