@@ -182,7 +182,7 @@ async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_p
     for number in range(6):
         await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
         await store.settle()
-    await MemoryAdmin(store).compact()
+    await store.compact()
     assert min(seq for seq, _ in await store.reader.list_log()) > plan.erasure  # the erasure's commit is gone
 
     admin = MemoryAdmin(LogFileStore(objects, options=compacting))

@@ -281,7 +281,7 @@ async def test_a_garbage_checkpoint_stops_no_cold_start_and_no_compaction_delete
         for n in range(3):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
         assert await alice.objects.create(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}')
-        compaction = await MemoryAdmin(alice).compact()
+        compaction = await alice.compact()
         assert compaction.log_deleted == 0
     async with memory() as cold:
         assert await files_of(cold) == {f"{n}.md": f"note {n}\n" for n in range(3)}
@@ -407,7 +407,7 @@ async def test_what_verify_reads_of_the_versions_is_bounded_by_what_the_bucket_k
     for n in range(200):
         await store.write(f"f{n % 50}.md", f"text {n}\n", expected=None if n < 50 else str(n - 49), origin=ALICE)
     await store.settle()
-    await MemoryAdmin(store).compact()
+    await store.compact()
     admin = MemoryAdmin(LogFileStore(objects, options=options))
     objects.calls.clear()
     assert await admin.history.verify() == []

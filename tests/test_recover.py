@@ -254,7 +254,7 @@ async def test_recover_after_purge_and_compaction(versioned_url: str) -> None:
         # Not synchronization: S3 lists times in whole seconds and the store ages objects from the end
         # of their second, so even with no grace period an object is compacted a second after it is made.
         await asyncio.sleep(1.1)
-        await MemoryAdmin(store).compact()
+        await store.compact()
         with pytest.raises(MemoryStoreError) as caught:
             await MemoryAdmin(store).read_at("f1.md", "2")
         assert caught.value.code == "not_found", "the live log no longer reaches before the purge"

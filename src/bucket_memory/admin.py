@@ -20,7 +20,6 @@ from .history.chain import History, Problem
 from .history.erased_paths import ErasedPaths
 from .history.erasure import Erasure, ErasurePlan
 from .history.recovery import PastState, Recovery
-from .log.housekeeping import Compaction
 from .objects.interface import VersionedObjectStore
 from .objects.retry import FETCH_CONCURRENCY
 from .reports import Changeset, Recovered, Revision, Stats, revisions_of
@@ -255,10 +254,6 @@ class MemoryAdmin:
             checkpoint=checkpoints[-1][0] if checkpoints else None,
             checkpoint_age=now - checkpoints[-1][1].modified if checkpoints else None,
         )
-
-    async def compact(self) -> Compaction:
-        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
-        return await self.store.compact()
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
         """Every problem with the objects under the prefix; empty when the memory is whole. An

@@ -84,7 +84,7 @@ async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw:
             ledger.erasure_done(path, plan.erasure, step)
         return f"{path} -> erasure at {plan.erasure}"
     if kind == "compact":
-        return f"-> floor {(await admin.compact()).floor}"
+        return f"-> floor {(await admin.store.compact()).floor}"
     if kind == "recover":
         done = await admin.recover(None, origin=OPERATOR)
         ledger.moved(done.restoration.reapplied)
