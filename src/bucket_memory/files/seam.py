@@ -75,7 +75,7 @@ class LogSeam:
     @property
     def reader(self) -> LogReader:
         """The stored log read as it is, changing nothing: its commits, checkpoints, runs and
-        erasure records, for the history, verify and recovery (a reader trusts no cache)."""
+        erasure records, for the history, verify and recovery (the reader caches nothing)."""
         return self._log.reader
 
     @property
@@ -95,11 +95,8 @@ class LogSeam:
         return await self._log.objects.now()
 
     @property
-    def operation_timeout(self) -> float:
-        return self._log.options.operation_timeout
-
-    @property
     def read_only(self) -> bool:
+        """Whether the store was opened read-only, so that every change is refused (`check_writable`)."""
         return self._log.read_only
 
     def check_writable(self) -> None:
