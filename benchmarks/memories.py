@@ -179,7 +179,7 @@ async def _template(opened: Callable[[], AbstractAsyncContextManager[LogFileStor
     async with opened() as store:
         await store.write("profile.md", PROFILE, expected=None, origin=ORIGIN)
         await store.settle()
-        objects = store.log.objects
+        objects = store.objects
         found = {info.key: await objects.get(info.key) for info in await objects.list("")}
     return {key: data for key, data in found.items() if data is not None}
 
@@ -216,7 +216,7 @@ async def operations(backend: Backend, memories: int) -> dict[str, Any]:
 
     async def destroy() -> None:
         async with backend.opened("users/new") as store:
-            await Destroyer(store.log.objects).destroy()
+            await Destroyer(store.objects).destroy()
 
     measured = {"create": await timed(backend, create), "open": await timed(backend, open_one)}
     measured["list"] = await timed(backend, listing)

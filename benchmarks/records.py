@@ -115,7 +115,7 @@ async def cold_search(objects: MemoryObjectStore, ranking: Ranking) -> tuple[flo
     """CPU seconds of the log's cold start and of the first search after it, in a store of its own
     that is gone afterwards (a cold process holds one)."""
     store = LogRecordStore(LogFileStore(objects, max_bytes=SPACIOUS), embedder=embedder(), ranking=ranking)
-    state = await cpu_of(store.files.log.fresh_state)
+    state = await cpu_of(store.files.state)
     return state, await cpu_of(lambda: store.search("word1 word2 word3", limit=5))
 
 
@@ -252,10 +252,10 @@ async def rollout(records: int = 200, searches: int = 6) -> dict[str, float]:
     )
     models = [HashingEmbeddingModel("hashing-v1", 64), HashingEmbeddingModel("hashing-v2", 32)]
     stores = [LogRecordStore(LogFileStore(objects), embedder=Embedder(model), origin=ORIGIN) for model in models]
-    before = (await seeder.log.fresh_state()).head
+    before = (await seeder.state()).head
     for n in range(searches):
         await stores[n % 2].search("which team owns the release", limit=5)
-    commits = (await seeder.log.fresh_state()).head - before
+    commits = (await seeder.state()).head - before
     embedded = sum(len(model.embedded) for model in models) - searches
     return {"records": records, "searches": searches, "embedded": embedded, "commits": commits}
 

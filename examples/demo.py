@@ -183,7 +183,7 @@ async def _run_agent(url: str, name: str, model_name: str | None, barrier: Any) 
 
 async def _count_requests(store: LogFileStore, counts: Counter[str]) -> None:
     """Count S3 requests by operation (other backends are not counted)."""
-    objects = store.log.objects
+    objects = store.objects
     if type(objects).__name__ == "S3ObjectStore":
         client = await objects.client()  # type: ignore[attr-defined]
         client.meta.events.register("before-call.s3", lambda model, **_: counts.update([model.name]))

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from a13n_harness.providers.memory import Changes, FileText, FullResync, MemoryStoreError
 
-from bucket_memory import LogFileStore, MemoryAdmin
+from bucket_memory import LogFileStore
 from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq
 from bucket_memory.objects.interface import ObjectInfo, ObjectStore
@@ -185,10 +185,10 @@ async def random_client(
             if isinstance(await recorder.call("purge", lambda origin: store.purge()), Done):
                 known.clear()
         elif action < 0.05 and warp is not None:
-            grace = store.log.options.grace_period
+            grace = store.options.grace_period
             await warp.advance(grace / 6, span=grace / 3)
             with contextlib.suppress(MemoryStoreError):
-                await MemoryAdmin(store).compact()
+                await store.compact()
         elif action < 0.2 or (action >= 0.7 and seen is None):
             outcome = await recorder.call("read", lambda origin: store.read(path), path=path)  # noqa: B023
             if isinstance(outcome, Done) and isinstance(outcome.value, FileText):

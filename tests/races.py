@@ -311,7 +311,7 @@ def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
     async def write() -> None:
         async with open_store(url) as store:
             await store.list()
-            store.log.head.traffic.lost_at = store.log.options.clock()  # contended: through an intent
+            store._log.head.traffic.lost_at = store.options.clock()  # contended: through an intent
             await store.write(f"{name}.md", name, expected=None, origin=Origin(run_id=name, tool_call_id=name))
 
     asyncio.run(write())

@@ -112,8 +112,8 @@ def test_a_version_outside_the_history_says_where_the_history_is(url: str) -> No
             for text in "abcde":
                 version = await store.write("a.md", text, expected=version, origin=Origin(principal_id="test"))
         async with open_store(url) as store:
-            assert [seq for seq, _ in await store.log.reader.list_checkpoints()] == [3]
-            await store.log.objects.delete([log_key(1), log_key(2)])  # as a compaction to commit 3 does
+            assert [seq for seq, _ in await store.reader.list_checkpoints()] == [3]
+            await store.objects.delete([log_key(1), log_key(2)])  # as a compaction to commit 3 does
 
     asyncio.run(five_commits_the_first_two_compacted())
     ahead = cli_failure("cat", url, "a.md", "--version", "99", expect=EXIT_STORE)

@@ -179,7 +179,7 @@ def _seed(url: str, texts: dict[str, str]) -> None:
 def _files(url: str) -> dict[str, str]:
     import asyncio
 
-    state = asyncio.run(LogFileStore(LocalObjectStore(url)).log.fresh_state())
+    state = asyncio.run(LogFileStore(LocalObjectStore(url)).state())
     return {path: live.text for path, live in state.files.items()}
 
 

@@ -175,7 +175,7 @@ def test_ctrl_c_while_an_intent_is_pending_says_the_write_may_still_land(s3_endp
 
     async def another_writer_commits() -> None:
         async with open_store(url) as store:
-            assert [info.key for info in await store.log.objects.list("pending/")] == [found[1]]
+            assert [info.key for info in await store.objects.list("pending/")] == [found[1]]
             contend(store)  # its next write goes through an intent too, so it folds the pending ones
             await store.write("later.md", "later", expected=None, origin=Origin(run_id="later"))
             await store.settle()

@@ -106,7 +106,7 @@ async def test_compaction_and_purge_race_live_writers_and_readers(s3_client: Any
 
     # The first commit key, not the first key: a run stored by a writer that listed before another's
     # compaction deleted runs may sit below the first commit until the next compaction (CI met one).
-    kept = [seq for info in await sleeper.log.objects.list(LOG_PREFIX) if (seq := key_seq(info.key)) is not None]
+    kept = [seq for info in await sleeper.objects.list(LOG_PREFIX) if (seq := key_seq(info.key)) is not None]
     first_kept = kept[0] if kept else None
     assert first_kept is not None and first_kept > 2, "compaction removed the commits after the sleepers' heads"
 

@@ -208,7 +208,7 @@ def test_destroy_on_s3_deletes_every_version_and_nothing_beside(s3_endpoint: str
         async with open_store(f"s3://{VERSIONED}/{sibling}") as store:
             await store.write("people/bob.md", "Bob\n", expected=None, origin=ORIGIN)
         async with open_store(f"s3://{VERSIONED}/{target}") as store:
-            await _filled(store.log.objects)
+            await _filled(store.objects)
 
     asyncio.run(seed())
     client.delete_object(Bucket=VERSIONED, Key=f"{target}/checkpoints/{'0' * 19}9.json")  # a delete marker
@@ -235,7 +235,7 @@ async def test_a_destroyed_memory_under_the_prefix_is_no_other_memory(tmp_path: 
         async with open_store(tmp_path / name) as store:
             await store.write("a.md", "a\n", expected=None, origin=ORIGIN)
     async with open_store(tmp_path / "parent/child") as child:
-        await Destroyer(child.log.objects).destroy()
+        await Destroyer(child.objects).destroy()
     async with open_store(tmp_path / "parent") as parent:
-        await Destroyer(parent.log.objects).destroy()
-        await _refused(LogFileStore(parent.log.objects))
+        await Destroyer(parent.objects).destroy()
+        await _refused(LogFileStore(parent.objects))

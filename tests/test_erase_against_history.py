@@ -156,7 +156,7 @@ async def test_rollback_restore_and_import_never_write_an_erased_text_back(tmp_p
     await store.settle()
     exported = tmp_path / "old-export"
     await export_snapshot(store, exported)  # made before the erasure: it holds archive/alice.md
-    head = (await store.log.fresh_state()).head
+    head = (await store.state()).head
     before = await store.read("notes/keep.md")
     kept = before.text
     await store.write("notes/keep.md", "changed after the export\n", expected=before.version, origin=DPO)

@@ -37,9 +37,9 @@ EVERY_COMMIT = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1)
 
 async def forge(store: LogFileStore, *changes: Change, origin: Origin = MALLORY) -> Commit:
     """What an agent's PutObject can do: the next log key with a commit hashed and chained as the store would."""
-    state = await store.log.proven_state()
+    state = await store.state(proven=True)
     commit = Commit.create(state.head + 1, state.head_hash, changes, origin, at=time.time())
-    assert await store.log.objects.create(log_key(commit.seq), commit.encode())
+    assert await store.objects.create(log_key(commit.seq), commit.encode())
     return commit
 
 
@@ -112,7 +112,7 @@ async def test_the_operators_erasure_is_recorded_before_its_commit_and_applies_e
     plan = await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
     assert plan.erasure is not None
     keys = [info.key for info in await objects.list(ERASURES_PREFIX)]
-    assert keys == [erasure_record_key(plan.erasure, (await warm.log.reader.commit(plan.erasure)).hash)]  # type: ignore[union-attr]
+    assert keys == [erasure_record_key(plan.erasure, (await warm.reader.commit(plan.erasure)).hash)]  # type: ignore[union-attr]
     assert await files_of(warm) == {} and await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {}
     assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
 
@@ -123,7 +123,7 @@ async def test_a_store_refuses_to_commit_an_erasure_erase_did_not_record() -> No
     store = LogFileStore(VersionedMemoryObjectStore(), options=NO_CHECKPOINTS)
     await store.write("a.md", "A\n", expected=None, origin=ALICE)
     with pytest.raises(MemoryStoreError) as raised:
-        await store.log.commit(lambda state: (Erase(path="a.md"),), ALICE)
+        await store.commit(lambda state: (Erase(path="a.md"),), ALICE)
     assert raised.value.code == "forbidden"
     assert await files_of(store) == {"a.md": "A\n"}
 
@@ -182,8 +182,8 @@ async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_p
     for number in range(6):
         await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
         await store.settle()
-    await MemoryAdmin(store).compact()
-    assert min(seq for seq, _ in await store.log.reader.list_log()) > plan.erasure  # the erasure's commit is gone
+    await store.compact()
+    assert min(seq for seq, _ in await store.reader.list_log()) > plan.erasure  # the erasure's commit is gone
 
     admin = MemoryAdmin(LogFileStore(objects, options=compacting))
     found = read_directory(exported, store.format)

@@ -55,7 +55,7 @@ async def test_no_operation_on_a_32_mib_memory_stalls_the_event_loop(memory_url:
             writing.append(measured.longest)
             if measured.longest < LONGEST_STALL:
                 break
-        assert store.log.cached_state is not None and store.log.cached_state.live_bytes > 32_000_000
+        assert store.cached_state is not None and store.cached_state.live_bytes > 32_000_000
 
     async def cold_reads() -> float:
         async with open_store(memory_url, options=options) as store:
@@ -99,17 +99,17 @@ def made_outside_any_loop(
         case "local":
             return LogFileStore.local(tmp_path / "memory", options=options)
         case "memory":
-            objects = like.log.objects if like is not None else MemoryObjectStore()
+            objects = like.objects if like is not None else MemoryObjectStore()
             return LogFileStore(objects, options=options)
         case "s3":
             request.getfixturevalue("s3_endpoint")
-            prefix = like.log.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
+            prefix = like.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
             return LogFileStore.s3(bucket=BUCKET, prefix=prefix, options=options)
         case _:
             request.getfixturevalue("gcs_endpoint")
             from google.cloud import storage
 
-            prefix = like.log.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
+            prefix = like.objects.prefix if like is not None else unique_prefix()  # type: ignore[attr-defined]
             return LogFileStore.gcs(storage.Client(), bucket=BUCKET, prefix=prefix, options=options)
 
 

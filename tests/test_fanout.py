@@ -140,7 +140,7 @@ AGED = LogOptions(grace_period=0.0, retain_commits=1, retain_seconds=0.0)
 WORK: dict[str, Callable[[MemoryAdmin], Awaitable[object]]] = {
     "verify": lambda admin: admin.verify(),
     "stats": lambda admin: admin.stats(),
-    "compact": lambda admin: admin.compact(),
+    "compact": lambda admin: admin.store.compact(),
     "doctor": doctor_checks,
 }
 

@@ -125,7 +125,7 @@ async def run_random_faults(seed: int, *, writers: int, operations: int) -> None
             clock.now += 10
             await asyncio.sleep(0.002)
             with contextlib.suppress(MemoryStoreError):
-                await MemoryAdmin(stores[0]).compact()
+                await stores[0].compact()
 
     await asyncio.gather(
         *(random_writer(store, f"w{i}", operations, seed * 100 + i, outcomes) for i, store in enumerate(stores)),
@@ -214,10 +214,10 @@ async def test_a_compaction_that_dies_midway_leaves_a_loadable_memory(when: Faul
     objects.clock += 11
     dying = LogFileStore(FaultyObjectStore(objects, crashing("delete", "", when)), options=options)
     with pytest.raises(SimulatedCrash):
-        await MemoryAdmin(dying).compact()
+        await dying.compact()
     after = LogFileStore(objects, options=options)
     assert len(await after.list()) == 10
-    result = await MemoryAdmin(after).compact()
+    result = await after.compact()
     assert result.floor == 8
     assert next(info.key for info in await objects.list(LOG_PREFIX)).endswith("00000000000000000008.json")
     assert len(await LogFileStore(objects, options=options).list()) == 10
@@ -258,7 +258,7 @@ async def test_a_stale_writer_and_reader_never_act_on_a_compacted_head() -> None
         await busy.write(f"other{index}.md", "x", expected=None, origin=ORIGIN)
     objects.clock += grace + 1
     await busy.write("late.md", "x", expected=None, origin=ORIGIN)
-    assert (await MemoryAdmin(busy).compact()).floor == 10
+    assert (await busy.compact()).floor == 10
     assert await objects.get("log/00000000000000000002.json") is None, "the key after the sleepers' head is gone"
 
     clock.now += grace / 2 + 1  # both slept past half the grace period
@@ -335,7 +335,7 @@ async def test_a_commit_found_landed_later_confirms_the_head_only_as_of_its_firs
     clock.now += 61
     gated.release.set()
     assert await pending == "2"
-    assert (await MemoryAdmin(others).compact()).floor == 4
+    assert (await others.compact()).floor == 4
     await late.write("c.md", "3", expected=None, origin=ORIGIN)
     assert objects.recreated == []
     assert await MemoryAdmin(LogFileStore(objects)).verify() == []
@@ -357,7 +357,7 @@ async def test_a_probe_answered_after_half_the_grace_period_proves_nothing() -> 
     await gated.reached.wait()
     objects.clock += 61  # the checkpoint at 40 ages past the grace period, for server and writers alike
     clock.now += 61
-    assert (await MemoryAdmin(others).compact()).floor == 40
+    assert (await others.compact()).floor == 40
     gated.release.set()
     assert await pending == "41"
     assert objects.recreated == []
@@ -396,6 +396,6 @@ async def test_a_freshness_probe_answered_too_late_is_not_taken_for_the_head() -
     await slow.reached.wait()
     objects.clock += 61  # the checkpoint at 4 ages past the grace period, for server and writers alike
     clock.now += 61
-    assert (await MemoryAdmin(writer).compact()).floor == 4
+    assert (await writer.compact()).floor == 4
     slow.release.set()
     assert (await pending).text == "5"

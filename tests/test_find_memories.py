@@ -145,6 +145,6 @@ async def test_a_destroyed_local_memory_is_not_listed(tmp_path: Path) -> None:
         async with open_store(tmp_path / name) as store:
             await store.write("a.md", "a\n", expected=None, origin=Origin())
     async with open_store(tmp_path / "gone") as store:
-        await Destroyer(store.log.objects).destroy()
+        await Destroyer(store.objects).destroy()
     assert await find_memories(tmp_path) == [str(tmp_path / "kept")]
     assert await find_memories(tmp_path, destroyed=True) == [str(tmp_path / name) for name in ("gone", "kept")]

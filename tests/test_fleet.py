@@ -56,7 +56,7 @@ QUOTA = 32 * 1024 * 1024
 
 def contend(store: LogFileStore) -> None:
     """Make the store's next writes go through intents, as after a lost race."""
-    store.log.head.traffic.lost_at = store.log.options.clock()
+    store._log.head.traffic.lost_at = store.options.clock()
 
 
 async def publish(objects: ObjectStore, intent: Intent) -> None:
@@ -104,7 +104,7 @@ async def test_another_process_folds_a_published_intent_exactly_once() -> None:
     objects = MemoryObjectStore()
     folder = LogFileStore(objects)
     await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
-    genesis = (await folder.log.proven_state()).genesis
+    genesis = (await folder.state(proven=True)).genesis
     orphan = an_intent("orphan.md", "from a frozen author", base=1, genesis=genesis)
     await publish(objects, orphan)
     contend(folder)
@@ -128,7 +128,7 @@ async def test_an_intent_its_checks_refuse_is_settled_as_refused_or_unchanged() 
     objects = MemoryObjectStore()
     folder = LogFileStore(objects)
     await folder.write("f.md", "same", expected=None, origin=ORIGIN)
-    genesis = (await folder.log.proven_state()).genesis
+    genesis = (await folder.state(proven=True)).genesis
     stale = an_intent("f.md", "over a version long gone", base=1, genesis=genesis, expected="99")
     unchanged = an_intent("f.md", "same", base=1, genesis=genesis, expected="1")
     for intent in (stale, unchanged):
@@ -169,13 +169,13 @@ async def test_the_window_of_settled_intents_survives_a_checkpoint_and_a_cold_op
     options = LogOptions(checkpoint_min_commits=2, checkpoint_max_commits=2)
     folder = LogFileStore(objects, options=options)
     await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
-    intent = an_intent("x.md", "x", base=1, genesis=(await folder.log.proven_state()).genesis)
+    intent = an_intent("x.md", "x", base=1, genesis=(await folder.state(proven=True)).genesis)
     await publish(objects, intent)
     contend(folder)
     await folder.write("y.md", "y", expected=None, origin=ORIGIN)
     await folder.settle()
     cold = LogFileStore(objects, options=options)
-    state = await cold.log.proven_state()
+    state = await cold.state(proven=True)
     assert intent.id in state.folds.settled and not state.folds.foldable(intent.id, intent.base, state.head + 1)
 
 
@@ -208,7 +208,7 @@ async def test_hostile_intents_are_never_folded(forge: str) -> None:
     objects = MemoryObjectStore()
     folder = LogFileStore(objects)
     await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
-    genesis = (await folder.log.proven_state()).genesis
+    genesis = (await folder.state(proven=True)).genesis
     honest = an_intent("evil.md", "evil", base=1, genesis=genesis)
     key, data = honest.key, honest.encode()
     match forge:
@@ -306,7 +306,7 @@ async def test_a_forged_run_is_passed_over_not_taken_for_the_log(forge: str) -> 
     else:
         data = Run.made(forged).encode()[:-10]
     await objects.create(run_key(top), data)
-    state = await reader.log.proven_state()
+    state = await reader.state(proven=True)
     assert {path: live.text for path, live in state.files.items()} == {f"{n}.md": "true" for n in range(top)}
     assert any("run" in problem.message for problem in await MemoryAdmin(writer).verify())
 
@@ -319,7 +319,7 @@ async def test_erase_deletes_the_intents_and_runs_that_spell_the_file() -> None:
         await (writer, other)[number % 2].write(f"n{number}.md", "x", expected=None, origin=ORIGIN)
     for store in (writer, other):
         await store.settle()
-    genesis = (await writer.log.proven_state()).genesis
+    genesis = (await writer.state(proven=True)).genesis
     pending_write = an_intent("people/alice.md", "alice 4242-SECRET again", base=1, genesis=genesis, expected="0")
     await publish(objects, pending_write)
     assert any(run_seq(key) is not None for key in objects.objects)
@@ -465,7 +465,7 @@ async def test_two_intents_of_one_id_never_stop_a_fold() -> None:
     objects = MemoryObjectStore()
     folder = LogFileStore(objects)
     await folder.write("seed.md", "s", expected=None, origin=ORIGIN)
-    genesis = (await folder.log.proven_state()).genesis
+    genesis = (await folder.state(proven=True)).genesis
     first = an_intent("a.md", "a", base=1, genesis=genesis)
     twin = Intent.signed(
         seq=1, id=first.id, made=first.made + 1, origin=AUTHOR, operation=first.operation, genesis=genesis
@@ -590,15 +590,15 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
     author, folder = LogFileStore(objects), LogFileStore(objects)
     await author.write("seed.md", "s", expected=None, origin=ORIGIN)
     await author.list()
-    genesis = (await author.log.proven_state()).genesis
+    genesis = (await author.state(proven=True)).genesis
     mine = an_intent("mine.md", "the author's", base=1, genesis=genesis)
     await publish(objects, mine)
     contend(folder)
     await folder.write("first.md", "f", expected=None, origin=ORIGIN)  # folds it at 2
     for number in range(FOLD_WINDOW + 1):
         await folder.write(f"other-{number}.md", "o", expected=None, origin=ORIGIN)
-    await author.log.head.catch_up()  # as another operation of the author's process would
-    assert author.log.head.seq >= 1 + FOLD_WINDOW
+    await author._log.head.catch_up()  # as another operation of the author's process would
+    assert author._log.head.seq >= 1 + FOLD_WINDOW
     outcome = await author.fleet._wait(_Waiting(mine, known=1), [])
     assert outcome == Settled(2) and not isinstance(outcome, Replan)
 
@@ -606,7 +606,7 @@ async def test_an_author_whose_head_passed_its_window_unseen_finds_its_settlemen
 async def _seeded_with_orphan(objects: ObjectStore) -> Intent:
     """A memory of one commit, and the intent of a frozen author on it, to be published last."""
     await LogFileStore(objects).write("seed.md", "s", expected=None, origin=ORIGIN)
-    genesis = (await LogFileStore(objects).log.proven_state()).genesis
+    genesis = (await LogFileStore(objects).state(proven=True)).genesis
     return an_intent("orphan.md", "from a frozen author", base=1, genesis=genesis)
 
 
@@ -689,7 +689,7 @@ async def test_an_intent_is_folded_under_the_folder_s_quota_not_its_own() -> Non
     objects = MemoryObjectStore()
     small = LogFileStore(objects, max_bytes=1000)
     await small.write("seed.md", "s", expected=None, origin=ORIGIN)
-    genesis = (await small.log.proven_state()).genesis
+    genesis = (await small.state(proven=True)).genesis
     greedy = an_intent("big.md", "x" * 2000, base=1, genesis=genesis)
     await publish(objects, greedy)
     contend(small)
@@ -707,7 +707,7 @@ async def test_a_commit_that_only_settles_refused_intents_moves_no_change_cursor
     store = LogFileStore(objects)
     await store.write("a.md", "a", expected=None, origin=ORIGIN)
     cursor = (await store.changes(None)).cursor
-    genesis = (await store.log.proven_state()).genesis
+    genesis = (await store.state(proven=True)).genesis
     await publish(objects, an_intent("a.md", "over a version long gone", base=1, genesis=genesis, expected="99"))
     contend(store)
     assert await store.write("a.md", "a", expected="1", origin=ORIGIN) == "1"

@@ -105,7 +105,7 @@ async def test_history_below_the_retained_log_is_not_found() -> None:
     for index in range(7):
         await store.write(f"f{index}.md", "x", expected=None, origin=ALICE)
     objects.clock += 2
-    assert (await MemoryAdmin(store).compact()).floor == 6
+    assert (await store.compact()).floor == 6
     assert (await MemoryAdmin(store).read_at("f5.md", "6")).version == "6"
     with pytest.raises(MemoryStoreError) as caught:
         await MemoryAdmin(store).read_at("f1.md", "2")
@@ -157,7 +157,7 @@ async def test_verify_on_every_backend(store: LogFileStore) -> None:
     await store.purge()
     await store.write("a.md", "b", expected=None, origin=ALICE)
     await store.settle()  # housekeeping done: the objects verify lists are the ones it reads
-    listed = sum([len(await store.log.objects.list(folder)) for folder in ("log/", "checkpoints/")])
+    listed = sum([len(await store.objects.list(folder)) for folder in ("log/", "checkpoints/")])
     seen: list[tuple[int, int]] = []
     assert await MemoryAdmin(store).verify(lambda done, total: seen.append((done, total))) == []
     assert seen[-1] == (listed, listed) and listed >= 3
@@ -202,7 +202,7 @@ async def checkpointed(objects: MemoryObjectStore) -> int:
     await MemoryAdmin(writer).put_files(FRONTMATTER, replace=False, origin=Origin(run_id="describe"))
     await writer.write("last.md", "last\n", expected=None, origin=Origin(run_id="describe"))
     await writer.settle()
-    return (await writer.log.reader.list_checkpoints())[-1][0]
+    return (await writer.reader.list_checkpoints())[-1][0]
 
 
 async def test_a_cold_start_takes_descriptions_from_the_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:

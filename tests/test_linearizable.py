@@ -259,6 +259,6 @@ async def test_racing_processes_stay_linearizable(where: str, request: pytest.Fi
     from bucket_memory import open_store
 
     async with open_store(url) as store:
-        _, commits = await replay(store.log.objects)
+        _, commits = await replay(store.objects)
     problems = check(history, commits)
     assert not problems, "\n".join(problems[:20])

@@ -81,13 +81,13 @@ async def test_one_attempt_answers_a_lost_race_and_creates_once() -> None:
         return Request(plan, ORIGIN, loop.create_future(), deadline=loop.time() + 60)
 
     lost = request()
-    async with two.log.exclusive():
-        assert await two.log.committer.attempt([lost], since=0.0, replanning=False) == Lost()
+    async with two._log.exclusive():
+        assert await two._log.committer.attempt([lost], since=0.0, replanning=False) == Lost()
     assert counted.calls["create"] == 1 and not lost.outcome.done()
-    assert two.log.head.seq == 1, "the winner is applied to the head"
+    assert two._log.head.seq == 1, "the winner is applied to the head"
     landed = request()
-    async with two.log.exclusive():
-        attempt = await two.log.committer.attempt([landed], since=0.0)
+    async with two._log.exclusive():
+        attempt = await two._log.committer.attempt([landed], since=0.0)
     assert isinstance(attempt, Committed) and attempt.commit.seq == 2 and landed.outcome.result() == 2
 
 
@@ -99,10 +99,10 @@ async def test_a_fleet_write_that_loses_its_race_is_answered_not_planned_again()
     one, two = LogFileStore(objects), await warm(counted)
     await one.write("a.md", "a", expected=None, origin=ORIGIN)
     operation = WriteOp(path="b.md", text="b", expected=None, max_bytes=1 << 20)
-    assert await two.log.try_commit(operation, ORIGIN) == Lost()
+    assert await two._log.try_commit(operation, ORIGIN) == Lost()
     assert dict(counted.calls) == {"create": 1, "get": 2}, "the winner and one key after it, no catch-up"
     await one.write("c.md", "c", expected=None, origin=ORIGIN)
-    assert await two.log.commit(operation.plan, ORIGIN, operation=operation) == 3
+    assert await two._log.commit(operation.plan, ORIGIN, operation=operation) == 3
 
 
 @pytest.mark.parametrize("fault", ["fail_before", "lose_reply"])

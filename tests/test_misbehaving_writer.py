@@ -56,17 +56,17 @@ async def files_of(store: LogFileStore) -> dict[str, str]:
 
 async def forge(store: LogFileStore, *changes: Change, seq: int | None = None, prev: str | None = None) -> Commit:
     """Create the next log key (or `seq`) with a commit hashed and chained as the store would."""
-    state = await store.log.proven_state()
+    state = await store.state(proven=True)
     commit = Commit.create(
         seq if seq is not None else state.head + 1, prev or state.head_hash, changes, MALLORY, at=time.time()
     )
-    assert await store.log.objects.create(log_key(commit.seq), commit.encode())
+    assert await store.objects.create(log_key(commit.seq), commit.encode())
     return commit
 
 
 def versioned(store: LogFileStore) -> VersionedObjectStore:
-    assert isinstance(store.log.objects, VersionedObjectStore)
-    return store.log.objects
+    assert isinstance(store.objects, VersionedObjectStore)
+    return store.objects
 
 
 async def overwrite(objects: VersionedObjectStore, key: str, data: bytes) -> None:
@@ -109,10 +109,10 @@ async def test_a_forged_checkpoint_over_a_compacted_log_is_undone_by_recover(mem
     async with memory() as alice:
         for n in range(5):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-        state = (await alice.log.proven_state()).copy()
+        state = (await alice.state(proven=True)).copy()
         state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), 1)
-        assert await alice.log.objects.create(checkpoint_key(5), checkpoint_of(state))
-        await alice.log.objects.delete([log_key(seq) for seq in range(1, 5)])  # as compaction would
+        assert await alice.objects.create(checkpoint_key(5), checkpoint_of(state))
+        await alice.objects.delete([log_key(seq) for seq in range(1, 5)])  # as compaction would
     async with memory() as cold:
         assert (await cold.read("0.md")).text == "Pay Mallory $10000.\n"  # live reads trust checkpoints
         admin = MemoryAdmin(cold)
@@ -130,9 +130,9 @@ async def test_writes_made_on_a_far_future_checkpoint_are_reapplied_by_recover(m
     far = 10**15
     async with memory() as warm:
         await warm.write("a.md", "A\n", expected=None, origin=ALICE)
-        state = (await warm.log.proven_state()).copy()
+        state = (await warm.state(proven=True)).copy()
         state.head = far
-        assert await warm.log.objects.create(checkpoint_key(far), checkpoint_of(state))
+        assert await warm.objects.create(checkpoint_key(far), checkpoint_of(state))
         async with memory() as bob:
             assert await bob.write("bob.md", "from bob\n", expected=None, origin=BOB) == str(far + 1)
         assert await warm.write("w.md", "W\n", expected=None, origin=ALICE) == "2"
@@ -155,7 +155,7 @@ async def test_a_forged_reapplication_cannot_take_the_place_of_a_commit_on_the_c
     async with memory() as alice:
         for n in range(3):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-        second = Commit.decode("m", log_key(2), await alice.log.objects.get(log_key(2)) or b"")
+        second = Commit.decode("m", log_key(2), await alice.objects.get(log_key(2)) or b"")
         dressed = Commit.create(
             2,
             second.prev,
@@ -169,7 +169,7 @@ async def test_a_forged_reapplication_cannot_take_the_place_of_a_commit_on_the_c
         assert log_key(2) in {problem.key for problem in await admin.verify()}
         await admin.recover(None, origin=OPERATOR)
     async with memory() as after:
-        assert await after.log.objects.get(log_key(2)) == second.encode()
+        assert await after.objects.get(log_key(2)) == second.encode()
         assert (await MemoryAdmin(after).read_at("1.md", "2")).text == "note 1\n"
         assert await MemoryAdmin(after).verify() == []
 
@@ -180,9 +180,7 @@ async def test_commits_rewritten_and_chained_again_are_named_by_verify_and_put_b
     async with memory() as alice:
         for n in range(3):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-        commits = [
-            Commit.decode("m", log_key(seq), await alice.log.objects.get(log_key(seq)) or b"") for seq in (1, 2, 3)
-        ]
+        commits = [Commit.decode("m", log_key(seq), await alice.objects.get(log_key(seq)) or b"") for seq in (1, 2, 3)]
         prev = commits[0].prev
         for commit in commits:
             changes = commit.changes
@@ -213,7 +211,7 @@ async def test_a_deleted_newest_commit_that_hid_an_acknowledged_write_is_named_a
         await alice.write("a.md", "A\n", expected=None, origin=ALICE)
         await alice.write("b.md", "B\n", expected=None, origin=ALICE)
         assert await alice.write("alice.md", "acknowledged\n", expected=None, origin=ALICE) == "3"
-        await alice.log.objects.delete([log_key(3)])
+        await alice.objects.delete([log_key(3)])
     async with memory() as bob:
         assert await bob.write("bob.md", "bob's\n", expected=None, origin=BOB) == "3"
         admin = MemoryAdmin(bob)
@@ -235,7 +233,7 @@ async def test_a_deleted_newest_commit_is_named_by_verify(memory: Opener) -> Non
     async with memory() as alice:
         await alice.write("a.md", "A\n", expected=None, origin=ALICE)
         await alice.write("b.md", "B\n", expected=None, origin=ALICE)
-        await alice.log.objects.delete([log_key(2)])
+        await alice.objects.delete([log_key(2)])
     async with memory() as operator:
         problems = await MemoryAdmin(operator).verify()
         assert [problem.key for problem in problems] == [log_key(2)] and "deleted" in problems[0].message
@@ -250,7 +248,7 @@ async def test_an_erasure_forged_to_vouch_for_a_rewritten_old_commit_is_named_an
     async with memory(old_format) as alice:
         await alice.write("0.md", "note 0\n", expected=None, origin=ALICE)
         await alice.write("b.md", "B\n", expected=None, origin=ALICE)
-        original = await alice.log.objects.get(log_key(1))
+        original = await alice.objects.get(log_key(1))
         assert original is not None and json.loads(original)["format"] == 1
         body = json.loads(original)
         body["changes"] = [
@@ -282,8 +280,8 @@ async def test_a_garbage_checkpoint_stops_no_cold_start_and_no_compaction_delete
     async with memory(at_once) as alice:
         for n in range(3):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-        assert await alice.log.objects.create(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}')
-        compaction = await MemoryAdmin(alice).compact()
+        assert await alice.objects.create(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}')
+        compaction = await alice.compact()
         assert compaction.log_deleted == 0
     async with memory() as cold:
         assert await files_of(cold) == {f"{n}.md": f"note {n}\n" for n in range(3)}
@@ -308,11 +306,11 @@ async def test_recover_after_erases_over_a_compacted_log_changes_nothing() -> No
     await store.write("old.md", "old secret\n", expected=None, origin=ALICE)  # 1
     await store.delete("old.md", expected="1", origin=ALICE)  # 2
     await store.write("notes.md", "v3\n", expected=None, origin=ALICE)  # 3
-    assert await objects.create(checkpoint_key(3), checkpoint_of(await store.log.proven_state()))
+    assert await objects.create(checkpoint_key(3), checkpoint_of(await store.state(proven=True)))
     await store.write("notes.md", "v4\n", expected="3", origin=ALICE)  # 4
     await store.write("secret.md", "ssn\n", expected=None, origin=ALICE)  # 5
     await store.write("notes.md", "v6\n", expected="4", origin=ALICE)  # 6
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.log.proven_state()))
+    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.state(proven=True)))
     await objects.delete([log_key(seq) for seq in range(1, 6)] + [checkpoint_key(3)])  # compaction below 6
     await store.write("notes.md", "v7\n", expected="6", origin=ALICE)  # 7
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
@@ -409,7 +407,7 @@ async def test_what_verify_reads_of_the_versions_is_bounded_by_what_the_bucket_k
     for n in range(200):
         await store.write(f"f{n % 50}.md", f"text {n}\n", expected=None if n < 50 else str(n - 49), origin=ALICE)
     await store.settle()
-    await MemoryAdmin(store).compact()
+    await store.compact()
     admin = MemoryAdmin(LogFileStore(objects, options=options))
     objects.calls.clear()
     assert await admin.history.verify() == []
@@ -431,7 +429,7 @@ async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
     for n in range(6):
         await store.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.log.proven_state()))
+    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.state(proven=True)))
     await objects.delete([log_key(seq) for seq in range(1, 6)])  # compaction below 6
     stale = await objects.get_version(log_key(2), "2")
     assert stale is not None
@@ -441,7 +439,7 @@ async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the
         seq=3,
         prev=Commit.decode("m", log_key(2), stale).hash,
     )
-    state = await store.log.proven_state()  # a recover re-applied it, as its mark says
+    state = await store.state(proven=True)  # a recover re-applied it, as its mark says
     redone = Commit.create(
         7,
         state.head_hash,
@@ -480,7 +478,7 @@ async def test_a_lineage_forked_by_a_stale_writer_after_a_wipe_is_reapplied_not_
         stale = Commit.create(seq, prev, (Write(path=f"stale/{seq}.md", text=f"stale {seq}\n"),), BOB, at=time.time())
         assert await objects.create(log_key(seq), stale.encode())
         prev = stale.hash
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await LogFileStore(objects).log.proven_state()))
+    assert await objects.create(checkpoint_key(6), checkpoint_of(await LogFileStore(objects).state(proven=True)))
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
     await admin.recover(None, origin=OPERATOR)
     after = LogFileStore(objects, options=NO_CHECKPOINTS)
@@ -505,7 +503,7 @@ async def test_a_process_that_loaded_a_forged_checkpoint_serves_the_log_after_re
     alice = LogFileStore(objects, options=NO_CHECKPOINTS)
     for n in range(3):
         await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-    state = (await alice.log.proven_state()).copy()
+    state = (await alice.state(proven=True)).copy()
     state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), state.head)
     assert await objects.create(checkpoint_key(state.head), checkpoint_of(state))
     late = LogFileStore(objects, options=NO_CHECKPOINTS)

@@ -65,14 +65,14 @@ async def test_a_contended_write_lists_a_page_whatever_lies_under_the_prefix(
     writer = LogFileStore(listing)  # type: ignore[arg-type]
     await writer.list()
     await LogFileStore(objects).write("other.md", "o", expected=None, origin=ORIGIN)  # the writer's race is lost
-    writer.log.head.traffic.lost_at = writer.log.options.clock()  # its writes go through pending/
+    writer._log.head.traffic.lost_at = writer.options.clock()  # its writes go through pending/
     listing.sizes.clear()
     await writer.write("w.md", "w", expected=None, origin=ORIGIN)
     assert max(listing.sizes) <= 100 and len(listing.sizes) <= 10, listing.sizes
     assert (await LogFileStore(objects).read("w.md")).text == "w"
     await LogFileStore(objects).write("later.md", "l", expected=None, origin=ORIGIN)
     listing.sizes.clear()
-    await writer.log.head.catch_up()
+    await writer._log.head.catch_up()
     assert max(listing.sizes) <= 100 and len(listing.sizes) <= 2, listing.sizes
     assert (await writer.read("later.md")).text == "l"
 

@@ -423,7 +423,7 @@ async def test_after_an_erasure_the_state_holds_no_checkpoint_bytes_with_the_era
     store = LogFileStore(objects)
     assert (await store.read("people/alice.md")).text.endswith(secret)  # cold: bob's text still unread
     await MemoryAdmin(store).erase("people/alice.md", origin=Origin(run_id="dpo", principal_id="dpo"))
-    held = list(_texts_reachable_from(store.log.cached_state))
+    held = list(_texts_reachable_from(store.cached_state))
     assert not any(secret in text for text in held if isinstance(text, str))
     assert not any(secret.encode() in data for data in held if isinstance(data, bytes))
     assert [entry.path for entry in await store.list()] == ["people/bob.md", "people/carol.md"]

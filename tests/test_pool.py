@@ -30,7 +30,7 @@ async def test_s3_stores_open_at_once_share_one_client_closed_with_the_last(s3_e
         stores = [await stack.enter_async_context(open_store(f"s3://{BUCKET}/{unique_prefix()}")) for _ in range(20)]
         for store in stores[:3]:
             await store.list()
-        clients = {id(await store.log.objects.client()) for store in stores}  # type: ignore[attr-defined]
+        clients = {id(await store.objects.client()) for store in stores}  # type: ignore[attr-defined]
         assert len(clients) == 1
         assert len(_shared_s3()) == 1
     assert _shared_s3() == {}  # the last store out closed it
@@ -38,10 +38,10 @@ async def test_s3_stores_open_at_once_share_one_client_closed_with_the_last(s3_e
 
 async def test_other_credentials_get_a_client_of_their_own(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     first = LogFileStore.s3(bucket=BUCKET, prefix=unique_prefix())
-    first_client = await first.log.objects.client()  # type: ignore[attr-defined]
+    first_client = await first.objects.client()  # type: ignore[attr-defined]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")
     second = LogFileStore.s3(bucket=BUCKET, prefix=unique_prefix())
-    assert await second.log.objects.client() is not first_client  # type: ignore[attr-defined]
+    assert await second.objects.client() is not first_client  # type: ignore[attr-defined]
     async with first, second:
         pass
     assert _shared_s3() == {}
@@ -53,11 +53,11 @@ async def test_gcs_stores_share_one_client_and_one_date_hook(gcs_endpoint: str) 
     async with AsyncExitStack() as stack:
         stores = [await stack.enter_async_context(open_store(f"gs://{BUCKET}/{unique_prefix()}")) for _ in range(10)]
         await stores[0].write("a.md", "a", expected=None, origin=ORIGIN)
-        clients = {id(store.log.objects.client) for store in stores}  # type: ignore[attr-defined]
+        clients = {id(store.objects.client) for store in stores}  # type: ignore[attr-defined]
         assert len(clients) == 1
-        client = stores[0].log.objects.client  # type: ignore[attr-defined]
+        client = stores[0].objects.client  # type: ignore[attr-defined]
         assert len(client._http.hooks["response"]) == 1
-        assert stores[9].log.objects.clock is stores[0].log.objects.clock  # type: ignore[attr-defined]
+        assert stores[9].objects.clock is stores[0].objects.clock  # type: ignore[attr-defined]
     from bucket_memory.objects.gcs import SHARED
 
     assert SHARED._held == {}

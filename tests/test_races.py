@@ -21,7 +21,7 @@ PROCESSES = 4
 
 async def logged(url: str) -> tuple[State, list[Commit]]:
     async with open_store(url) as store:
-        return await replay(store.log.objects)
+        return await replay(store.objects)
 
 
 @pytest.fixture(

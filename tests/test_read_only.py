@@ -76,7 +76,7 @@ async def test_opening_sends_no_request_and_read_only_refuses_before_any(s3_endp
                     lambda: store.write("a.md", "a", expected=None, origin=ORIGIN),
                     lambda: store.delete("a.md", expected="1", origin=ORIGIN),
                     lambda: store.purge(),
-                    lambda: MemoryAdmin(store).compact(),
+                    lambda: store.compact(),
                     lambda: MemoryAdmin(store).recover(None, origin=ORIGIN),
                 ):
                     with pytest.raises(MemoryStoreError) as caught:

@@ -65,7 +65,7 @@ async def test_the_local_model_ranks_by_meaning_offline_and_stores_its_space(tmp
         async with stall_meter() as searching:
             found = await store.search("Which animal lives with Maya?", limit=3)
         assert searching.longest < LONGEST_STALL
-        state = await store.files.log.fresh_state()
+        state = await store.files.state()
     assert found[0].id == pet.id
     stored = [json.loads(live.text)["embedding"] for live in state.files.values()]
     assert len(stored) == 3 and all(vector["model"] == LOCAL_SPACE for vector in stored)
@@ -114,7 +114,7 @@ async def test_a_record_the_embedder_refuses_is_searched_by_words_and_not_asked_
     calls = model.calls
     assert {record.id for record in await store.search("green tea", limit=10)} == set(ids)
     assert model.calls == calls + 1, "only the query: the refused text is not asked for on every search"
-    state = await store.files.log.fresh_state()
+    state = await store.files.state()
     bodies = {path.removesuffix(".json"): RecordBody.decode(live.text) for path, live in state.files.items()}
     stored = {found: body.embeddings[0] for found, body in bodies.items() if body and body.embeddings}
     assert sum(not one.refused for one in stored.values()) == others, "every other record's vector was made and kept"

@@ -108,7 +108,7 @@ async def seeded(objects: ObjectStore, texts: Sequence[str]) -> list[str]:
 
 
 async def stored_models(objects: ObjectStore) -> dict[str, str | None]:
-    state = await LogFileStore(objects).log.fresh_state()
+    state = await LogFileStore(objects).state()
     return {
         path.removesuffix(".json"): (json.loads(live.text).get("embedding") or {}).get("model")
         for path, live in state.files.items()
@@ -328,7 +328,7 @@ async def test_a_read_only_store_searches_by_meaning_without_writing() -> None:
 async def test_a_memory_full_for_the_vectors_is_still_searched() -> None:
     objects = MemoryObjectStore()
     await seeded(objects, [f"fact {n}" for n in range(20)])
-    used = (await LogFileStore(objects).log.fresh_state()).stored_bytes
+    used = (await LogFileStore(objects).state()).stored_bytes
     store = store_on(objects, ScriptedModel(dimensions=256), max_bytes=used + 2000)  # room for a few vectors
     assert len(await store.search("fact", limit=5)) == 5
     models = await stored_models(objects)
@@ -366,7 +366,7 @@ async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeyp
     await store.add("green tea at standup")
     monkeypatch.setitem(sys.modules, "numpy", None)  # import then raises ModuleNotFoundError
     install = 'pip install -e ".[records]" in a checkout'  # a command that runs: no index has bucket-memory
-    fresh = store_on(store.files.log.objects, ScriptedModel() if embedded else None)  # nothing imported yet
+    fresh = store_on(store.files.objects, ScriptedModel() if embedded else None)  # nothing imported yet
     await refused("unavailable", fresh.search("tea", limit=3), "numpy", install)
     await refused("unavailable", fresh.list(limit=3), "numpy", install)
     if embedded:
@@ -377,7 +377,7 @@ async def test_a_missing_extra_names_the_install_command(embedded: bool, monkeyp
 
 async def stored_vectors(objects: ObjectStore) -> dict[str, list[tuple[str, bool]]]:
     """Each record's stored vectors: their models, latest first, and whether each is a refusal mark."""
-    state = await LogFileStore(objects).log.fresh_state()
+    state = await LogFileStore(objects).state()
     bodies = {path.removesuffix(".json"): RecordBody.decode(live.text) for path, live in state.files.items()}
     return {found: [(one.model, one.refused) for one in body.embeddings] for found, body in bodies.items() if body}
 

@@ -76,7 +76,7 @@ def store_on(objects: ObjectStore, model: Failing, **settings: object) -> LogRec
 
 
 async def stored(objects: ObjectStore) -> dict[str, RecordBody]:
-    state = await LogFileStore(objects).log.fresh_state()
+    state = await LogFileStore(objects).state()
     return {
         path.removesuffix(".json"): body
         for path, live in state.files.items()

@@ -126,11 +126,11 @@ async def test_a_search_ranks_the_snapshot_it_took() -> None:
     objects = MemoryObjectStore()
     store = records_on(objects)
     first = await store.add("green tea")
-    state = await store.files.log.fresh_state()
+    state = await store.files.state()
     before = await store._recall.index.at(state)
     await store.update(first.id, "black coffee")
     await store.add("more green tea")
-    after = await store._recall.index.at(await store.files.log.fresh_state())
+    after = await store._recall.index.at(await store.files.state())
     assert before is not after
     assert [(found, body.text) for found, _, body in before.records()] == [(first.id, "green tea")]
     assert sorted(body.text for _, _, body in after.records()) == ["black coffee", "more green tea"]
@@ -246,7 +246,7 @@ async def test_a_first_search_of_a_large_memory_does_not_stall_the_loop(ranking:
         {path: body.encode() for path, body in bodies.items()}, replace=False, origin=ORIGIN
     )
     store = LogRecordStore(LogFileStore(objects, max_bytes=2**30), embedder=embedder, ranking=ranking)  # type: ignore[arg-type]
-    await store.files.log.fresh_state()  # the log's own cold start, which test_event_loop measures
+    await store.files.state()  # the log's own cold start, which test_event_loop measures
     model.embedded.clear()
     async with stall_meter() as searching:
         assert len(await store.search("green tea number7", limit=5)) == 5
@@ -305,7 +305,7 @@ async def test_a_numpy_failure_while_indexing_or_ranking_is_unavailable(
         raise MemoryError("Unable to allocate 150. MiB for an array with shape (100000, 384)")
 
     monkeypatch.setattr(owner, "of", refuse)
-    fresh = records_on(store.files.log.objects, embedded=True)
+    fresh = records_on(store.files.objects, embedded=True)
     with pytest.raises(MemoryStoreError) as caught:
         await fresh.search("tea", limit=3)
     assert caught.value.code == "unavailable" and "MemoryError: Unable to allocate" in str(caught.value)

@@ -114,11 +114,11 @@ async def _seed_many(url: str, count: int) -> int:
     async with open_record_store(url) as store:
         for n in range(count):
             await store.add(f"team {n % 7} owns release {n}")
-        return (await store.files.log.fresh_state()).head
+        return (await store.files.state()).head
 
 
 async def _bodies(url: str) -> tuple[list[RecordBody], int]:
     async with open_record_store(url) as store:
-        state = await store.files.log.fresh_state()
+        state = await store.files.state()
         bodies = [RecordBody.decode(live.text) for live in state.files.values()]
         return [body for body in bodies if body is not None], state.head

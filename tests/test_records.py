@@ -77,7 +77,7 @@ async def test_text_outside_the_rule_is_invalid_text(text: object) -> None:
 async def test_markup_and_control_characters_are_kept_literally(text: str) -> None:
     store = records_on(MemoryObjectStore())
     record = await store.add(text)
-    assert [(r.id, r.text) for r in (await records_on(store.files.log.objects).list(limit=5)).records] == [
+    assert [(r.id, r.text) for r in (await records_on(store.files.objects).list(limit=5)).records] == [
         (record.id, text)
     ]
 
@@ -134,7 +134,7 @@ async def test_search_by_meaning_uses_the_stored_vectors() -> None:
     for fact in FACTS:
         await store.add(fact)
     assert model.embedded == FACTS
-    stored = [json.loads(live.text) for live in (await store.files.log.fresh_state()).files.values()]
+    stored = [json.loads(live.text) for live in (await store.files.state()).files.values()]
     assert {body["embedding"]["model"] for body in stored} == {"test:hashing-v1"}
     reader_model = HashingEmbeddingModel()
     reader = records_on(objects, Embedder(reader_model))
@@ -201,7 +201,7 @@ async def test_a_record_memory_on_each_backend_by_name(
     assert [record.id for record in await store.search("bucket", limit=1)] == [added.id]
     await store.files.settle()
     if backend == "s3":
-        await store.files.log.objects.aclose()  # type: ignore[attr-defined]
+        await store.files.objects.aclose()  # type: ignore[attr-defined]
 
 
 async def test_a_deleted_record_is_restored_and_a_wiped_record_memory_recovered(s3_endpoint: str) -> None:

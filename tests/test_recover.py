@@ -39,7 +39,7 @@ async def written(url: str, files: dict[str, str], options: LogOptions = CHECKPO
     async with open_store(url, options=options) as store:
         for path, text in files.items():
             await store.write(path, text, expected=None, origin=ORIGIN)
-        return (await store.log.proven_state()).head
+        return (await store.state(proven=True)).head
 
 
 BEFORE = {f"notes/{n}.md": f"note {n}\n" for n in range(5)}
@@ -93,7 +93,7 @@ async def test_a_forked_edit_is_reapplied_as_the_text_its_writer_made(versioned_
         wipe(versioned_url)
         # Its head is a commit behind: its append lands on the wiped key after it, a fork.
         await stale.write("long.md", long + "appended\n", expected=version, origin=Origin(principal_id="stale"))
-        forked = await stale.log.objects.get(log_key(2))
+        forked = await stale.objects.get(log_key(2))
         assert forked is not None and json.loads(forked)["changes"][0]["op"] == "edit"
     async with open_store(versioned_url) as store:
         admin = MemoryAdmin(store)
@@ -212,7 +212,7 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
     reapplied = [seq for run in done for _, seq in run.restoration.reapplied if seq is not None]
     assert len(reapplied) == 2, done  # each of the two forks once, by one run or the other
     async with open_store(versioned_url) as store:
-        assert (await store.log.proven_state()).head == head + 3  # two re-applications and the agent's write
+        assert (await store.state(proven=True)).head == head + 3  # two re-applications and the agent's write
         assert await files_of(store) == {**BEFORE, "notes/0.md": "the agent's newer text\n", "later.md": "later\n"}
         assert await MemoryAdmin(store).verify() == []
 
@@ -254,7 +254,7 @@ async def test_recover_after_purge_and_compaction(versioned_url: str) -> None:
         # Not synchronization: S3 lists times in whole seconds and the store ages objects from the end
         # of their second, so even with no grace period an object is compacted a second after it is made.
         await asyncio.sleep(1.1)
-        await MemoryAdmin(store).compact()
+        await store.compact()
         with pytest.raises(MemoryStoreError) as caught:
             await MemoryAdmin(store).read_at("f1.md", "2")
         assert caught.value.code == "not_found", "the live log no longer reaches before the purge"

@@ -36,7 +36,7 @@ async def forge_erase_in_place_of(objects: VersionedMemoryObjectStore, seq: int)
     """What an agent's DeleteObject and PutObject can do: delete commit `seq` (a delete marker) and
     create the key again with an erase of its own, chained on the commit before, claiming the operator."""
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
-    before = await store.log.reader.commit(seq - 1)
+    before = await store.reader.commit(seq - 1)
     assert before is not None
     await objects.delete([log_key(seq)])
     forged = Commit.create(seq, before.hash, (Erase(path="b.md"),), OPERATOR, at=time.time())
@@ -99,7 +99,7 @@ async def test_a_forged_checkpoint_an_erase_left_oldest_does_not_disprove_the_ch
     key = checkpoint_key(2)
     honest = await objects.get(key)
     assert honest is not None and b"secret" not in honest
-    state = await read_checkpoint("m", key, honest, store.log.format)
+    state = await read_checkpoint("m", key, honest, store.format)
     state.apply_change(Write(path="b.md", text="Pay Mallory $10000.\n"), state.head)
     forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
     # The versions the race leaves (an erase rewrote the forgery while it was current; a recover
@@ -123,13 +123,13 @@ async def test_a_fork_whose_text_an_erase_removed_is_reapplied_without_it() -> N
     objects = VersionedMemoryObjectStore()
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
     await store.write("a.md", "A\n", expected=None, origin=ALICE)
-    head = await store.log.reader.commit(1)
+    head = await store.reader.commit(1)
     assert head is not None
     written = Commit.create(
         2, head.hash, (Write(path="b.md", text="erased\n"), Write(path="c.md", text="C\n")), ALICE, at=time.time()
     )
     fork = written.redacted(lambda index, _: index == 0, 3).authorize(True)
-    seq = await Reapplying(store.log, 1).commit(fork, fork.changes)
+    seq = await Reapplying(store, 1).commit(fork, fork.changes)
     assert seq == 2
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
 
@@ -145,10 +145,10 @@ async def test_recover_erases_no_file_written_after_an_erasure() -> None:
     await admin.erase("a.md", origin=OPERATOR)
     writer = LogFileStore(objects, options=EVERY_COMMIT)
     await writer.write("a.md", "written after the erasure\n", expected=None, origin=ALICE)
-    head = (await writer.log.reader.list_log())[-1][0]
+    head = (await writer.reader.list_log())[-1][0]
 
     await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
     fresh = LogFileStore(objects, options=EVERY_COMMIT)
     assert await files_of(fresh) == {"a.md": "written after the erasure\n"}
-    assert (await fresh.log.reader.list_log())[-1][0] == head  # no erasure committed
+    assert (await fresh.reader.list_log())[-1][0] == head  # no erasure committed
     assert await MemoryAdmin(fresh).verify() == []

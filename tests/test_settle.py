@@ -291,7 +291,7 @@ async def test_a_commit_with_an_impossible_date_is_corruption(time: str) -> None
 async def test_one_commit_attempt_still_answers_a_refusal() -> None:
     store = LogFileStore(MemoryObjectStore(), options=LogOptions(commit_attempts=1))
     await store.write("a.md", "1", expected=None, origin=ORIGIN)
-    store.log.head.forget()  # the refusal must be proven on a fresh head first
+    store._log.head.forget()  # the refusal must be proven on a fresh head first
     with pytest.raises(MemoryStoreError) as refused:
         await store.write("a.md", "2", expected="9", origin=ORIGIN)
     assert refused.value.code == "version_mismatch"

@@ -166,7 +166,7 @@ def test_an_import_after_compaction_brings_no_erased_text_back() -> None:
         world.clock.advance(120)
         assert world.operator is not None
         admin = MemoryAdmin(world.operator.store)
-        await admin.compact()
+        await admin.store.compact()
         await admin.put_files(export, replace=False, origin=OPERATOR)
         return await audit_all(world, audit, frozenset())
 

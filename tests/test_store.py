@@ -328,7 +328,7 @@ async def test_the_listing_follows_every_kind_of_change(store: LogFileStore) -> 
         except MemoryStoreError as error:
             if error.code not in ("already_exists", "invalid_path"):
                 raise
-        state = await store.log.fresh_state()
+        state = await store.state()
         rebuilt = sorted((path, str(live.version), live.size) for path, live in state.files.items())
         assert [(e.path, e.version, e.size) for e in await store.list()] == rebuilt
 
@@ -343,7 +343,7 @@ async def test_an_append_is_stored_as_an_edit_and_read_back_whole(open_memory: S
         version = await store.write("log.md", text, expected=version, origin=ORIGIN)
     text = "first\n" + text.replace("line 1000:", "line one thousand:")  # two spans: one edit over both
     version = await store.write("log.md", text, expected=version, origin=ORIGIN)
-    state, commits = await replay(store.log.objects)
+    state, commits = await replay(store.objects)
     assert [commit.format for commit in commits] == [3] * 7  # sealed texts, edits among them
     assert [type(commit.changes[0]).__name__ for commit in commits] == ["Write"] + ["Edit"] * 6
     assert all(len(commit.encode()) < 1000 for commit in commits[1:6])
@@ -358,7 +358,7 @@ async def test_edits_can_be_turned_off_for_older_readers(open_memory: StoreFacto
     store = open_memory(options=LogOptions(store_edits=False, erasable=False))
     version = await create(store, "a.md", "x" * 5000)
     await store.write("a.md", "x" * 5000 + "y", expected=version, origin=ORIGIN)
-    _, commits = await replay(store.log.objects)
+    _, commits = await replay(store.objects)
     assert [commit.format for commit in commits] == [1, 1]
 
 
@@ -366,7 +366,7 @@ async def test_sealed_texts_can_be_turned_off_for_older_readers(open_memory: Sto
     store = open_memory(options=LogOptions(erasable=False))
     version = await create(store, "a.md", "x" * 5000)
     await store.write("a.md", "x" * 5000 + "y", expected=version, origin=ORIGIN)
-    _, commits = await replay(store.log.objects)
+    _, commits = await replay(store.objects)
     assert [commit.format for commit in commits] == [1, 2]
     assert all(b'"salt"' not in commit.encode() for commit in commits)
 
@@ -374,7 +374,7 @@ async def test_sealed_texts_can_be_turned_off_for_older_readers(open_memory: Sto
 async def test_a_small_rewrite_is_stored_whole(store: LogFileStore) -> None:
     version = await create(store, "a.md", "short")
     await store.write("a.md", "other", expected=version, origin=ORIGIN)
-    _, commits = await replay(store.log.objects)
+    _, commits = await replay(store.objects)
     assert [type(change).__name__ for commit in commits for change in commit.changes] == ["Write", "Write"]
 
 

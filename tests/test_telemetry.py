@@ -125,7 +125,7 @@ async def test_retries_are_counted(exported: Exported) -> None:
 
     writer = LogFileStore(MemoryObjectStore())
     await writer.write("a.md", "x\n", expected=None, origin=ORIGIN)
-    reader = LogFileStore(FaultyObjectStore(writer.log.objects, Faults(script=script)))
+    reader = LogFileStore(FaultyObjectStore(writer.objects, Faults(script=script)))
     retries = exported.metric("bucket_memory.retries")
     assert (await reader.read("a.md")).text == "x\n"
     (span,) = exported.finished("bucket_memory.read")

@@ -15,12 +15,11 @@ from a13n_harness.providers.memory import FileFormat, FileText, MemoryStoreError
 
 from .files.store import LogFileStore
 from .format.changes import Change, Delete, Write
-from .format.wire_values import checked_origin, checked_path, stored_size
+from .format.wire_values import checked_path, stored_size
 from .history.chain import History, Problem
 from .history.erased_paths import ErasedPaths
 from .history.erasure import Erasure, ErasurePlan
 from .history.recovery import PastState, Recovery
-from .log.housekeeping import Compaction
 from .objects.interface import VersionedObjectStore
 from .objects.retry import FETCH_CONCURRENCY
 from .reports import Changeset, Recovered, Revision, Stats, revisions_of
@@ -36,8 +35,8 @@ class MemoryAdmin:
 
     def __init__(self, store: LogFileStore) -> None:
         self.store = store
-        self.history = History(store.log)
-        self.recovery = Recovery(store.log)
+        self.history = History(store)
+        self.recovery = Recovery(store)
         self.erased = ErasedPaths(store, self.history)
 
     async def revisions(
@@ -101,7 +100,7 @@ class MemoryAdmin:
         path = checked_path(path, self.store.format)
         await self.erased.refuse_restoring(path, version_seq(version))
         target = file_text(await self.history.state_at(version_seq(version)), path)
-        state = await self.store.log.fresh_state()
+        state = await self.store.state()
         current = state.files.get(path)
         if target is None:
             return Changeset(state.head, (), (path,) if current is not None else ())
@@ -134,7 +133,7 @@ class MemoryAdmin:
             self.store.check_quota(state, stored_size(target.text) - (current.stored if current is not None else 0))
             return (Write(path=path, text=target.text),)
 
-        seq = await self.store.log.commit(plan, checked_origin(origin))
+        seq = await self.store.commit(plan, origin)
         if target is None:
             return None
         return str(seq) if seq is not None else unchanged[-1]
@@ -178,7 +177,7 @@ class MemoryAdmin:
         """What `put_files` would change now, as of the head it was computed at."""
         erased = await self.erased.names()
         checked = {path: text for path, text in _checked(files, self.store.format).items() if path not in erased}
-        state = await self.store.log.fresh_state()
+        state = await self.store.state()
         await _compared(state, checked)
         written, deleted = _differences(state, checked, replace, _or_erased(keep, erased))
         return Changeset(state.head, tuple(written), tuple(deleted))
@@ -210,7 +209,7 @@ class MemoryAdmin:
             return {path: checked_size(text, store.format) for path, text in checked.items()}
 
         sizes = await off_loop(sum(map(len, checked.values())), measured)
-        await _compared(store.log.cached_state or await store.log.fresh_state(), checked)
+        await _compared(store.cached_state or await store.state(), checked)
 
         def plan(state: State) -> Sequence[Change]:
             _unchanged_since(state, at, store.location)
@@ -223,7 +222,7 @@ class MemoryAdmin:
                 *(Write(path=path, text=checked[path]) for path in written),
             ]
 
-        seq = await store.log.commit(plan, checked_origin(origin))
+        seq = await store.commit(plan, origin)
         if seq is not None and (again := sorted(set(checked) & await self.erased.names())):
             for path in again:  # an erasure landed as this was planned: what it erased may be back
                 await Erasure(store).erase(path, origin=origin)
@@ -239,15 +238,15 @@ class MemoryAdmin:
 
     async def stats(self) -> Stats:
         """Sizes and the shape of the log, for operators."""
-        log = self.store.log
-        state = await log.fresh_state()
-        commits = await log.reader.list_log()
-        checkpoints = await log.reader.list_checkpoints()
-        now = await log.objects.now()
+        store = self.store
+        state = await store.state()
+        commits = await store.reader.list_log()
+        checkpoints = await store.reader.list_checkpoints()
+        now = await store.now()
         return Stats(
             files=len(state.files),
             bytes=state.stored_bytes,
-            max_bytes=self.store.max_bytes,
+            max_bytes=store.max_bytes,
             head=state.head,
             commits=len(commits),
             history_floor=commits[0][0] if commits else None,
@@ -255,10 +254,6 @@ class MemoryAdmin:
             checkpoint=checkpoints[-1][0] if checkpoints else None,
             checkpoint_age=now - checkpoints[-1][1].modified if checkpoints else None,
         )
-
-    async def compact(self) -> Compaction:
-        """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
-        return await self.store.compact()
 
     async def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Problem]:
         """Every problem with the objects under the prefix; empty when the memory is whole. An
@@ -272,7 +267,7 @@ class MemoryAdmin:
         nothing where the bucket keeps no versions or the caller may not read them (an agent's role),
         which the log says."""
         unread = "rewritten or deleted commits are found only where the bucket keeps versions an operator can read"
-        if not isinstance(self.store.log.objects, VersionedObjectStore):
+        if not isinstance(self.store.objects, VersionedObjectStore):
             return []
         try:
             if await self.recovery.versioning() in ("enabled", "suspended", "unknown"):

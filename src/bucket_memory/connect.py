@@ -78,7 +78,7 @@ async def open_store(
         try:
             store = LogFileStore.gcs(client, bucket=where.bucket, prefix=where.prefix, **settings)
             if check_endpoint:
-                await check_create_only(store.log.objects)
+                await check_create_only(store.objects)
             yield store
             await store.settle()
         finally:
@@ -203,8 +203,7 @@ async def find_memories(url: str | os.PathLike[str], *, destroyed: bool = False)
         return sorted(str(folder) for folder in found)
     base = f"{where.scheme}://{where.bucket}"
     async with open_store(url, read_only=True) as store:
-        objects, attempts = store.log.objects, store.log.options.request_attempts
-        prefixes = await memory_prefixes(objects, attempts=attempts, destroyed=destroyed)
+        prefixes = await memory_prefixes(store.objects, attempts=store.options.request_attempts, destroyed=destroyed)
     return sorted(
         f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
     )

@@ -101,7 +101,7 @@ def _check_whole(name: str, value: object, *, least: int) -> None:
 
 
 def _bytes(store: LogFileStore) -> int:
-    state = store.log.cached_state
+    state = store.cached_state
     return state.stored_bytes if state is not None else 0
 
 

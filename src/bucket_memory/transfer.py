@@ -119,7 +119,7 @@ def _text(file: Path, limit: int) -> str:
 
 async def export_snapshot(store: LogFileStore, directory: Path, progress: Progress | None = None) -> tuple[int, int]:
     """Write the memory as it is at its head into an empty or new `directory`: (commit, files written)."""
-    state = await store.log.fresh_state()
+    state = await store.state()
     texts = await texts_of(state.files.items(), state.live_bytes)  # one commit's files
 
     def write() -> None:

@@ -22,7 +22,7 @@ async def restore(request: Request) -> Response:
     if request.method == "GET":
         # The head first: texts read after it are at least as new, so a POST made on what this page
         # shows is refused if anything was committed since (never done on a newer memory unseen).
-        shown = (await browser.store.log.fresh_state()).head
+        shown = (await browser.store.state()).head
         current, wanted = await _text_at(browser, path, "now"), await _text_at(browser, path, version)
         diff = await _diff(current, wanted)
         return render(

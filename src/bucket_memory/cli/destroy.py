@@ -45,8 +45,8 @@ def destroy(url: Url, dry_run: DryRun = False, yes: Yes = False, as_json: Json =
 def _destroyer(admin: MemoryAdmin) -> Destroyer:
     from ..destroy import Destroyer
 
-    log = admin.store.log
-    return Destroyer(log.objects, attempts=log.options.request_attempts)
+    store = admin.store
+    return Destroyer(store.objects, attempts=store.options.request_attempts)
 
 
 def _show(plan: DestroyPlan) -> None:

@@ -126,7 +126,7 @@ async def _landed(url: str, started: datetime) -> tuple[list[int], list[tuple[st
     from ..state.folds import FOLD_WINDOW  # not at the top: --help imports nothing of the store
 
     async with open_store(url, read_only=True) as store:
-        reader = store.log.reader
+        reader = store.reader
         listed = await reader.list_log()
         head = listed[-1][0] if listed else 0
         bases = [base for _, base in _session.intents.values()]

@@ -131,7 +131,7 @@ def compact(url: Url, every: Every = False, concurrency: Concurrency = 8, as_jso
         _compact_all(url, concurrency, as_json)
         return
 
-    result = run(lambda admin: admin.compact(), url)
+    result = run(lambda admin: admin.store.compact(), url)
     said = (
         "nothing to compact yet: no checkpoint is older than the grace period within the retention"
         if result.floor == 0
@@ -150,7 +150,7 @@ def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
     from .output import Compacted, MemoryCompacted
 
     async def work(admin: MemoryAdmin) -> Compacted:
-        done = await admin.compact()
+        done = await admin.store.compact()
         return Compacted(floor=done.floor, log_deleted=done.log_deleted, checkpoints_deleted=done.checkpoints_deleted)
 
     found = [

@@ -132,7 +132,7 @@ def _check_create_only(url: str) -> None:
 
     async def checked() -> None:
         async with open_store(url) as store:
-            await check_create_only(store.log.objects)
+            await check_create_only(store.objects)
 
     with store_errors():
         asyncio.run(checked())
@@ -245,8 +245,8 @@ async def doctor_checks(admin: MemoryAdmin) -> str | None:
     from ..objects.interface import VersionedObjectStore
 
     await admin.store.list()
-    await check_create_only(admin.store.log.objects)
-    if not isinstance(admin.store.log.objects, VersionedObjectStore):
+    await check_create_only(admin.store.objects)
+    if not isinstance(admin.store.objects, VersionedObjectStore):
         return None
     return await admin.recovery.versioning()
 

@@ -68,7 +68,7 @@ async def warn_if_off(admin: MemoryAdmin, url: str) -> str | None:
     answer kept for a day either way."""
     from ..objects.interface import VersionedObjectStore
 
-    if not isinstance(admin.store.log.objects, VersionedObjectStore):
+    if not isinstance(admin.store.objects, VersionedObjectStore):
         return None
     versioning = await admin.recovery.versioning()
     if (key := _key(url)) is not None:

@@ -22,10 +22,8 @@ from a13n_harness.providers.memory import (
 )
 
 from ..fleet.fleet import Fleet
-from ..fleet.intents import Intent
 from ..format.changes import Purge
 from ..format.wire_values import checked_origin, checked_path
-from ..log.batch import Plan
 from ..log.commit_log import CommitLog
 from ..log.housekeeping import Compaction, Housekeeper
 from ..log.options import LogOptions
@@ -37,21 +35,20 @@ from ..state.live_file import LiveFile
 from ..state.operations import (
     DeleteOp,
     MoveOp,
-    Operation,
     WriteOp,
-    check_quota,
     checked_size,
     dependencies_of,
     file_text,
     version_of,
 )
 from ..state.state import State, texts_of
+from .seam import LogSeam
 from .search import search_files
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 
-class LogFileStore:
+class LogFileStore(LogSeam):
     """One memory kept as a commit log on an object store; the harness file memory contract.
 
     Versions are the seqs of the commits that last wrote each file, as decimal strings, and the
@@ -73,9 +70,9 @@ class LogFileStore:
     ) -> None:
         self.format = format or FileFormat()
         self.max_bytes = max_bytes
-        self.log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
-        self.housekeeper = Housekeeper(self.log)
-        self.fleet = Fleet(self.log, max_bytes=max_bytes)
+        self._log = CommitLog(objects, format=self.format, options=options, read_only=read_only)
+        self.housekeeper = Housekeeper(self._log)
+        self.fleet = Fleet(self._log, max_bytes=max_bytes)
         self._listing = _Listing()
 
     @classmethod
@@ -106,11 +103,11 @@ class LogFileStore:
 
     @property
     def location(self) -> str:
-        return self.log.location
+        return self._log.location
 
     async def begun(self) -> bool:
         """Whether a memory was ever written here and is not deleted (`CommitLog.begun`)."""
-        return await self.log.begun()
+        return await self._log.begun()
 
     async def compact(self) -> Compaction:
         """Delete objects below the newest checkpoint older than the grace period, outside the retention."""
@@ -118,14 +115,14 @@ class LogFileStore:
 
     async def settle(self) -> None:
         """Wait for the checkpoint, compaction and intent deletions that earlier writes started."""
-        await self.log.settle()
+        await self._log.settle()
         await self.fleet.settle()
 
     async def aclose(self) -> None:
         """Settle, then let go of the object store's cloud client (a shared one closes with the
         last store holding it). A store used again after this takes a client again."""
         await self.settle()
-        close = getattr(self.log.objects, "aclose", None)
+        close = getattr(self._log.objects, "aclose", None)
         if close is not None:
             await close()
 
@@ -137,12 +134,12 @@ class LogFileStore:
 
     @traced("list")
     async def list(self) -> list[FileEntry]:
-        return self._listing.of(await self.log.fresh_state())
+        return self._listing.of(await self._log.fresh_state())
 
     @traced("read")
     async def read(self, path: str) -> FileText:
         path = checked_path(path, self.format)
-        current = file_text(await self.log.fresh_state(), path)
+        current = file_text(await self._log.fresh_state(), path)
         if current is None:
             raise MemoryStoreError("not_found", f"{path} does not exist.")
         return current
@@ -207,7 +204,7 @@ class LogFileStore:
 
     @traced("changes")
     async def changes(self, since: str | None) -> Changes | FullResync:
-        return feed(await self.log.fresh_state(), since if isinstance(since, str) else None)
+        return feed(await self._log.fresh_state(), since if isinstance(since, str) else None)
 
     @traced("purge")
     async def purge(self) -> None:
@@ -218,53 +215,11 @@ class LogFileStore:
         self, pattern: str, *, regex: bool, case_sensitive: bool, path: str, limit: int
     ) -> tuple[builtins.list[GrepMatch], bool]:
         directory = validate_directory(path, self.format)
-        state = await self.log.fresh_state()
+        state = await self._log.fresh_state()
         chosen = [(name, live) for name, live in sorted(state.files.items()) if name.startswith(directory)]
         texts = await texts_of(chosen, state.live_bytes)
         files = [(name, texts[name], str(live.version)) for name, live in chosen]
         return await search_files(pattern, is_regex=regex, case_sensitive=case_sensitive, files=files, limit=limit)
-
-    def check_quota(self, state: State, growth: int) -> None:
-        """`memory_full` when `growth` more bytes would take the memory past this store's quota."""
-        check_quota(state, growth, self.max_bytes)
-
-    # The seam the layers above (records/) write and read the memory through, as this store does.
-
-    def unsettled_intents(self) -> builtins.list[Intent]:
-        """The intents this store published and has not seen settled: writes another writer may still
-        fold in, which a command interrupted meanwhile must not call unchanged."""
-        return list(self.fleet.unsettled.values())
-
-    async def submit(self, operation: Operation, origin: Origin) -> int | str:
-        """Commit one file's `operation` as this store's own writes are, through the fleet when it
-        meets other writers: its new version (a seq), or the version a write left unchanged."""
-        return await self.fleet.submit(operation, checked_origin(origin))
-
-    async def commit(self, plan: Plan, origin: Origin) -> int | None:
-        """Commit what `plan` returns at the head, on the serial log (a plan of many files, which
-        no intent carries); the new seq, or None when it returned no change."""
-        return await self.log.commit(plan, checked_origin(origin))
-
-    async def state(self, *, proven: bool = False) -> State:
-        """The state at the head as `list` and `read` see it (`proven`: at a head probed now)."""
-        return await (self.log.proven_state() if proven else self.log.fresh_state())
-
-    async def held_state(self) -> State:
-        """The state at the head as last proven, with no request when it is loaded: for planning
-        an operation whose version checks refuse it at a newer head (`CommitLog.held_state`)."""
-        return await self.log.held_state()
-
-    async def now(self) -> float:
-        """The bucket's clock: seconds since the epoch."""
-        return await self.log.objects.now()
-
-    @property
-    def operation_timeout(self) -> float:
-        return self.log.options.operation_timeout
-
-    @property
-    def read_only(self) -> bool:
-        return self.log.read_only
 
     def _dependencies(self, dependencies: Mapping[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
         return dependencies_of(

@@ -21,9 +21,10 @@ def digest(body: object) -> str:
 def canonical_members(value: dict[str, object]) -> dict[str, bytes]:
     """Each member of a JSON object as `canonical` writes it (`"name":value`), in key order.
 
-    An array is encoded 16 items a call: one C call over a whole 32 MiB checkpoint holds the GIL
-    for about 100 ms, which stalls the event loop's thread even from a worker thread; 16 files of
-    the default 64 KiB limit hold it a few ms, and the C encoder keeps nearly its whole speed."""
+    An array is encoded 16 items a call: one C call over a whole checkpoint holds the GIL long
+    enough to stall the event loop's thread even from a worker thread, while 16 files of the
+    default 64 KiB limit hold it briefly and the C encoder keeps nearly its whole speed
+    (docs/performance.md, "Numbers behind the code")."""
     return {
         name: _array(_whole(name) + b":[", item)
         if isinstance(item, list | tuple)

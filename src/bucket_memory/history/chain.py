@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..files.store import LogFileStore
 from ..fleet.intents import read_intent
 from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import (
@@ -22,7 +23,6 @@ from ..format.wire_values import (
     log_key,
     run_seq,
 )
-from ..log.commit_log import CommitLog
 from ..log.runs import read_run
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime.off_loop import off_loop
@@ -59,19 +59,19 @@ def chain_problems(commits: Sequence[Commit]) -> list[Problem]:
 class History:
     """The retained log of one memory, read without changing anything."""
 
-    def __init__(self, log: CommitLog) -> None:
-        self.log = log
+    def __init__(self, store: LogFileStore) -> None:
+        self.store = store
 
     async def commits(self) -> list[Commit]:
         """Every commit still in the log, oldest first, each checked to follow the one before."""
-        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log())
+        commits = await self.store.reader.fetch_commits(await self.store.reader.list_log())
         for problem in chain_problems(commits):
-            raise CorruptObjectError(self.log.location, problem.key, problem.message)
+            raise CorruptObjectError(self.store.location, problem.key, problem.message)
         return commits
 
     async def chained_commits(self) -> list[Commit]:
         """The retained log, oldest first, up to the first commit that breaks the chain."""
-        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log())
+        commits = await self.store.reader.fetch_commits(await self.store.reader.list_log())
         for index, (before, after) in enumerate(itertools.pairwise(commits)):
             if chain_problems([before, after]):
                 return commits[: index + 1]
@@ -84,15 +84,15 @@ class History:
         if not commits:
             return []
         first = commits[0].seq
-        state: State | None = State(format=self.log.format)
+        state: State | None = State(format=self.store.format)
         if first > 1:
-            bases = [info.key for seq, info in await self.log.reader.list_checkpoints() if seq >= first - 1]
-            state = await self.log.reader.load_checkpoint(bases[0]) if bases else None
+            bases = [info.key for seq, info in await self.store.reader.list_checkpoints() if seq >= first - 1]
+            state = await self.store.reader.load_checkpoint(bases[0]) if bases else None
         if state is None:
             return commits
         applied = [commit for commit in commits if commit.seq <= state.head]
         for commit in commits[len(applied) :]:
-            void = await off_loop(commit.size, functools.partial(state.apply, commit, self.log.location))
+            void = await off_loop(commit.size, functools.partial(state.apply, commit, self.store.location))
             if void is None:
                 applied.append(commit)
         return applied
@@ -104,54 +104,54 @@ class History:
         as many each time, up to the fetch concurrency): a caller that stops after N commits has
         cost about N requests, however long the log.
         """
-        listed = await self.log.reader.list_log()
+        listed = await self.store.reader.list_log()
         newer: Commit | None = None
         end, size = len(listed), max(first, 1)
         while end > 0:
             window, end = listed[max(0, end - size) : end], max(0, end - size)
             size = min(size * 2, FETCH_CONCURRENCY)
-            for commit in reversed(await self.log.reader.fetch_commits(window)):
+            for commit in reversed(await self.store.reader.fetch_commits(window)):
                 if newer is not None and (newer.seq != commit.seq + 1 or newer.prev != commit.hash):
                     (problem,) = chain_problems([commit, newer])
-                    raise CorruptObjectError(self.log.location, problem.key, problem.message)
+                    raise CorruptObjectError(self.store.location, problem.key, problem.message)
                 yield commit
                 newer = commit
 
     async def state_at(self, seq: int) -> State:
         """The memory as of commit `seq`: the newest checkpoint at or below it, and the log after it."""
-        log = self.log
-        for _ in range(log.options.request_attempts):
-            checkpoints = [info.key for number, info in await log.reader.list_checkpoints() if number <= seq]
-            state = State(format=log.format)
+        store = self.store
+        for _ in range(store.options.request_attempts):
+            checkpoints = [info.key for number, info in await store.reader.list_checkpoints() if number <= seq]
+            state = State(format=store.format)
             if checkpoints:
-                loaded = await log.reader.load_checkpoint(checkpoints[-1])
+                loaded = await store.reader.load_checkpoint(checkpoints[-1])
                 if loaded is None:
                     continue  # compacted meanwhile
                 state = loaded
-            listed = [(number, info) for number, info in await log.reader.list_log(after=state.head) if number <= seq]
+            listed = [(number, info) for number, info in await store.reader.list_log(after=state.head) if number <= seq]
             if state.head + len(listed) != seq or (listed and listed[0][0] != state.head + 1):
                 raise await self._not_retained(seq)
-            for commit in await log.reader.fetch_commits(listed):
-                state.apply(commit, log.location)
+            for commit in await store.reader.fetch_commits(listed):
+                state.apply(commit, store.location)
             return state
         raise MemoryStoreError(
-            "unavailable", f"{log.location} kept changing while commit {seq} was rebuilt; try again."
+            "unavailable", f"{store.location} kept changing while commit {seq} was rebuilt; try again."
         )
 
     async def _not_retained(self, seq: int) -> MemoryStoreError:
         """Why commit `seq` cannot be rebuilt: it is not made yet, or it is older than the retained log."""
-        log = self.log
-        held = [number for number, _ in await log.reader.list_log()]
-        newest = max([*held, *(number for number, _ in await log.reader.list_checkpoints())], default=0)
+        store = self.store
+        held = [number for number, _ in await store.reader.list_log()]
+        newest = max([*held, *(number for number, _ in await store.reader.list_checkpoints())], default=0)
         if seq > newest:
             return MemoryStoreError(
                 "not_found",
-                f"There is no commit {seq} yet: the newest commit of {log.location} is {newest}. "
+                f"There is no commit {seq} yet: the newest commit of {store.location} is {newest}. "
                 "`bucket-memory log` lists its commits.",
             )
         return MemoryStoreError(
             "not_found",
-            f"Commit {seq} is older than the retained history of {log.location}, which holds commits "
+            f"Commit {seq} is older than the retained history of {store.location}, which holds commits "
             f"{held[0] if held else newest} to {newest} (older ones were compacted). `bucket-memory log` lists them; "
             "where the bucket keeps object versions, `bucket-memory recover --as-of TIME` makes the memory what it "
             "was at an older time, as a new commit.",
@@ -173,8 +173,8 @@ class History:
         return await self._verify_once(progress)
 
     async def _verify_once(self, progress: Callable[[int, int], None] | None) -> list[Problem]:
-        log = self.log
-        listed = [*await log.reader.list_keys(LOG_PREFIX), *await log.reader.list_keys(CHECKPOINT_PREFIX)]
+        store = self.store
+        listed = [*await store.reader.list_keys(LOG_PREFIX), *await store.reader.list_keys(CHECKPOINT_PREFIX)]
         unknown = [
             Problem(info.key, "not an object the store writes; readers ignore it")
             for info in listed
@@ -186,7 +186,7 @@ class History:
 
         async def read(key: str) -> Commit | State | Problem:
             nonlocal done
-            data = await log.reader.get(key)
+            data = await store.reader.get(key)
             done += 1
             if progress is not None:
                 progress(done, len(keys))
@@ -194,8 +194,8 @@ class History:
                 return Problem(key, _VANISHED)
             try:
                 if key.startswith(LOG_PREFIX):
-                    return await log.reader.read_commit(key, data)
-                return await read_checkpoint(log.location, key, data, log.format)
+                    return await store.reader.read_commit(key, data)
+                return await read_checkpoint(store.location, key, data, store.format)
             except CorruptObjectError as error:
                 return Problem(key, error.reason)
 
@@ -225,7 +225,7 @@ class History:
         """Runs that are not copies of the log's commits (a reader passes them over, but they are
         not the store's), and pending intents no writer made. Intents past their window are not
         problems: compaction deletes them."""
-        reader, location = self.log.reader, self.log.location
+        reader, location = self.store.reader, self.store.location
         listed = [info.key for info in await reader.list_keys(PENDING_PREFIX)]
         pending = [key for key in listed if intent_key_parts(key) is not None]
         problems = [
@@ -258,7 +258,7 @@ class History:
     def _erasure_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
         first = min(commits)
         base = checkpoints[min(seq for seq in checkpoints if seq >= first - 1)] if first > 1 else None
-        found = erasure_problems(base or State(format=self.log.format), commits)
+        found = erasure_problems(base or State(format=self.store.format), commits)
         return [Problem(log_key(seq), message) for seq, message in found]
 
     def _replay_problems(self, commits: Mapping[int, Commit], checkpoints: Mapping[int, State]) -> list[Problem]:
@@ -266,7 +266,7 @@ class History:
         first = min(commits)
         bases = [seq for seq in checkpoints if first - 1 <= seq]
         if first == 1:
-            state = State(format=self.log.format)
+            state = State(format=self.store.format)
         elif bases:
             state = checkpoints[min(bases)].copy()
         else:
@@ -280,7 +280,7 @@ class History:
         ]
         for seq in range(state.head + 1, max(commits) + 1):
             try:
-                void = state.apply(commits[seq], self.log.location)
+                void = state.apply(commits[seq], self.store.location)
             except CorruptObjectError as error:
                 return [*problems, Problem(error.key, error.reason)]
             if void is not None:

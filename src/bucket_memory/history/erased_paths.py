@@ -28,7 +28,7 @@ class ErasedPaths:
         oldest = commits[0].seq if commits else None
         recorded = [
             (record.seq, path)
-            for record in await self.store.log.reader.erasures.all()
+            for record in await self.store.reader.erasures.all()
             # Where the log still holds the record's seq, its commit says (a record at a seq that
             # holds another commit is an attempt that lost it, left by an operator that died);
             # below the retained log, the record is all there is.

@@ -35,7 +35,6 @@ from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObje
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, log_key, run_seq
-from ..log.commit_log import CommitLog
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
@@ -124,8 +123,7 @@ class Erasure:
 
     def __init__(self, store: LogFileStore) -> None:
         self.store = store
-        self.log = store.log
-        self.rewriting = Rewriting(store.log)
+        self.rewriting = Rewriting(store)
 
     async def plan(self, path: str) -> ErasurePlan:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
@@ -149,22 +147,22 @@ class Erasure:
         origin = checked_origin(origin)
         await self.rewriting.check()
         path = checked_path(path, self.store.format)
-        if await _record_earlier(self.log, path):
-            logger.warning("%s: recorded the erasure of %s that an earlier release made", self.log.location, path)
+        if await _record_earlier(self.store, path):
+            logger.warning("%s: recorded the erasure of %s that an earlier release made", self.store.location, path)
         target = await self._target(path)
         erasure = target.lineages.erasure(target.path, target.files)
         if erasure is None:
             if finish_only:  # the file at `path` now is another, written since: nobody asked to erase it
                 raise MemoryStoreError(
                     "not_found",
-                    f"No erasure of the file now at {target.path} in {self.log.location} to finish; "
+                    f"No erasure of the file now at {target.path} in {self.store.location} to finish; "
                     "`bucket-memory erase` erases it.",
                 )
             if not target.files:
                 self._check_something(target, None, [], await self._old_versions(target))
             erasure = await self._commit_erasure(target, origin)
         await self._put_back(target, erasure, origin)
-        await self.log.settle()  # the checkpoint that follows an erasure
+        await self.store.settle()  # the checkpoint that follows an erasure
         rewritten: list[str] = []
         looked_at: set[str] = set()
         dropped: list[str] = []
@@ -175,8 +173,8 @@ class Erasure:
                 break
             rewritten.extend(await self.rewriting.rewrite_all(found))  # each read once, rewritten if it holds one
             if copies:
-                what = f"Deleting copies of {target.path} in {self.log.location}"
-                await retrying(functools.partial(self.log.objects.delete, copies), what=what)
+                what = f"Deleting copies of {target.path} in {self.store.location}"
+                await retrying(functools.partial(self.store.objects.delete, copies), what=what)
                 dropped.extend(copies)
         deleted = await self._old_versions(target)
         await self.rewriting.delete_versions(deleted)
@@ -184,13 +182,15 @@ class Erasure:
         # (and stopped, perhaps, part-way through erasing it again): what holds a text now, current
         # or not, goes too.
         if again := await self._rewrites(target, erasure):
-            logger.warning("%s: %s held a text of %s again; erased again", self.log.location, again, path)
+            logger.warning("%s: %s held a text of %s again; erased again", self.store.location, again, path)
             rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
         if more := await self._old_versions(target):
             await self.rewriting.delete_versions(more)
             deleted += more
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
-        logger.info("%s: erased %s: commit %d, %d objects rewritten", self.log.location, path, erasure, len(rewritten))
+        logger.info(
+            "%s: erased %s: commit %d, %d objects rewritten", self.store.location, path, erasure, len(rewritten)
+        )
         return ErasurePlan(
             target.path,
             tuple(sorted(target.names)),
@@ -209,9 +209,9 @@ class Erasure:
 
     async def _target(self, path: str) -> _Target:
         """The file at `path` through the retained log, from the oldest checkpoint it starts from."""
-        reader = self.log.reader
-        for _ in range(self.log.options.request_attempts):
-            commits = await History(self.log).commits()
+        reader = self.store.reader
+        for _ in range(self.store.options.request_attempts):
+            commits = await History(self.store).commits()
             base: State | None = State(format=self.store.format)
             if commits and commits[0].seq > 1:
                 # The oldest checkpoint the retained log replays from (compaction keeps it and its commit).
@@ -222,7 +222,7 @@ class Erasure:
         else:
             raise MemoryStoreError(
                 "unavailable",
-                f"{self.log.location}'s log starts at commit {commits[0].seq}, and no checkpoint holds the state "
+                f"{self.store.location}'s log starts at commit {commits[0].seq}, and no checkpoint holds the state "
                 "before it (or each one was compacted as it was read). Run `bucket-memory verify` on it.",
             )
         target = _Target(path, Lineages(base))
@@ -238,24 +238,24 @@ class Erasure:
         erased file held, between the reading and the commit. The erasure then deleted another file,
         which is put back at once.
         """
-        reader = self.log.reader
+        reader = self.store.reader
         # Recorded before each attempt's commit is created, so that no reader can see it unrecorded
         # (and take it for what an agent could forge).
         attempts = RecordedAttempts(reader.erasures)
-        for _ in range(self.log.options.commit_attempts):
+        for _ in range(self.store.options.commit_attempts):
             head = target.lineages.head
             if await self.rewriting.deleted(log_key(head + 1)):
                 # A commit there was deleted by hand: processes that applied it would never apply an
                 # erasure made in its place, and would go on serving the text.
                 raise MemoryStoreError(
                     "unavailable",
-                    f"{self.log.location}/{log_key(head + 1)} held a commit that was deleted, so processes that "
-                    f"read it would not see an erasure made there. Run `bucket-memory verify {self.log.location}`, "
-                    f"which names it, then `bucket-memory recover {self.log.location}`, then `erase` again.",
+                    f"{self.store.location}/{log_key(head + 1)} held a commit that was deleted, so processes that "
+                    f"read it would not see an erasure made there. Run `bucket-memory verify {self.store.location}`, "
+                    f"which names it, then `bucket-memory recover {self.store.location}`, then `erase` again.",
                 )
             try:
                 plan = functools.partial(_erasure_plan, target, head)
-                seq = await self.log.commit(plan, origin, before_create=attempts.before_create)
+                seq = await self.store.commit(plan, origin, before_create=attempts.before_create)
             except MemoryStoreError as error:
                 if error.code != "version_mismatch":
                     raise
@@ -268,14 +268,14 @@ class Erasure:
                 continue  # moved away and a file written at its path, unseen: erased again where it went
             return seq
         raise MemoryStoreError(
-            "unavailable", f"{self.log.location} kept changing while the erasure was planned; try again."
+            "unavailable", f"{self.store.location} kept changing while the erasure was planned; try again."
         )
 
     async def _read_on(self, target: _Target, head: int, erasure: int | None) -> None:
         """Feed the lineages the commits after `head`. A writer whose cached head holds a commit
         that was deleted since (by hand: no writer deletes the newest commit) commits past the gap
         it left; the file's history then cannot be followed until `recover` repairs the log."""
-        commits = await self.log.reader.fetch_commits(await self.log.reader.list_log(after=head))
+        commits = await self.store.reader.fetch_commits(await self.store.reader.list_log(after=head))
         problems = chain_problems(commits)
         if commits and commits[0].seq != head + 1:
             problems.insert(
@@ -285,9 +285,9 @@ class Erasure:
             done = f"The erasure is commit {erasure}; running `erase` again finishes it. " if erasure else ""
             raise MemoryStoreError(
                 "unavailable",
-                f"{self.log.location}/{problems[0].key} does not follow the log before it ({problems[0].message}): "
-                f"a commit was deleted or changed by hand. {done}Run `bucket-memory verify {self.log.location}`, "
-                f"which names it, then `bucket-memory recover {self.log.location}`, then `erase` again.",
+                f"{self.store.location}/{problems[0].key} does not follow the log before it ({problems[0].message}): "
+                f"a commit was deleted or changed by hand. {done}Run `bucket-memory verify {self.store.location}`, "
+                f"which names it, then `bucket-memory recover {self.store.location}`, then `erase` again.",
             )
         target.feed(commits)
 
@@ -303,20 +303,20 @@ class Erasure:
         }
         if not others:
             return
-        before = await History(self.log).state_at(erasure - 1)
+        before = await History(self.store).state_at(erasure - 1)
         texts = {path: before.files[path].text for path in others}
 
         def plan(state: State) -> tuple[Change, ...]:
             return tuple(Write(path=path, text=text) for path, text in sorted(texts.items()) if path not in state.files)
 
-        if await self.log.commit(plan, origin) is not None:
-            logger.warning("%s: the erasure deleted %s, written meanwhile: put back", self.log.location, others)
+        if await self.store.commit(plan, origin) is not None:
+            logger.warning("%s: the erasure deleted %s, written meanwhile: put back", self.store.location, others)
 
     async def _candidates(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
         """The current objects below the erasure that the lineages say may hold a text of the file
         and that were not looked at yet (`looked_at` collects them), newest first, each with how to
         erase it from the bytes read (None: nothing to erase). Listing only: nothing is read."""
-        reader, lineages = self.log.reader, target.lineages
+        reader, lineages = self.store.reader, target.lineages
         texts = lineages.texts(target.files)
         found: list[tuple[int, int, str, Redaction]] = []
         voids = lineages.voids_naming(target.names)
@@ -336,7 +336,7 @@ class Erasure:
         candidates = await self._candidates(target, erasure, set())
 
         async def dirty(item: tuple[str, Redaction]) -> bool:
-            data = await self.log.reader.get(item[0])
+            data = await self.store.reader.get(item[0])
             return data is not None and await off_loop(len(data), functools.partial(item[1], data)) is not None
 
         marks = await gather_bounded(candidates, dirty)
@@ -345,14 +345,14 @@ class Erasure:
     def _erased_commit(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
         """The commit with the file's texts erased; a void one also keeps its verdict, which a
         replay over the erased texts could no longer reach (its edit checked against them, say)."""
-        commit = Commit.decode(self.log.location, key, data)
+        commit = Commit.decode(self.store.location, key, data)
         redacted = commit.redacted(target.erases(commit.seq), erasure)
         if (void := target.lineages.voids_naming(target.names).get(commit.seq)) is not None:
             redacted = redacted.recorded_void(void)
         return None if redacted is commit else redacted.encode()
 
     def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
-        checkpoint = decode_checkpoint(self.log.location, key, data)
+        checkpoint = decode_checkpoint(self.store.location, key, data)
         content = checkpoint.content()
         redacted = redacted_content(content, target.checkpoint_paths(content), erasure)
         # In the layout it was written in: a reader that could read it can read it still.
@@ -362,7 +362,7 @@ class Erasure:
         """The runs and pending intents that spell a name of the file: copies of its texts
         (`runs.py`) and writes not yet committed, which are deleted rather than rewritten (a
         deleted run is read again from the log; a deleted intent's author commits it itself)."""
-        reader = self.log.reader
+        reader = self.store.reader
         keys = [info.key for info in await reader.list_keys(LOG_PREFIX) if run_seq(info.key) is not None]
         keys += await reader.list_pending()
 
@@ -384,30 +384,30 @@ class Erasure:
         if not (target.files or erasure or rewrites or versions):
             raise MemoryStoreError(
                 "not_found",
-                f"No file of {self.log.location} was ever at {target.path}, in the retained history or in the "
+                f"No file of {self.store.location} was ever at {target.path}, in the retained history or in the "
                 "bucket's versions: nothing to erase. `bucket-memory log URL` lists the paths it holds.",
             )
 
 
-async def _record_earlier(log: CommitLog, path: str) -> bool:
+async def _record_earlier(store: LogFileStore, path: str) -> bool:
     """Record the erasures of `path` in the retained log that releases before erasure records
     committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
     applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
     the file) and that deleted a file. Whether there were any: the operator, running `erase` on
     the path, vouches for them."""
-    commits = await History(log).commits()
-    checkpoints = [seq for seq, _ in await log.reader.list_checkpoints()]
+    commits = await History(store).commits()
+    checkpoints = [seq for seq, _ in await store.reader.list_checkpoints()]
     recorded = False
     for commit in commits:
         if commit.erasure_authorized or path not in erased_paths(commit):
             continue
         after = next((seq for seq in checkpoints if seq >= commit.seq), None)
         names = erased_paths(commit)
-        if after is None or names & set((await History(log).state_at(after)).files):
+        if after is None or names & set((await History(store).state_at(after)).files):
             continue
-        if not names & set((await History(log).state_at(commit.seq - 1)).files):
+        if not names & set((await History(store).state_at(commit.seq - 1)).files):
             continue  # it deleted nothing: no release's erasure, and nothing to adopt
-        await log.reader.erasures.create(commit, commit.moment.timestamp())
+        await store.reader.erasures.create(commit, commit.moment.timestamp())
         recorded = True
     return recorded
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Sealed
 from ..format.codec import Commit
-from ..format.wire_values import LOG_PREFIX, reapplication
-from ..log.commit_log import CommitLog
+from ..format.wire_values import LOG_PREFIX
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import VersionedObjectStore
 from ..state.state import State
@@ -37,8 +37,8 @@ class Reapplying:
     another run re-applied meanwhile is seen before a second re-application could land.
     """
 
-    def __init__(self, log: CommitLog, read: int) -> None:
-        self.log = log
+    def __init__(self, store: LogFileStore, read: int) -> None:
+        self.store = store
         self.read = read
         self.done: set[str] = set()
 
@@ -51,9 +51,9 @@ class Reapplying:
         does this."""
         erases = any(isinstance(change, Erase) for change in changes)
         if erases and not fork.erasure_authorized:
-            logger.info("%s: left out fork commit %s: an erasure no record vouches for", self.log.location, fork.seq)
+            logger.info("%s: left out fork commit %s: an erasure no record vouches for", self.store.location, fork.seq)
             return None
-        attempts = RecordedAttempts(self.log.reader.erasures)
+        attempts = RecordedAttempts(self.store.reader.erasures)
 
         def plan(state: State) -> Sequence[Change]:
             if state.head != self.read:
@@ -62,12 +62,12 @@ class Reapplying:
             for change in changes:
                 if isinstance(change, Sealed) and change.is_erased:
                     # An erase rewrote the fork's version: the text is gone, and no commit can carry it.
-                    logger.info("%s: left out %s: an erasure removed its text", self.log.location, change)
+                    logger.info("%s: left out %s: an erasure removed its text", self.store.location, change)
                     continue
                 try:
                     scratch.apply_change(change, state.head + 1)
                 except MemoryStoreError as refused:
-                    logger.info("%s: left out %s: %s", self.log.location, change, refused)
+                    logger.info("%s: left out %s: %s", self.store.location, change, refused)
                     continue
                 kept.append(change if change.origin else change.model_copy(update={"origin": fork.origin}))
             return kept
@@ -76,26 +76,26 @@ class Reapplying:
             seq: int | None = None
             try:
                 hook = attempts.before_create if erases else None
-                seq = await self.log.commit(plan, reapplication(fork.id), before_create=hook)
+                seq = await self.store.reapply(plan, fork.id, before_create=hook)
             except _Behind as behind:
                 await self._read_up_to(behind.head)
                 continue
             finally:
                 await attempts.landed(seq)
             return seq
-        logger.info("%s: fork commit %s was re-applied by another run", self.log.location, fork.seq)
+        logger.info("%s: fork commit %s was re-applied by another run", self.store.location, fork.seq)
         return None
 
     async def _read_up_to(self, head: int) -> None:
         """Read the marks of every commit after `read` up to `head` (from the versions if compacted)."""
-        reader = self.log.reader
+        reader = self.store.reader
         listed = [(seq, info) for seq, info in await reader.list_log(after=self.read) if seq <= head]
         if [seq for seq, _ in listed] == list(range(self.read + 1, head + 1)):
             commits = await reader.fetch_commits(listed)
         else:
-            objects = self.log.objects
+            objects = self.store.objects
             assert isinstance(objects, VersionedObjectStore)
-            stored = await StoredVersions.listed(objects, self.log.format, LOG_PREFIX)
+            stored = await StoredVersions.listed(objects, self.store.format, LOG_PREFIX)
             commits = [commit for commit in (await stored.first_commits()).values() if self.read < commit.seq <= head]
         self.done |= reapplied(commits)
         self.read = head

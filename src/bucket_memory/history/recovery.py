@@ -19,6 +19,7 @@ from datetime import datetime
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..files.store import LogFileStore
 from ..fleet.intents import read_intent
 from ..format.changes import Change
 from ..format.codec import Commit, CorruptObjectError
@@ -32,7 +33,6 @@ from ..format.wire_values import (
     run_key,
     run_seq,
 )
-from ..log.commit_log import CommitLog
 from ..log.reader import LogReader
 from ..log.runs import read_run
 from ..objects.interface import VersionedObjectStore
@@ -105,8 +105,8 @@ class Recovery:
     every commit was read for re-application marks, so two runs can never both re-apply one fork.
     """
 
-    def __init__(self, log: CommitLog) -> None:
-        self.log = log
+    def __init__(self, store: LogFileStore) -> None:
+        self.store = store
 
     async def restore(self) -> Restoration:
         """Bring back every acknowledged commit from the bucket's versions, keeping those made since.
@@ -119,7 +119,7 @@ class Recovery:
         cached head is a fork commit this run put back may commit after it, off the restored chain,
         while the forks are re-applied; the run then meets that commit and restores again.
         """
-        self.log.check_writable()
+        self.store.check_writable()
         restored: list[str] = []
         repaired: list[str] = []
         reapplied: list[tuple[int, int | None]] = []
@@ -131,16 +131,16 @@ class Recovery:
                 if round_ == _RESTORE_ROUNDS:
                     raise
                 logger.warning("%s; restoring again (a writer committed off the restored chain meanwhile)", error)
-                self.log.forget()
-        head = (await self.log.proven_state()).head
+                self.store.forget()
+        head = (await self.store.state(proven=True)).head
         return Restoration(tuple(dict.fromkeys(restored)), tuple(dict.fromkeys(repaired)), tuple(reapplied), head)
 
     async def _restore_once(
         self, restored: list[str], repaired: list[str], reapplied: list[tuple[int, int | None]]
     ) -> None:
         """One round of `restore`, adding what it did to the lists as it goes."""
-        objects, location = self._versioned(), self.log.location
-        async with self.log.exclusive():
+        objects, location = self._versioned(), self.store.location
+        async with self.store.exclusive():
             plan = await self._plan()
             # Before any commit goes back: no reader may meet an erasure without its record.
             restored += await self._put_back_records(plan.stored)
@@ -153,11 +153,11 @@ class Recovery:
             for key in plan.stray:  # read above, and kept as a version
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which is not of the memory's chain", location, key)
-            for key in await _garbage(self.log.reader):  # kept as a version too
+            for key in await _garbage(self.store.reader):  # kept as a version too
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which no reader reads", location, key)
-            self.log.forget()
-        reapplying = Reapplying(self.log, plan.head)
+            self.store.forget()
+        reapplying = Reapplying(self.store, plan.head)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
 
@@ -175,7 +175,7 @@ class Recovery:
 
     async def _findings(self) -> list[Problem]:
         plan = await self._plan()
-        reader = self.log.reader
+        reader = self.store.reader
         problems: list[Problem] = []
         for key in sorted(plan.kept):
             first = plan.stored.first(key)
@@ -210,7 +210,7 @@ class Recovery:
     async def _rewritten(self, stored: StoredVersions, key: str) -> bool:
         """Whether `key` holds other than its first version or an erased form of it (not: gone since
         the listing)."""
-        current = await self.log.reader.get(key)
+        current = await self.store.reader.get(key)
         return current is not None and not await stored.holds_first(key, await stored.read(stored.first(key)), current)
 
     async def _plan(self) -> _Plan:
@@ -218,9 +218,9 @@ class Recovery:
         objects = self._versioned()
         # Live keys first: each is then among the versions listed next, so a commit a writer adds
         # meanwhile is either in the chain found below or not live here, and never removed.
-        listed, runs = await self.log.reader.list_log_and_runs()
-        live = {info.key for _, info in listed} | {info.key for _, info in await self.log.reader.list_checkpoints()}
-        stored = await StoredVersions.listed(objects, self.log.format)
+        listed, runs = await self.store.reader.list_log_and_runs()
+        live = {info.key for _, info in listed} | {info.key for _, info in await self.store.reader.list_checkpoints()}
+        stored = await StoredVersions.listed(objects, self.store.format)
         firsts = await stored.first_commits()
         base, head = await stored.longest_chain(firsts)
         kept = [log_key(seq) for seq in range(max(base, 1), head + 1)]
@@ -253,8 +253,8 @@ class Recovery:
     async def state_as_of(self, moment: datetime) -> PastState:
         """The memory as it was at `moment`: the newest commit made by then, on a gap-free run from a
         checkpoint; with every path an erasure in the stored versions names, at any time."""
-        location = self.log.location
-        stored = await StoredVersions.listed(self._versioned(), self.log.format)
+        location = self.store.location
+        stored = await StoredVersions.listed(self._versioned(), self.store.format)
         decoded = sorted((await stored.first_commits()).values(), key=lambda commit: commit.seq)
         # The run made by `moment`, stopped at the first commit made later (as `seq_at` does).
         commits = {commit.seq: commit for commit in itertools.takewhile(lambda c: c.moment <= moment, decoded)}
@@ -285,10 +285,10 @@ class Recovery:
         first = stored.first(key)
         assert first is not None
         data = await stored.read(first)
-        for _ in range(self.log.options.request_attempts):
+        for _ in range(self.store.options.request_attempts):
             if not live and await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
                 return "restored"
-            current = await self.log.reader.get(key)
+            current = await self.store.reader.get(key)
             if current is not None and await stored.holds_first(key, data, current):
                 return None  # its own, or as an erase rewrote it: never put a text back
             live = current is not None
@@ -297,7 +297,7 @@ class Recovery:
                 replace = functools.partial(objects.replace, key, data, tag=newest[-1].tag)
                 if await retrying(replace, what=f"Repairing {key}"):
                     return "repaired"
-        raise MemoryStoreError("unavailable", f"{self.log.location}/{key} kept changing while it was restored.")
+        raise MemoryStoreError("unavailable", f"{self.store.location}/{key} kept changing while it was restored.")
 
     async def _put_back_records(self, stored: StoredVersions) -> list[str]:
         """Re-create each erasure record that was deleted (a wipe of the prefix) from its first
@@ -310,12 +310,12 @@ class Recovery:
         return restored
 
     def _versioned(self) -> VersionedObjectStore:
-        if not isinstance(self.log.objects, VersionedObjectStore):
+        if not isinstance(self.store.objects, VersionedObjectStore):
             raise MemoryStoreError(
                 "unavailable",
-                f"{self.log.location} keeps no object versions to recover from; restore a backup instead.",
+                f"{self.store.location} keeps no object versions to recover from; restore a backup instead.",
             )
-        return self.log.objects
+        return self.store.objects
 
 
 async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> list[str]:

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 from a13n_harness.providers.memory import MemoryStoreError
 
+from ..files.store import LogFileStore
 from ..format.wire_values import LOG_PREFIX, is_owned
-from ..log.commit_log import CommitLog
 from ..objects.interface import ObjectVersion, RewritableObjectStore, VersionedObjectStore
 from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
@@ -32,9 +32,9 @@ class Rewriting:
     changed, credentials that may not list versions and a store that can do neither.
     """
 
-    def __init__(self, log: CommitLog) -> None:
-        self.log = log
-        self.objects = log.objects
+    def __init__(self, store: LogFileStore) -> None:
+        self.store = store
+        self.objects = store.objects
 
     async def check(self) -> None:
         """Refuse now what would be refused half-way: on a bucket, listing versions, and reading and
@@ -45,10 +45,10 @@ class Rewriting:
         if not isinstance(objects, VersionedObjectStore):
             if not isinstance(objects, RewritableObjectStore):
                 raise MemoryStoreError(
-                    "unavailable", f"{self.log.location} cannot rewrite its objects; it cannot erase."
+                    "unavailable", f"{self.store.location} cannot rewrite its objects; it cannot erase."
                 )
             return
-        what = f"Checking the operator's permissions on {self.log.location}"
+        what = f"Checking the operator's permissions on {self.store.location}"
         await retrying(lambda: objects.has_past(LOG_PREFIX), what=what)
         key = f"doctor/{secrets.token_hex(8)}.json"
         await retrying(functools.partial(objects.create, key, b"{}"), what=what)
@@ -61,7 +61,7 @@ class Rewriting:
                 if await retrying(functools.partial(objects.get, key), what=what) is not None:
                     await retrying(functools.partial(objects.delete, [key]), what=what)
             except MemoryStoreError as error:  # the refusal above is what the operator must see
-                logger.warning("could not delete %s/%s: %s", self.log.location, key, error)
+                logger.warning("could not delete %s/%s: %s", self.store.location, key, error)
 
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys
@@ -93,7 +93,7 @@ class Rewriting:
         if not isinstance(objects, LocalObjectStore):
             return []
         removed = []
-        for name, data in await objects.staged(older_than=self.log.options.operation_timeout):
+        for name, data in await objects.staged(older_than=self.store.options.operation_timeout):
             if holds(name, data):
                 await objects.remove_staged(name)
                 removed.append(f"{STAGING}/{name}")
@@ -118,10 +118,10 @@ class Rewriting:
         """Replace the object at `key` by the redacted form of the very version read (`current`, when
         listed), only while it is still current; whether this call did."""
         objects = self.objects
-        for _ in range(self.log.options.request_attempts):
+        for _ in range(self.store.options.request_attempts):
             if not isinstance(objects, VersionedObjectStore):
                 assert isinstance(objects, RewritableObjectStore)
-                data = await self.log.reader.get(key)
+                data = await self.store.reader.get(key)
                 redacted = None if data is None else await off_loop(len(data), functools.partial(redact, data))
                 if data is None or redacted is None:
                     return False  # compacted meanwhile, or redacted by another run
@@ -143,7 +143,7 @@ class Rewriting:
                 return True
             current = None  # another version came (a concurrent run): list and read it again
         raise MemoryStoreError(
-            "unavailable", f"{self.log.location}/{key} kept changing while it was rewritten; try again."
+            "unavailable", f"{self.store.location}/{key} kept changing while it was rewritten; try again."
         )
 
     async def deleted(self, key: str) -> bool:
@@ -164,7 +164,7 @@ class Rewriting:
         objects = self.objects
         assert isinstance(objects, VersionedObjectStore)
         return await retrying(
-            functools.partial(objects.list_versions, prefix), what=f"Listing versions of {self.log.location}/{prefix}"
+            functools.partial(objects.list_versions, prefix), what=f"Listing versions of {self.store.location}/{prefix}"
         )
 
     async def _read_version(self, version: ObjectVersion) -> bytes | None:

@@ -124,10 +124,9 @@ class GroupCommit:
     async def _after_loss(self, losses: int) -> None:
         """Each round has one winner. After its first loss a writer waits a random part of one create,
         so that the next round has fewer contenders; after later losses it retries at once, ahead of
-        those that lost fewer rounds. Against waiting longer after each loss, at 16 writers and half
-        the one-log bound (make bench), the p99 fell from 30 to 15 request latencies and PUTs per
-        write from 3.0 to 2.7; with every writer writing flat out, commits/s held and PUTs per commit
-        rose from 5.4 to 8.8."""
+        those that lost fewer rounds, so that the longest waits are cut rather than the mean (the
+        measurement against waiting longer after each loss: docs/performance.md, "Numbers behind
+        the code")."""
         if losses == 1:
             round_seconds = self.committer.settler.round_seconds
             await asyncio.sleep(deadline.clip(random.uniform(0, max(round_seconds, 0.001))))

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import numpy
 
 K1, B = 1.5, 0.75
-# Characters of text tokenized at a time while building postings: a token is a Python string of
-# about 60 bytes for a 6-letter word, so the tokens of all the texts at once held 24x the text at
+# Characters of text tokenized at a time while building postings: a token is a Python string many
+# times the size of its word, so the tokens of all the texts at once held many times the text at
 # the peak of a build; one chunk's are all a build holds now (docs/performance.md, "Recall").
 CHUNK = 1 << 16
 

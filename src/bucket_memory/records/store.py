@@ -262,7 +262,7 @@ class LogRecordStore:
 
     @property
     def _timeout(self) -> float:
-        return self.files.operation_timeout
+        return self.files.options.operation_timeout
 
     async def _body(self, text: str) -> tuple[RecordBody, str]:
         """The record a write makes of `text`, and its file's text, checked as readers will."""

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Callable
 
 # Objects past this size are encoded and decoded in a worker thread: parsing a whole memory's
-# checkpoint takes long enough (about 250 ms for 32 MiB) to stall every other coroutine.
+# checkpoint takes long enough to stall every other coroutine (docs/performance.md, "Numbers
+# behind the code").
 OFF_LOOP_BYTES = 256 * 1024
 
 

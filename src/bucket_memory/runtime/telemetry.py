@@ -142,7 +142,8 @@ def operation(name: str, memory: str) -> AbstractAsyncContextManager[Tally]:
 
 class _Operation:
     """One operation's span, tally and duration, entered around its body. A class, not a generator:
-    a local read costs about 30 us, and the generator's machinery was a sixth of it."""
+    it wraps every read, and a generator's machinery was a measurable part of a local one
+    (docs/performance.md, "Numbers behind the code")."""
 
     __slots__ = ("_enclosing", "_memory", "_name", "_span", "_span_named", "_started", "_tally", "_token")
 

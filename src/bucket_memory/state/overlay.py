@@ -1,8 +1,9 @@
 """A dict seen through the changes made on top of it, so that planning a commit costs what it changes.
 
 A commit is planned on the head's state and may still lose its race, so the plan must not change
-that state. Copying a 50,000-file state for each write cost 14 ms of CPU against 1.1 ms at 1,000
-files; an overlay costs the same at any size, and `merge` applies it once the commit has landed.
+that state. A copy of the state for each write costs in proportion to the files (docs/performance.md,
+"Numbers behind the code"); an overlay costs what the write changes, at any size, and `merge`
+applies it once the commit has landed.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw:
             ledger.erasure_done(path, plan.erasure, step)
         return f"{path} -> erasure at {plan.erasure}"
     if kind == "compact":
-        return f"-> floor {(await admin.compact()).floor}"
+        return f"-> floor {(await admin.store.compact()).floor}"
     if kind == "recover":
         done = await admin.recover(None, origin=OPERATOR)
         ledger.moved(done.restoration.reapplied)
@@ -97,7 +97,7 @@ async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw:
         ledger.moved(done.restoration.reapplied)
         return f"--as-of step {at_step} -> {_restoration(done.restoration)}, commit {done.as_of_commit}"
     if kind == "rollback":
-        head = max(1, (await admin.store.log.fresh_state()).head)
+        head = max(1, (await admin.store.state()).head)
         seq = draw.randint(max(1, head - 4), head)
         return f"--to {seq} -> {await admin.rollback(seq, origin=OPERATOR)}"
     if kind == "restore":

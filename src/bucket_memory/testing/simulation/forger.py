@@ -62,7 +62,7 @@ class Forger:
 
     async def commit(self, *changes: Change, origin: Origin = MALLORY) -> Commit | None:
         """Create the next log key with a commit hashed and chained as a store would."""
-        state = await self.reader.log.proven_state()
+        state = await self.reader.state(proven=True)
         commit = Commit.create(state.head + 1, state.head_hash, changes, origin, at=time.time())
         return commit if await self.bucket.create(log_key(commit.seq), commit.encode()) else None
 
@@ -74,7 +74,7 @@ class Forger:
         return bool(current) and await self.bucket.replace(key, data, tag=current[0].tag)
 
     async def _files(self) -> dict[str, str]:
-        state = await self.reader.log.proven_state()
+        state = await self.reader.state(proven=True)
         return {path: live.text for path, live in state.files.items() if live.erased is None}
 
     async def _benign_commit(self) -> Forgery | None:
@@ -117,7 +117,7 @@ class Forger:
         )
 
     async def _garbage_intents(self) -> Forgery | None:
-        head = (await self.reader.log.proven_state()).head
+        head = (await self.reader.state(proven=True)).head
         count = self.draw.randint(1, 40)
         keys = tuple(intent_key(index, head, f"{index:032x}") for index in range(count))
         for key in keys:
@@ -125,13 +125,13 @@ class Forger:
         return Forgery("garbage-intents", keys, False, f"{count} objects of 7 bytes at intent keys")
 
     async def _foreign_intent(self) -> Forgery | None:
-        head = (await self.reader.log.proven_state()).head
+        head = (await self.reader.state(proven=True)).head
         key = intent_key(1, head, "f" * 32)
         await self.bucket.create(key, b'{"kind": "intent", "format": 1}')
         return Forgery("foreign-intent", (key,), False, "an intent that does not decode")
 
     async def _forged_run(self) -> Forgery | None:
-        state = await self.reader.log.proven_state()
+        state = await self.reader.state(proven=True)
         if state.head < 2:
             return None
         fake = Commit.create(state.head, state.head_hash, (Write(path="alice.md", text="ran\n"),), MALLORY, at=0)
@@ -140,7 +140,7 @@ class Forger:
         return Forgery("forged-run", (key,), False, "a run whose commit is not the log's")
 
     async def _forged_checkpoint(self) -> Forgery | None:
-        state = (await self.reader.log.proven_state()).copy()
+        state = (await self.reader.state(proven=True)).copy()
         if not state.files:
             return None
         path = self.draw.choice(sorted(state.files))

@@ -38,7 +38,7 @@ class Replay:
 
 async def replay_retained(store: LogFileStore) -> Replay:
     """Replay the retained log of `store`'s bucket from the checkpoint at or after its first commit's base."""
-    reader = store.log.reader
+    reader = store.reader
     listed = await reader.list_log()
     commits = await reader.fetch_commits(listed)
     if not commits:
