@@ -114,8 +114,9 @@ def test_a_write_to_an_unversioned_bucket_warns_once(s3_endpoint: str) -> None:
 @pytest.mark.parametrize(
     ("command", "says"),
     [
-        (["-m", "examples.agents"], "memory_file_create"),
-        (["-m", "examples.record_agents"], "memory_record_add"),
+        # As modules in make test-slow: the same code prints, run as files below (what failed to import).
+        pytest.param(["-m", "examples.agents"], "memory_file_create", marks=pytest.mark.slow),
+        pytest.param(["-m", "examples.record_agents"], "memory_record_add", marks=pytest.mark.slow),
         (["examples/agents.py"], "memory_file_create"),
         (["examples/record_agents.py"], "memory_record_add"),  # failed on import: No module named 'examples'
     ],
