@@ -28,7 +28,7 @@ from .connect import memory_prefixes
 from .format.tombstone import DESTROYED
 from .format.wire_values import CHECKPOINT_PREFIX, ERASURES_PREFIX, LOG_PREFIX, PENDING_PREFIX, key_seq, log_key
 from .objects.bulk import DestroyableObjectStore
-from .objects.interface import ObjectStore, ObjectVersion
+from .objects.interface import CREATE, OVERWRITE, AlreadyExists, ObjectStore, ObjectVersion
 from .objects.retry import gather_bounded, retrying
 
 # Every folder a memory writes (doctor/ holds the create-only check's short-lived objects).
@@ -132,10 +132,12 @@ class Destroyer:
         seq = newest + 1
         while True:
             key = log_key(seq)
-            create = functools.partial(self.objects.create, key, DESTROYED)
-            # A create whose reply was lost and was sent again answers False: the read tells it was ours.
-            if await self._retry(create, f"Sealing {key}") or await self._get(key) == DESTROYED:
+            try:
+                await self._retry(functools.partial(self.objects.put, key, DESTROYED, CREATE), f"Sealing {key}")
                 return seq
+            except AlreadyExists:  # a create whose reply was lost and was sent again: the read tells it was ours
+                if await self._get(key) == DESTROYED:
+                    return seq
             seq += 1
 
     async def _covered_before(self, stored: Sequence[ObjectVersion]) -> set[str]:
@@ -147,7 +149,8 @@ class Destroyer:
         return {key for key, data in zip(sized, held, strict=True) if data == DESTROYED}
 
     async def _cover(self, key: str) -> None:
-        await self._retry(functools.partial(self.objects.put, key, DESTROYED), f"Writing the tombstone at {key}")
+        cover = functools.partial(self.objects.put, key, DESTROYED, OVERWRITE)
+        await self._retry(cover, f"Writing the tombstone at {key}")
 
     async def _stored(self) -> list[ObjectVersion]:
         listed = await gather_bounded(
