@@ -33,6 +33,7 @@ from bucket_memory.objects.interface import (
 )
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.proxy import Fault, Plan, fault_proxy
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -321,3 +322,14 @@ async def _closed(objects: ObjectStore) -> None:
         await close()
     if (client := getattr(objects, "client", None)) is not None and hasattr(client, "close"):
         client.close()
+
+
+async def test_a_refused_put_through_the_fault_wrapper_still_meets_its_reply_fault() -> None:
+    """A refusal is a reply: the wrapper loses it as it loses any (the simulation's histories
+    depend on it; before, a refusal skipped the reply's fault and latency)."""
+    inner = MemoryObjectStore()
+    await inner.put(KEY, b"first", CREATE)
+    faulty = FaultyObjectStore(inner, Faults(script=lambda operation, key, n: "lose_reply"))
+    with pytest.raises(TransientError):
+        await faulty.put(KEY, b"second", CREATE)
+    assert faulty.calls["create"] == 1 and await inner.get(KEY) == b"first"

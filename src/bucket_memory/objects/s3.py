@@ -123,15 +123,7 @@ class S3ObjectStore:
         return await self._read(lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key), key)
 
     async def put(self, key: str, data: bytes, mode: Create | IfMatch | Overwrite) -> None:
-        match mode:
-            case Create():
-                condition = {"IfNoneMatch": "*"}
-            case IfMatch(tag):
-                condition = {"IfMatch": tag}
-            case Overwrite():
-                condition = {}
-            case _:  # a mode its type leaves out (`IfHolds`): a caller's bug, never a write
-                raise TypeError(f"{self.location} does not keep {mode}")
+        condition = _condition(mode, self.location)
         checksum = await _checksum(data)
         try:
             await self._call(
@@ -359,6 +351,19 @@ class S3ObjectStore:
             raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
         except Exception as error:  # body streams, checksums, aiohttp, timeouts: whatever nobody mapped may pass
             raise TransientError(f"{type(error).__name__}: {error}") from None
+
+
+def _condition(mode: Create | IfMatch | Overwrite, location: str) -> dict[str, str]:
+    """The PutObject headers of `mode`."""
+    match mode:
+        case Create():
+            return {"IfNoneMatch": "*"}
+        case IfMatch(tag):
+            return {"IfMatch": tag}
+        case Overwrite():
+            return {}
+        case _:  # a mode its type leaves out (`IfHolds`): a caller's bug, never a write
+            raise TypeError(f"{location} does not keep {mode}")
 
 
 async def _body(response: Any) -> bytes:

@@ -32,6 +32,7 @@ from ..objects.interface import (
     ObjectVersion,
     Overwrite,
     PutMode,
+    Refused,
     RewritableObjectStore,
     TransientError,
     VersionedObjectStore,
@@ -141,11 +142,14 @@ class FaultyObjectStore:
         operation = _COUNTED_AS[type(mode)]
         request = await self._before(operation, key)
         self.bytes_sent += len(data)
-        await self._send(key, data, mode)
+        refused = await self._send(key, data, mode)
         if request.fault == "resend":  # the transport's second send: its answer is the caller's
             self.bytes_sent += len(data)
-            await self._send(key, data, mode)
+            refused = await self._send(key, data, mode)
+        # A refusal is a reply like any other: it takes its time back, and can be lost or outlived.
         await self._after(operation, key, request)
+        if refused is not None:
+            raise refused
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -221,8 +225,16 @@ class FaultyObjectStore:
         await inner.delete_stored(versions)
         await self._after("delete_stored", key, request)
 
-    async def _send(self, key: str, data: bytes, mode: PutMode) -> None:
-        """`put` on the inner store, if it keeps `mode` (a `TypeError` if not: the caller's bug)."""
+    async def _send(self, key: str, data: bytes, mode: PutMode) -> Refused | None:
+        """`put` on the inner store, if it keeps `mode` (a `TypeError` if not: the caller's bug); its
+        refusal, if it refused."""
+        try:
+            await self._put_inner(key, data, mode)
+        except Refused as refused:
+            return refused
+        return None
+
+    async def _put_inner(self, key: str, data: bytes, mode: PutMode) -> None:
         match mode:
             case Create():
                 await self.inner.put(key, data, mode)
