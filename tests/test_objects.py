@@ -333,3 +333,26 @@ async def test_a_refused_put_through_the_fault_wrapper_still_meets_its_reply_fau
     with pytest.raises(TransientError):
         await faulty.put(KEY, b"second", CREATE)
     assert faulty.calls["create"] == 1 and await inner.get(KEY) == b"first"
+
+
+async def test_an_s3_put_whose_reply_was_lost_is_not_sent_again_and_refused(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp sent a PUT whose reply was lost a second time, unseen by botocore; a 403 to that
+    second send was `forbidden`, which `log/settle.py` takes for "did not land", though the first
+    send had written the key. The store's client sends once: the lost reply is transient."""
+    from bucket_memory.objects.s3 import S3ObjectStore
+
+    def plan(number: int, method: str, path: str) -> Fault | None:
+        return None if method != "PUT" else "lose_reply" if not proxy.faults else 403
+
+    async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        objects = S3ObjectStore(bucket=VERSIONED, prefix=unique_prefix(), request_timeout=5.0)
+        try:
+            with pytest.raises(TransientError):
+                await objects.put(KEY, b"landed", CREATE)
+            assert [fault for *_, fault in proxy.faults] == ["lose_reply"]
+            assert await objects.get(KEY) == b"landed"
+        finally:
+            await objects.aclose()

@@ -97,8 +97,9 @@ class S3ObjectStore:
     it was made on), so one store serves a process that calls `asyncio.run` per request, and a
     thousand stores open at once hold one client and its few sockets; `aclose` lets go of the
     running loop's, which closes once no store holds it. A caller's `client` is used on its own
-    loop only (the SDK must make one attempt a request, as the shared client does: a retry it made
-    itself could answer a refusal for a write its first attempt made). A 412 is reported as the
+    loop only. The shared client sends each request once (one SDK attempt, no aiohttp resend:
+    `s3_clients`); a caller's client that retries may have a refusal answer a retry of a write its
+    first attempt made, which breaks `put`'s error rule (`log/settle.py` reads back all else). A 412 is reported as the
     mode's `Refused`; 409 ConditionalRequestConflict, throttling, 5xx, lost connections and any SDK
     failure after a request may have been sent as `TransientError`, so the log reads the key back.
     """
