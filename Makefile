@@ -65,7 +65,7 @@ test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(TOOLS_STAMP) || exit 1; \
 	$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1 & linting=$$!; \
 	wait $$installing || echo "warning: chromium did not install (see $(CHROMIUM_LOG)); the browser tests will skip" >&2; \
-	$(VENV)/bin/pytest -q -n 3; tested=$$?; \
+	$(VENV)/bin/pytest -q -n 3 --durations=25; tested=$$?; \
 	wait $$linting; linted=$$?; cat $(LINT_LOG); \
 	[ $$linted = 0 ] || echo "error: make lint failed (above)" >&2; \
 	[ $$tested = 0 ] && [ $$linted = 0 ]
@@ -89,6 +89,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.layers
 	$(PY) -m benchmarks.erase
 	$(PY) -m benchmarks.fleet
+	$(PY) -m benchmarks.memories
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.
 dist: $(STAMP)

@@ -64,13 +64,25 @@ def _seeded(n: int) -> tuple[str, str, str]:
     return team, facts, record
 
 
+def _stored(s3: Any, team: str) -> list[tuple[str, str]]:
+    """Every object version under the examples' memories `n/` (team's and facts'), by key and version."""
+    prefix = team.removeprefix("s3://my-memories/").removesuffix("team")
+    pages = s3.get_paginator("list_object_versions").paginate(Bucket="my-memories", Prefix=prefix)
+    return sorted(
+        (entry["Key"], entry["VersionId"])
+        for page in pages
+        for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+    )
+
+
 def test_the_reference_examples_run_as_printed(
     s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 56: the `Example:` of each command in docs/cli.md runs, each on memories of its own in
-    the bucket it names (moto; the prefix gets the example's number), set up as the examples
-    assume (`_seeded`), from a folder holding ./notes to import. 5f0c stands for a record's id: the
-    one `records add` printed is given; shell plumbing (`echo ... |`, `> file`) is stdin and a file."""
+    """Issue 56: the `Example:` of each command in docs/cli.md runs, on memories in the bucket it
+    names (moto), set up as the examples assume (`_seeded`), from a folder holding ./notes to
+    import. Examples share memories until one changes a stored object; the next gets fresh ones
+    (seeding is most of the test's requests). 5f0c stands for a record's id: the one `records add`
+    printed is given; shell plumbing (`echo ... |`, `> file`) is stdin and a file."""
     import botocore.session
 
     examples = re.findall(r"^Example: (.*)$", REFERENCE.read_text(), flags=re.M)
@@ -82,6 +94,7 @@ def test_the_reference_examples_run_as_printed(
     (tmp_path / "notes" / "coffee.md").write_text("coffee\n")
     monkeypatch.chdir(tmp_path)
     ran = []
+    seeded, stored = None, None
     for n, example in enumerate(examples):
         words = shlex.split(example)
         given = None
@@ -91,7 +104,10 @@ def test_the_reference_examples_run_as_printed(
         words = words[1 : words.index(">")] if into else words[1:]
         if any(" ".join(words).startswith(command) for command in EXAMPLES_NOT_RUN):
             continue
-        team, facts, record = _seeded(n)
+        if seeded is None or _stored(s3, seeded[0]) != stored:
+            seeded = _seeded(n)
+            stored = _stored(s3, seeded[0])
+        team, facts, record = seeded
         mine = {"s3://my-memories/team": team, "s3://my-memories/facts": facts, "5f0c": record[:4]}
         printed = cli(*[mine.get(word, word) for word in words], given=given)
         if into:

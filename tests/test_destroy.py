@@ -4,6 +4,7 @@ nothing beside it touched, and a destroy stopped anywhere finished by running it
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,7 +68,8 @@ async def test_destroy_leaves_tombstones_alone_and_refuses_every_store() -> None
 
     left = await _left(objects)
     _only_tombstones(left)
-    assert done.tombstones == len(left) and done.versions_deleted == plan.versions + done.tombstones - len(left)
+    assert done.tombstones == len(left) - 1  # and the proof
+    assert done.versions_deleted == plan.versions + done.tombstones + 1 - len(left)
     await _refused(reader)  # its probe of the next seq meets the seal
     with pytest.raises(MemoryStoreError) as raised:  # a write lands nowhere either
         await writer.write("after.md", "written after\n", expected=None, origin=ORIGIN)
@@ -104,7 +106,7 @@ async def test_destroy_on_every_backend(objects: ObjectStore) -> None:
     await Destroyer(objects).destroy()
 
     stored = await objects.list_stored("")
-    assert len(stored) == 6 and all(version.current and version.size == len(DESTROYED) for version in stored)
+    assert len(stored) == 6 + 1 and all(version.current and version.size == len(DESTROYED) for version in stored)
     assert [await objects.get(version.key) for version in stored] == [DESTROYED] * len(stored)
     await _refused(warm)
 
@@ -161,7 +163,7 @@ async def test_a_destroy_stopped_anywhere_is_refused_and_finished_by_running_aga
     await Destroyer(objects).destroy()
     _only_tombstones(await _left(objects))
     again = await Destroyer(objects).destroy()  # a third run finds nothing to do
-    assert (again.versions_deleted, again.tombstones) == (0, len(await _left(objects)))
+    assert (again.versions_deleted, again.tombstones) == (0, len(await _left(objects)) - 1)
 
 
 async def test_a_prefix_holding_other_memories_is_refused_whole() -> None:
@@ -220,8 +222,20 @@ def test_destroy_on_s3_deletes_every_version_and_nothing_beside(s3_endpoint: str
     left = _versions_under(client, f"{target}/")
     assert {body for _, _, body in left} == {DESTROYED}, left
     assert not any(b"555-0100" in body or b"alice" in body for _, _, body in left)
-    assert f"{len(left)} tombstones left" in said
+    assert f"{len(left) - 1} tombstones left with the operator's proof of the destroy" in said
     assert _versions_under(client, f"{sibling}/") == beside
     assert "was destroyed" in cli("cat", url, "people/alice.md", expect=3)
     assert "Bob" in cli("cat", f"s3://{VERSIONED}/{sibling}", "people/bob.md")
     assert "0 stored versions (0 bytes) deleted" in cli("destroy", url, "--yes")  # again: nothing more to do
+
+
+async def test_a_destroyed_memory_under_the_prefix_is_no_other_memory(tmp_path: Path) -> None:
+    """Was: a parent whose child memory had been destroyed was refused for good, naming the child."""
+    for name in ("parent", "parent/child"):
+        async with open_store(tmp_path / name) as store:
+            await store.write("a.md", "a\n", expected=None, origin=ORIGIN)
+    async with open_store(tmp_path / "parent/child") as child:
+        await Destroyer(child.log.objects).destroy()
+    async with open_store(tmp_path / "parent") as parent:
+        await Destroyer(parent.log.objects).destroy()
+        await _refused(LogFileStore(parent.log.objects))

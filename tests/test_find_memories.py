@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+from a13n_harness.providers.memory import Origin
 
-from bucket_memory.connect import find_memories, memory_prefixes
+from bucket_memory.connect import find_memories, memory_prefixes, open_store
+from bucket_memory.destroy import Destroyer
+from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.objects.bulk import RolledPage
 from bucket_memory.objects.interface import ObjectInfo
@@ -119,3 +123,28 @@ async def test_on_moto_a_thousand_memories_and_a_long_log_take_two_listings(s3_c
     found = await memory_prefixes(S3ObjectStore(s3_client, bucket=BUCKET, prefix=base))
     assert len(found) == 1001
     assert len(listings) == 2
+
+
+async def test_a_destroyed_memory_is_not_listed_and_costs_no_request_more() -> None:
+    """Was: a destroyed prefix was listed as a memory (its tombstones are at its commit keys), and
+    any command on it answered `memory_deleted`. Its proof sits beside its log, in the same listing."""
+    objects = PagedCount()
+    _fill(objects, LAYOUT, STRAYS)
+    await memory_prefixes(objects)
+    before, objects.lists = objects.lists, 0
+    for destroyed in ("users/1/child", "users/10"):  # what a destroy leaves beside the tombstones
+        objects.objects[f"{destroyed}/{PROOF_KEY}"] = (DESTROYED, 0.0)
+
+    assert await memory_prefixes(objects, destroyed=False) == sorted(set(LAYOUT) - {"users/10", "users/1/child"})
+    assert objects.lists == before
+    assert await memory_prefixes(objects) == sorted(LAYOUT)  # what fan-out reports as destroyed
+
+
+async def test_a_destroyed_local_memory_is_not_listed(tmp_path: Path) -> None:
+    for name in ("kept", "gone"):
+        async with open_store(tmp_path / name) as store:
+            await store.write("a.md", "a\n", expected=None, origin=Origin())
+    async with open_store(tmp_path / "gone") as store:
+        await Destroyer(store.log.objects).destroy()
+    assert await find_memories(tmp_path) == [str(tmp_path / "kept")]
+    assert await find_memories(tmp_path, destroyed=True) == [str(tmp_path / name) for name in ("gone", "kept")]

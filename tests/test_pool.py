@@ -115,3 +115,40 @@ async def test_record_stores_close(s3_endpoint: str) -> None:
         await records.add("remember this")
         assert len(_shared_s3()) == 1
     assert _shared_s3() == {}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "named"),
+    [
+        ({"max_stores": 0}, "max_stores"),
+        ({"max_stores": -5}, "max_stores"),
+        ({"max_stores": 1.5}, "max_stores"),  # was taken: the pool kept 2
+        ({"max_stores": "10"}, "max_stores"),  # was a TypeError from a comparison
+        ({"max_stores": True}, "max_stores"),  # was taken as 1
+        ({"max_stores": None}, "max_stores"),
+        ({"max_bytes": -1}, "max_bytes"),
+        ({"max_bytes": float("nan")}, "max_bytes"),  # was taken: nothing compares above nan, nothing evicted
+        ({"max_bytes": float("inf")}, "max_bytes"),
+        ({"max_bytes": 1e6}, "max_bytes"),
+        ({"max_bytes": "1 GB"}, "max_bytes"),
+        ({"max_bytes": False}, "max_bytes"),
+    ],
+)
+def test_bounds_that_are_not_whole_numbers_are_refused_naming_them(bounds: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=rf"StorePool's {named} must be a whole number of at least [01], not "):
+        StorePool(**bounds)
+
+
+async def test_huge_bounds_hold_everything_and_zero_bytes_closes_what_is_handed_back(tmp_path: Path) -> None:
+    async with StorePool(max_stores=10**18, max_bytes=10**30) as pool:
+        for name in "abc":
+            async with pool.lease(tmp_path / name) as store:
+                await store.write("note.md", name, expected=None, origin=ORIGIN)
+        assert len(pool) == 3
+    async with StorePool(max_bytes=0) as pool:
+        async with pool.lease(tmp_path / "empty") as empty:
+            await empty.list()
+        async with pool.lease(tmp_path / "a") as held:
+            assert (await held.read("note.md")).text == "a"  # held: open past the bound
+            assert len(pool) == 2
+        assert len(pool) == 0 and pool.cached_bytes == 0  # handed back: past the bound, closed (oldest first)

@@ -111,6 +111,8 @@ HOSTILE_PREFIXES: list[tuple[str, str]] = [
     ("teams/erasures/blue", "log, checkpoints or erasures segment"),  # its agents would write the records
     ("x" * 944, "at most 943 characters"),
 ]
+# Tenant tags that would end or nest the ${aws:PrincipalTag/NAME} variable, or that AWS reserves.
+HOSTILE_TENANT_TAGS = ["", "a}b", "${x}", "a*", "a/b", "a b", 'a"b', "AWS:x", "t\u0435nant", "x" * 129]
 # Prefixes both accept.
 GOOD_PREFIXES = ["", "teams/blue", "teams/blue/", "a.b=c-d_E/F9", "..x/x..", "x" * 943]
 
@@ -121,6 +123,7 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"noncurrent_version_days": 0}, "at least 1"),
     ({"kms_key_arn": "arn:aws:kms:us-east-1:123456789012:alias/memory"}, "alias ARN cannot be granted"),
     ({"bucket_policy_documents": ['{"Version": "2012-10-17"}']}, "Statement list"),
+    *(({"tenant_tag": tag}, "tenant_tag is 1 to 128") for tag in HOSTILE_TENANT_TAGS),
 ]
 
 
@@ -131,6 +134,11 @@ def test_bad_inputs_are_refused_with_their_message(terraform: Terraform) -> None
         for index, (inputs, _) in enumerate(BAD_INPUTS)
     }
     calls["good"] = {"source": "../modules/s3-memory-bucket", "bucket_name": "memory-bucket", "prefixes": GOOD_PREFIXES}
+    calls["tenant"] = {
+        "source": "../modules/s3-memory-bucket",
+        "bucket_name": "memory-bucket",
+        "tenant_tag": "a.b:c=d+e@f-g_9",
+    }
     root = terraform.tree / "bad-inputs"
     root.mkdir()
     # JSON values are HCL literals but for templates, whose $ and % HCL escapes by doubling them.
@@ -374,3 +382,35 @@ def test_the_lambda_handler_runs_under_the_applied_policy(
     finally:  # what the Lambda runtime never does: close the warm client
         lambda_handler.loop.run_until_complete(lambda_handler.resources.aclose())
         lambda_handler.store = None
+
+
+@pytest.mark.slow  # init and two applies (27 s); the tenant_tag rules are held in make test by the bad inputs'
+def test_the_s3_modules_policies_are_what_policy_prints(terraform: Terraform) -> None:
+    """The S3 module's policy documents, evaluated by terraform with the bucket's ARN given (a root
+    holding its locals and documents alone: they need no API), equal `access_policy` and
+    `operator_policy`, with and without a tenant tag."""
+    source = (TERRAFORM_TREE / "modules" / "s3-memory-bucket" / "main.tf").read_text()
+    documents = source[source.index("\nlocals {") + 1 :].replace("aws_s3_bucket.memory.arn", '"arn:aws:s3:::acme"')
+    root = terraform.tree / "s3-documents"
+    root.mkdir()
+    (root / "main.tf").write_text(
+        'provider "aws" {\n  region = "us-east-1"\n  access_key = "x"\n  secret_key = "x"\n'
+        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n"
+        "  skip_metadata_api_check = true\n}\n"
+        + 'variable "prefixes" {\n  type = list(string)\n}\n'
+        + "".join(
+            f'variable "{name}" {{\n  type = string\n  default = null\n}}\n' for name in ("kms_key_arn", "tenant_tag")
+        )
+        + documents
+        + 'output "access" {\n  value = data.aws_iam_policy_document.access.json\n}\n'
+        + 'output "operator" {\n  value = data.aws_iam_policy_document.operator.json\n}\n'
+    )
+    terraform("s3-documents", "init")
+    for tenant in (None, "tenant"):
+        variables = ["-var", f"prefixes={_hcl(['teams/blue', 'ops/'])}"]
+        variables += ["-var", f"tenant_tag={tenant}"] if tenant else []
+        terraform("s3-documents", "apply", "-auto-approve", *variables)
+        outputs = terraform.outputs("s3-documents")
+        for output, made in (("access", access_policy), ("operator", operator_policy)):
+            expected = made("acme", ["teams/blue/", "ops/"], tenant_tag=tenant)
+            assert normalized(json.loads(outputs[output])) == normalized(expected), (output, tenant)

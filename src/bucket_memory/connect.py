@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from .files.store import DEFAULT_MAX_BYTES, LogFileStore
+from .format.tombstone import PROOF_KEY
 from .log.options import LogOptions
 from .objects.bulk import RollingObjectStore
 from .objects.credentials import no_google_credentials
@@ -193,35 +194,41 @@ def _gcs_client() -> tuple[Any, SharedClients]:
     return SHARED.acquire(made), SHARED
 
 
-async def find_memories(url: str | os.PathLike[str]) -> list[str]:
-    """The URLs of the memories under a bucket, a prefix or a directory: each place that holds a log.
+async def find_memories(url: str | os.PathLike[str], *, destroyed: bool = False) -> list[str]:
+    """The URLs of the memories under a bucket, a prefix or a directory: each place that holds a log,
+    and, with `destroyed`, those a `bucket-memory destroy` has begun on (its proof stored).
 
     On S3 and GCS one listing rolled up at each memory's log (`memory_prefixes`), not of every object.
     """
     where = parse_url(url)
     if where.scheme == "file":
         assert where.path is not None
-        return sorted(str(folder) for folder in await asyncio.to_thread(_local_memories, Path(where.path)))
+        found = await asyncio.to_thread(_local_memories, Path(where.path), destroyed)
+        return sorted(str(folder) for folder in found)
     base = f"{where.scheme}://{where.bucket}"
     async with open_store(url, read_only=True) as store:
-        prefixes = await memory_prefixes(store.log.objects, attempts=store.log.options.request_attempts)
+        objects, attempts = store.log.objects, store.log.options.request_attempts
+        prefixes = await memory_prefixes(objects, attempts=attempts, destroyed=destroyed)
     return sorted(
         f"{base}/{'/'.join(part for part in (where.prefix, prefix) if part)}".rstrip("/") for prefix in prefixes
     )
 
 
-async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6) -> list[str]:
-    """The prefixes, relative to `objects`' own ("" for the memory there), of the memories under it.
+async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6, destroyed: bool = True) -> list[str]:
+    """The prefixes, relative to `objects`' own ("" for the memory there), of the memories under it;
+    without `destroyed`, less those whose destroy's proof (`format/tombstone.PROOF_KEY`) is stored.
 
     A listing rolled up at "log/" names each memory's log folder once, however long its log, so it
     costs one request per 1000 memories plus the objects memories keep beside their logs
-    (checkpoints, intents, erasure records). A folder whose name ends in "log" (blog/) rolls up too
-    and is listed again past it. A store that cannot roll up lists every object.
+    (checkpoints, intents, erasure records, the proof of a destroy: so it costs nothing more). A
+    folder whose name ends in "log" (blog/) rolls up too and is listed again past it. A store that
+    cannot roll up lists every object.
     """
     if not isinstance(objects, RollingObjectStore):
         listed = await retrying(lambda: objects.list(""), what=f"Listing {objects.location}", attempts=attempts)
-        return sorted({match[1] or "" for info in listed if (match := _MEMORY_KEY.fullmatch(info.key))})
-    found: set[str] = set()
+        return _living(set(), {info.key for info in listed}, destroyed)
+    rolled_up: set[str] = set()
+    keys: set[str] = set()
     folders = [""]
     while folders:
         folder, token = folders.pop(), None
@@ -233,21 +240,33 @@ async def memory_prefixes(objects: ObjectStore, *, attempts: int = 6) -> list[st
             )
             for rolled in page.prefixes:
                 if rolled == "log/" or rolled.endswith("/log/"):
-                    found.add(rolled.removesuffix("log/").rstrip("/"))
+                    rolled_up.add(rolled.removesuffix("log/").rstrip("/"))
                 else:
                     folders.append(rolled)
-            found.update(match[1] or "" for key in page.keys if (match := _MEMORY_KEY.fullmatch(key)))
+            keys.update(page.keys)
             if (token := page.token) is None:
                 break
-    return sorted(found)
+    return _living(rolled_up, keys, destroyed)
 
 
 _MEMORY_KEY = re.compile(r"(?:(.*)/)?(?:log|checkpoints)/\d{20}\.json")
+_PROOF_KEY = re.compile(rf"(?:(.*)/)?{re.escape(PROOF_KEY)}")
 
 
-def _local_memories(root: Path) -> list[Path]:
+def _living(rolled_up: set[str], keys: set[str], destroyed: bool) -> list[str]:
+    """The memories whose logs were rolled up and those `keys` name by their commits and
+    checkpoints; without `destroyed`, less those `keys` show holding a destroy's proof."""
+    found = rolled_up | {match[1] or "" for key in keys if (match := _MEMORY_KEY.fullmatch(key))}
+    if not destroyed:
+        found -= {match[1] or "" for key in keys if (match := _PROOF_KEY.fullmatch(key))}
+    return sorted(found)
+
+
+def _local_memories(root: Path, destroyed: bool) -> list[Path]:
     return [
         Path(folder)
         for folder, children, files in os.walk(root)
-        if "log" in children and any(_MEMORY_KEY.fullmatch(f"log/{name}") for name in os.listdir(Path(folder, "log")))
+        if "log" in children
+        and any(_MEMORY_KEY.fullmatch(f"log/{name}") for name in os.listdir(Path(folder, "log")))
+        and (destroyed or not Path(folder, PROOF_KEY).is_file())
     ]

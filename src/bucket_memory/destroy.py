@@ -3,16 +3,19 @@ tombstone (`format/tombstone.py`) left at each commit key a reader could still a
 
 The order makes it safe to stop anywhere and run again:
 
-1. Seal: the tombstone is created at the seq after the newest commit ever stored. No writer can
+1. Prove: the operator's proof of the destroy is written under `erasures/`, which the agents'
+   grants may not write. A tombstone is the end of the memory only beside it: without it, one is a
+   forged commit, which any writer with PutObject under the prefix could create.
+2. Seal: the tombstone is created at the seq after the newest commit ever stored. No writer can
    commit past it (a commit is created at the next seq, which it holds), and every reader, cold or
    warm, meets it by its next listing or probe: from here on the memory is refused, never served.
-2. Cover: the tombstone is written over every commit key that holds a commit now, so that a warm
+3. Cover: the tombstone is written over every commit key that holds a commit now, so that a warm
    store's probe of its next seq, which needs no listing, is refused too.
-3. Delete every other version under the memory's folders: old versions, delete markers,
+4. Delete every other version under the memory's folders: old versions, delete markers,
    checkpoints, intents, erasure records, the commit texts the tombstones replaced.
 
-A run stopped after 1 leaves a memory every reader refuses; running it again repeats 2 and 3 (a
-write is idempotent) and finds the seal it made. Only the memory's own folders are touched: a
+A run stopped after 2 leaves a memory every reader refuses; running it again repeats 1, 3 and 4
+(a write is idempotent) and finds the seal it made. Only the memory's own folders are touched: a
 prefix that holds other memories is refused, naming them, and objects not the memory's are left.
 """
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .connect import memory_prefixes
-from .format.tombstone import DESTROYED
+from .format.tombstone import DESTROYED, PROOF_KEY
 from .format.wire_values import CHECKPOINT_PREFIX, ERASURES_PREFIX, LOG_PREFIX, PENDING_PREFIX, key_seq, log_key
 from .objects.bulk import DestroyableObjectStore
 from .objects.interface import CREATE, OVERWRITE, AlreadyExists, ObjectStore, ObjectVersion
@@ -39,7 +42,7 @@ OWN_FOLDERS = (LOG_PREFIX, CHECKPOINT_PREFIX, PENDING_PREFIX, ERASURES_PREFIX, "
 class DestroyPlan:
     """What destroying a memory deletes: `objects` keys holding `versions` stored versions (of them
     `markers` delete markers) and `bytes` bytes, and the `covered` commit keys left holding the
-    tombstone. `sealed`: a run before sealed the memory already (no reader is served from it)."""
+    tombstone. `sealed`: a run before proved and sealed the memory already (no reader is served from it)."""
 
     location: str
     objects: int
@@ -53,7 +56,8 @@ class DestroyPlan:
 @dataclass(frozen=True, slots=True)
 class Destroyed:
     """What a destroy did: the versions and bytes it deleted, and the tombstones (one version each,
-    no text, path or principal) left at the memory's commit keys, the seal at `seal` among them."""
+    no text, path or principal) left at the memory's commit keys, the seal at `seal` among them, with
+    the proof at `format.tombstone.PROOF_KEY` that makes them a destroy."""
 
     location: str
     versions_deleted: int
@@ -67,8 +71,8 @@ class Destroyer:
 
     `plan` reads and changes nothing; `destroy` is safe to stop anywhere and to run again, and
     concurrent writers are refused from the seal on. Requests: a listing of each folder the memory
-    keeps (a page per 1000 versions), one to find other memories under it, a write per commit key
-    held now, and a delete per 1000 versions.
+    keeps (a page per 1000 versions), one to find other memories under it, the proof's write, a
+    write per commit key held now, and a delete per 1000 versions.
     """
 
     def __init__(self, objects: ObjectStore, *, attempts: int = 6) -> None:
@@ -100,13 +104,16 @@ class Destroyer:
             markers=sum(version.marker for version in stored),
             bytes=sum(version.size for version in stored),
             covered=len(covered),
-            sealed=bool(covered) and await self._get(covered[-1]) == DESTROYED,
+            sealed=bool(covered)
+            and await self._get(covered[-1]) == DESTROYED
+            and await self._get(PROOF_KEY) == DESTROYED,
         )
 
     async def destroy(self) -> Destroyed:
-        """Seal, cover, delete (the module's steps); what is left is the tombstones alone."""
+        """Prove, seal, cover, delete (the module's steps); what is left is the tombstones and the proof."""
         await self._refuse_children()
         stored = await self._stored()
+        await self._prove()
         covered = _covered(stored)
         newest = max((seq for version in stored if (seq := _commit_seq(version.key)) is not None), default=0)
         seal = await self._seal(newest, covered)
@@ -114,7 +121,7 @@ class Destroyer:
         tombstones = {*covered, *(log_key(seq) for seq in range(newest + 1, seal + 1))}
         await gather_bounded(sorted(tombstones - {log_key(seal)} - await self._covered_before(stored)), self._cover)
         stored = await self._stored()
-        doomed = [version for version in stored if not _kept(version, tombstones)]
+        doomed = [version for version in stored if not _kept(version, {*tombstones, PROOF_KEY})]
         await self._retry(functools.partial(self.objects.delete_stored, doomed), "Deleting the stored versions")
         return Destroyed(
             location=self.objects.location,
@@ -123,6 +130,14 @@ class Destroyer:
             tombstones=len(tombstones),
             seal=seal,
         )
+
+    async def _prove(self) -> None:
+        """Write the proof (once: a run again finds it), before any tombstone, so that none this run
+        writes stands without it."""
+        if await self._get(PROOF_KEY) != DESTROYED:
+            await self._retry(
+                functools.partial(self.objects.put, PROOF_KEY, DESTROYED, OVERWRITE), f"Writing {PROOF_KEY}"
+            )
 
     async def _seal(self, newest: int, covered: Sequence[str]) -> int:
         """The seq of the seal: one a run before made, else the first free seq after `newest`,
@@ -160,7 +175,9 @@ class Destroyer:
         return [version for versions in listed for version in versions]
 
     async def _refuse_children(self) -> None:
-        children = [prefix for prefix in await memory_prefixes(self.objects, attempts=self.attempts) if prefix]
+        children = [
+            prefix for prefix in await memory_prefixes(self.objects, attempts=self.attempts, destroyed=False) if prefix
+        ]
         if children:
             named = ", ".join(f"{self.objects.location}/{child}" for child in children[:5])
             more = f" and {len(children) - 5} more" if len(children) > 5 else ""
@@ -190,5 +207,5 @@ def _covered(stored: Sequence[ObjectVersion]) -> list[str]:
 
 
 def _kept(version: ObjectVersion, tombstones: set[str]) -> bool:
-    """Whether `version` is a tombstone `destroy` leaves: the current version at a covered key."""
+    """Whether `version` is one `destroy` leaves: the current version at a covered key (or the proof)."""
     return version.current and not version.marker and version.key in tombstones

@@ -9,6 +9,12 @@ status. On GCS, `gcs_condition` admits the objects under the prefixes (agents re
 read and write them) and `gcs_write_condition` those agents may write. A test holds each to what
 the modules apply.
 
+With a tenant tag (`tenant_prefixes`), each S3 grant is of `<prefix>${aws:PrincipalTag/NAME}/`
+instead: one role serves every tenant, and a session (AssumeRole or TagSession tagged NAME=alice)
+reaches only the memory under `<prefix>alice/`; two Denies refuse a session whose tag is missing
+or names no single segment of its own (`b/c`, `..`, a folder a memory keeps). GCS conditions can
+name nothing of the caller, so there a tenant tag is refused (`GCS_TENANT_LIMIT`).
+
 Each refuses a bucket or prefix the Terraform modules' validation refuses: the rules below are
 theirs (a test reads them out of variables.tf), so that nothing but letters, digits and `_ . = - /`
 reaches a document. IAM reads * and ? in a resource as wildcards and ${...} as a policy variable,
@@ -41,6 +47,16 @@ BUCKET_PATTERNS = {
     "gs": "^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$",
 }
 _ALLOWED = "a prefix is path segments of ASCII letters, digits and _ . = - joined by /, such as teams/blue"
+# AWS's tag key characters less the space and /, so that nothing ends or nests the ${...} variable.
+TENANT_TAG_PATTERN = "^[A-Za-z0-9_.:=+@-]{1,128}$"
+# Tag values that name no memory of the tenant's own under a prefix: none, several segments (a
+# memory nested under another tenant's), relative ones, or a folder a memory at the prefix keeps.
+HOSTILE_TENANTS = ["", "*/*", ".", "..", *RESERVED_FOLDERS, "pending", "doctor"]
+GCS_TENANT_LIMIT = (
+    "GCS IAM conditions can compare only the object's name, the resource type and the request time, "
+    "nothing of the caller, so a grant cannot follow a tag: grant each tenant's service account its own "
+    "prefix (`bucket-memory policy gs://BUCKET/PREFIX/TENANT`), or give each tenant a bucket."
+)
 _KMS_KEY = re.compile(r"arn:aws[a-z-]*:kms:(?P<region>[a-z0-9-]+):[0-9]{12}:key/[A-Za-z0-9-]+")
 
 
@@ -57,21 +73,61 @@ def memory_prefixes(urls: Sequence[MemoryUrl]) -> tuple[str, list[str]]:
     return buckets.pop(), prefixes
 
 
-def access_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
-    """The agents' policy: read, write and list exactly what bucket-memory needs under the prefixes,
-    but never create or delete an erasure record (the operator's word that an erasure is one)."""
+def access_policy(
+    bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None, *, tenant_tag: str | None = None
+) -> Policy:
+    """The agents' policy: read, write and list exactly what bucket-memory needs under the prefixes
+    (each tenant's own under them, with `tenant_tag`), but never create or delete an erasure record
+    or a destroy's proof (the operator's word that an erasure, or a destroy, is one)."""
     arn = f"arn:aws:s3:::{bucket}"
-    policy = _objects_policy(bucket, prefixes, kms_key_arn)
+    granted = tenant_prefixes(bucket, prefixes, tenant_tag)
+    policy = _objects_policy(bucket, granted, kms_key_arn)
     policy["Statement"].append(
         {
             # An explicit Deny outweighs every Allow, this policy's and any other the agent holds.
             "Sid": "OnlyOperatorsWriteErasureRecords",
             "Effect": "Deny",
             "Action": ["s3:PutObject", "s3:DeleteObject"],
-            "Resource": [f"{arn}/{key}" for key in erasure_record_patterns(prefixes)],
+            "Resource": [f"{arn}/{key}" for key in erasure_record_patterns(granted)],
         }
     )
+    policy["Statement"] += _tenant_guards(bucket, tenant_tag)
     return policy
+
+
+def tenant_prefixes(bucket: str, prefixes: Sequence[str], tenant_tag: str | None) -> list[str]:
+    """The S3 prefixes a policy grants, each checked: `prefixes` themselves, or with `tenant_tag`
+    the memory of the session's tenant under each (`<prefix>${aws:PrincipalTag/NAME}/`)."""
+    check_grantable("s3", bucket, prefixes)
+    if tenant_tag is None:
+        return list(prefixes)
+    check_tenant_tag(tenant_tag)
+    return [f"{prefix}${{aws:PrincipalTag/{tenant_tag}}}/" for prefix in prefixes]
+
+
+def check_tenant_tag(tenant_tag: str) -> None:
+    """Refuse a tag key that could end or nest the policy variable it is put in, or that AWS reserves."""
+    if re.fullmatch(TENANT_TAG_PATTERN, tenant_tag) is None or tenant_tag.lower().startswith("aws:"):
+        raise MemoryStoreError(
+            "invalid_path",
+            f"{_shown(tenant_tag)!r} cannot be a tenant tag: 1 to 128 ASCII letters, digits and _ . : = + @ -, "
+            "not starting with aws: (such as tenant).",
+        )
+
+
+def _tenant_guards(bucket: str, tenant_tag: str | None) -> list[dict[str, Any]]:
+    """With a tenant tag, the Denies that refuse a session whose tag is missing or is no one
+    segment of its own (`HOSTILE_TENANTS`): whoever tags sessions (AssumeRole, TagSession) could
+    otherwise reach another tenant's nested memory, or the folders of a memory at the prefix."""
+    if tenant_tag is None:
+        return []
+    variable = f"aws:PrincipalTag/{tenant_tag}"
+    resources = [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+    refused = {"Effect": "Deny", "Action": "s3:*", "Resource": resources}
+    return [
+        {"Sid": "TenantTagIsSet", **refused, "Condition": {"Null": {variable: "true"}}},
+        {"Sid": "TenantTagIsOneSegment", **refused, "Condition": {"StringLike": {variable: HOSTILE_TENANTS}}},
+    ]
 
 
 def erasure_record_patterns(prefixes: Sequence[str]) -> list[str]:
@@ -82,11 +138,14 @@ def erasure_record_patterns(prefixes: Sequence[str]) -> list[str]:
     return [prefix + pattern for prefix in prefixes for pattern in (own, nested)]
 
 
-def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None) -> Policy:
+def operator_policy(
+    bucket: str, prefixes: Sequence[str], kms_key_arn: str | None = None, *, tenant_tag: str | None = None
+) -> Policy:
     """The operators' policy: the agents' object grants without their Deny (so operators create and
-    delete erasure records), old versions under the prefixes (read, and deleted by `erase`), the
-    versioning status."""
+    delete erasure records and a destroy's proof), old versions under the prefixes (read, and
+    deleted by `erase` and `destroy`), the versioning status; with `tenant_tag`, of the session's tenant."""
     arn = f"arn:aws:s3:::{bucket}"
+    prefixes = tenant_prefixes(bucket, prefixes, tenant_tag)
     policy = _objects_policy(bucket, prefixes, kms_key_arn)
     policy["Statement"] += [
         {"Sid": "MemoryVersioningStatus", "Effect": "Allow", "Action": "s3:GetBucketVersioning", "Resource": arn},
@@ -104,13 +163,13 @@ def operator_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | Non
             "Resource": [f"{arn}/{prefix}*" for prefix in prefixes],
         },
     ]
+    policy["Statement"] += _tenant_guards(bucket, tenant_tag)
     return policy
 
 
 def _objects_policy(bucket: str, prefixes: Sequence[str], kms_key_arn: str | None) -> Policy:
-    """What agents and operators both hold: objects under each prefix, listing only under them, and
-    the bucket's KMS key through S3 when there is one."""
-    check_grantable("s3", bucket, prefixes)
+    """What agents and operators both hold: objects under each prefix (checked), listing only under
+    them, and the bucket's KMS key through S3 when there is one."""
     arn = f"arn:aws:s3:::{bucket}"
     statements: list[dict[str, Any]] = [
         {

@@ -34,8 +34,8 @@ class StorePool:
     """
 
     def __init__(self, *, max_stores: int = 1000, max_bytes: int = 256 * 1024 * 1024, **settings: Any) -> None:
-        if max_stores < 1 or max_bytes < 0:
-            raise ValueError(f"StorePool needs max_stores >= 1 and max_bytes >= 0, not {max_stores}, {max_bytes}")
+        _check_whole("max_stores", max_stores, least=1)
+        _check_whole("max_bytes", max_bytes, least=0)
         self.max_stores = max_stores
         self.max_bytes = max_bytes
         self._settings = settings
@@ -91,6 +91,13 @@ class StorePool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _check_whole(name: str, value: object, *, least: int) -> None:
+    """A bound as a whole number: a float (nan never compares, so it would never evict), a string
+    or a bool is refused here rather than failing, or holding nothing back, at the first lease."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"StorePool's {name} must be a whole number of at least {least}, not {value!r}"[:200])
 
 
 def _bytes(store: LogFileStore) -> int:

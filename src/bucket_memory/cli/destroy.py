@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 def destroy(url: Url, dry_run: DryRun = False, yes: Yes = False, as_json: Json = False) -> None:
     """Delete a whole memory for good: every version and delete marker of its commits, checkpoints,
     intents and erasure records. A tombstone (no text, path or principal) is left at each of its
-    commit keys, and every store still open on the memory fails its next call with memory_deleted.
+    commit keys, with the operator's proof of the destroy under erasures/ (which agents cannot
+    write: a tombstone without it is a forgery), and every store still open on the memory fails its
+    next call with memory_deleted.
 
     Shows what it deletes first, and asks (or needs --yes off a terminal). A prefix holding other
     memories is refused, naming them; objects under it that are not the memory's are left. Running
@@ -78,5 +80,5 @@ def _report(result: Destruction) -> None:
         return
     out.print(
         f"{result.url}: destroyed; {result.versions_deleted} stored versions ({result.bytes_deleted} bytes) "
-        f"deleted, {result.tombstones} tombstones left"
+        f"deleted, {result.tombstones} tombstones left with the operator's proof of the destroy"
     )

@@ -86,7 +86,7 @@ def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
             ok=isinstance(outcome.error, MemoryDestroyed) or (outcome.error is None and not outcome.result),
             destroyed=isinstance(outcome.error, MemoryDestroyed),
             problems=outcome.result or [],
-            error=_failure(outcome.error),
+            error=failure(outcome.error),
         )
         for outcome in run_each(work, url, concurrency)
     ]
@@ -111,7 +111,7 @@ def _problems(problems: list[Problem]) -> None:
         out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
 
 
-def _failure(error: MemoryStoreError | None) -> Failure | None:
+def failure(error: MemoryStoreError | None) -> Failure | None:
     from .output import Failure
 
     return Failure(code=error.code, message=str(error), hint=None) if error is not None else None
@@ -158,7 +158,7 @@ def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
             url=outcome.url,
             compacted=outcome.result,
             destroyed=isinstance(outcome.error, MemoryDestroyed),
-            error=_failure(outcome.error),
+            error=failure(outcome.error),
         )
         for outcome in run_each(work, url, concurrency, read_only=False)
     ]
@@ -178,7 +178,7 @@ def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
 def stats(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Files, bytes, commits, history floor and checkpoint age.
 
-    With --all, of every memory under URL, a few at once, one line each.
+    With --all, of every memory under URL, a few at once, one line each; exit 1 when one cannot be read.
     Example: bucket-memory stats s3://my-memories/team
     Example: bucket-memory stats s3://my-memories/users --all
     """
@@ -202,23 +202,34 @@ def stats(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json:
 
 
 def _stats_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
     from .output import MemoryStats
 
     found = [
-        MemoryStats(url=outcome.url, stats=outcome.result, error=_failure(outcome.error))
+        MemoryStats(
+            url=outcome.url,
+            stats=outcome.result,
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            error=failure(outcome.error),
+        )
         for outcome in run_each(lambda admin: admin.stats(), url, concurrency)
     ]
 
     def report() -> None:
         for memory in found:
             if memory.stats is None:
-                out.print(f"{memory.url}: {memory.error.message if memory.error else ''}")
+                out.print(
+                    f"{memory.url}: {'destroyed' if memory.destroyed else memory.error.message if memory.error else ''}"
+                )
                 continue
             stats = memory.stats
             out.print(f"{memory.url}: {stats.files} files, {_sized(stats.bytes)}, head {stats.head}")
         out.print(f"{len(found)} memories, {_sized(sum(memory.stats.bytes for memory in found if memory.stats))}")
 
     emit(found, as_json, report)
+    # A memory that could not be read is a failure of the command, as in verify and compact --all.
+    if any(memory.error and not memory.destroyed for memory in found):
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @command()

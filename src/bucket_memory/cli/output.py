@@ -134,10 +134,12 @@ class MemoryCompacted(_Output):
 
 
 class MemoryStats(_Output):
-    """`stats --all`: one memory at a glance (as `stats` gives it), or the store error that stopped it."""
+    """`stats --all`: one memory at a glance (as `stats` gives it), or the store error that stopped it
+    (a destroyed memory is `destroyed`, not a failure)."""
 
     url: str
     stats: Stats | None
+    destroyed: bool
     error: Failure | None
 
 
@@ -185,6 +187,17 @@ class Checked(_Output):
 
     create_only: bool
     versioning: str | None
+
+
+class MemoryChecked(_Output):
+    """`doctor --all`: one memory's checks (as `doctor` gives them), or the store error that stopped
+    them (`error`; a destroyed memory is `destroyed`, not a failure). `ok`: no error, versioning on."""
+
+    url: str
+    ok: bool
+    checked: Checked | None
+    destroyed: bool
+    error: Failure | None
 
 
 class ModelShare(_Output):
@@ -309,7 +322,7 @@ OUTPUTS: dict[str, Any] = {
     "destroy": Destruction,
     "stats": Stats | list[MemoryStats],  # the admin API's own dataclass; a list with --all
     "init": Initialized,
-    "doctor": Checked,
+    "doctor": Checked | list[MemoryChecked],
     "memories": list[Memory],
     "records-ls": list[Record],
     "records-search": list[Record],

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, store_errors
+from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, run_each, store_errors
 from .checks import as_usage, checked_url
 from .failures import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, fail
+from .maintenance import Concurrency, Every, failure
 from .versioning import bucket_of, versioning_warning
 
 if TYPE_CHECKING:
@@ -153,25 +154,39 @@ def policy(
     kms_key: Annotated[
         str | None, typer.Option(help="S3: the bucket's KMS key ARN, to grant through S3.", show_default=False)
     ] = None,
+    tenant_tag: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="S3: grant each session the memory PREFIX/<its NAME tag> alone (${aws:PrincipalTag/NAME}), "
+            "for one role serving every tenant through AssumeRole or TagSession tags. Not on GCS.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Print the IAM grants the memories need, as the Terraform modules write them; changes nothing.
 
     On S3, a policy document for agents (or, with --operator, for operators), limited to the
-    prefixes; attach it with `aws iam put-role-policy`. On GCS, each role to bind and its condition.
-    Agents never create or delete an erasure record (only --operator does).
+    prefixes, or with --tenant-tag to the memory of each session's tenant under them; attach it
+    with `aws iam put-role-policy`. On GCS, each role to bind and its condition. Agents never create
+    or delete an erasure record or a destroy's proof (only --operator does).
     Example: bucket-memory policy s3://my-memories/team > policy.json
     """
+    from a13n_harness.providers.memory import MemoryStoreError
+
     from ..objects.urls import parse_url
-    from ..policy import access_policy, memory_prefixes, operator_policy
+    from ..policy import GCS_TENANT_LIMIT, access_policy, memory_prefixes, operator_policy
 
     with as_usage():  # made from the command line alone: whatever it refuses, the command line was wrong
         parsed = [parse_url(url) for url in urls]
         bucket, prefixes = memory_prefixes(parsed)
         if parsed[0].scheme == "gs":
+            if tenant_tag is not None:
+                raise MemoryStoreError("invalid_path", f"--tenant-tag is for S3 only. {GCS_TENANT_LIMIT}")
             _print_gcs_bindings(bucket, prefixes, operator)
             return
         made = operator_policy if operator else access_policy
-        out.print(json.dumps(made(bucket, prefixes, kms_key), indent=2))
+        out.print(json.dumps(made(bucket, prefixes, kms_key, tenant_tag=tenant_tag), indent=2))
 
 
 def _print_gcs_bindings(bucket: str, prefixes: list[str], operator: bool) -> None:
@@ -192,26 +207,22 @@ def _print_gcs_bindings(bucket: str, prefixes: list[str], operator: bool) -> Non
 
 
 @command()
-def doctor(url: Url, as_json: Json = False) -> None:
+def doctor(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json: Json = False) -> None:
     """Check that the endpoint refuses a second create of one key (the store needs it), that the
     memory loads, and whether the bucket keeps versions; exit 1 on a problem.
 
-    The check creates and deletes one object under the prefix's doctor/ folder.
+    The check creates and deletes one object under the prefix's doctor/ folder. With --all, of
+    every memory under URL, a few at once, one line each (a destroyed memory is left untouched).
     Example: bucket-memory doctor s3://my-memories/team
+    Example: bucket-memory doctor s3://my-memories/users --all
     """
-    from ..connect import check_create_only
-    from ..objects.interface import VersionedObjectStore
     from .output import Checked
 
-    async def work(admin: MemoryAdmin) -> str | None:
-        await check_create_only(admin.store.log.objects)
-        await admin.store.list()
-        if not isinstance(admin.store.log.objects, VersionedObjectStore):
-            return None
-        return await admin.recovery.versioning()
-
     try:
-        versioning = run(work, url, new_ok=True, says_versioning=True)
+        if every:
+            _doctor_all(url, concurrency, as_json)
+            return
+        versioning = run(doctor_checks, url, new_ok=True, says_versioning=True)
     except typer.Exit as exit:
         raise typer.Exit(EXIT_PROBLEMS if exit.exit_code == EXIT_STORE else exit.exit_code) from None
     whole = versioning in (None, "enabled")  # else no "ok:" line: the warning, and exit 1
@@ -223,6 +234,51 @@ def doctor(url: Url, as_json: Json = False) -> None:
     emit(Checked(create_only=True, versioning=versioning), as_json, said)
     if not whole:
         err.print(versioning_warning(versioning or "unknown", url))
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+async def doctor_checks(admin: MemoryAdmin) -> str | None:
+    """`doctor`'s checks of one memory: it loads (first: a destroyed or unreadable memory is left
+    unwritten), its endpoint refuses a second create, and its bucket's versioning (None: a local
+    directory, which keeps none). Requests: the load's, four for the create check, one for versioning."""
+    from ..connect import check_create_only
+    from ..objects.interface import VersionedObjectStore
+
+    await admin.store.list()
+    await check_create_only(admin.store.log.objects)
+    if not isinstance(admin.store.log.objects, VersionedObjectStore):
+        return None
+    return await admin.recovery.versioning()
+
+
+def _doctor_all(url: str, concurrency: int, as_json: bool) -> None:
+    from ..format.tombstone import MemoryDestroyed
+    from .output import Checked, MemoryChecked
+
+    found = [
+        MemoryChecked(
+            url=outcome.url,
+            ok=outcome.error is None and outcome.result in (None, "enabled"),
+            checked=Checked(create_only=True, versioning=outcome.result) if outcome.error is None else None,
+            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            error=failure(outcome.error),
+        )
+        for outcome in run_each(doctor_checks, url, concurrency, read_only=False)
+    ]
+
+    def report() -> None:
+        for memory in found:
+            checked = memory.checked
+            said = "destroyed" if memory.destroyed else memory.error.message if memory.error else "ok"
+            if checked is not None and not memory.ok:
+                said = f"versioning is {checked.versioning or 'unknown'}: the bucket keeps no old versions to recover"
+            out.print(f"{memory.url}: {said}")
+        live = [memory for memory in found if not memory.destroyed]
+        whole = f"{sum(memory.ok for memory in live)} of {len(live)} memories pass"
+        out.print(whole + (f", {len(found) - len(live)} destroyed" if len(live) < len(found) else ""))
+
+    emit(found, as_json, report)
+    if not all(memory.ok or memory.destroyed for memory in found):
         raise typer.Exit(EXIT_PROBLEMS)
 
 

@@ -28,10 +28,12 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
 
 from ..format.changes import Change
 from ..format.codec import Commit
+from ..format.tombstone import MemoryDestroyed, destroyed
 from ..log.batch import Answer, Lost, Plan, Request, consume
 from ..log.commit_log import CommitLog
 from ..log.committer import Committed, Stale, unconfirmed
 from ..log.reader import gapless
+from ..objects.retry import retrying
 from ..runtime import deadline, telemetry
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
@@ -160,6 +162,8 @@ class Fleet:
         publishing has begun, a failure that proves nothing is `write_unconfirmed`: whoever
         commits next may still settle it, within its window."""
         head, reader = self.log.head, self.log.reader
+        if reader.destroyed:  # a warm store that met the destroy publishes nothing more
+            raise destroyed(self.location)
         async with self.log.exclusive():
             state = await head.loaded()
         intent: Intent | None = None
@@ -185,6 +189,10 @@ class Fleet:
             outcome = await self._wait(waiting, self.pending.worth_reading(tail.pending))
             del self.unsettled[intent.key]  # settled, or provably never to be
             return outcome
+        except MemoryDestroyed:
+            if intent is not None and publishing is not None:
+                await self._withdraw(intent, publishing)
+            raise
         except MemoryStoreError as error:
             if publishing is not None and error.code == "unavailable":
                 raise unconfirmed(self.location, state.head + 1) from None
@@ -205,6 +213,21 @@ class Fleet:
         self.unsettled = {key: kept for key, kept in self.unsettled.items() if head < kept.base + FOLD_WINDOW}
         self.unsettled[intent.key] = intent
         return asyncio.create_task(self.pending.publish(intent))
+
+    async def _withdraw(self, intent: Intent, publishing: asyncio.Task[None]) -> None:
+        """Delete our intent from a memory found destroyed: it holds our write's text, and the
+        destroy's last listing may have come before it landed. On a versioned bucket the text stays
+        in an old version, which only `destroy` run again deletes (agents hold no DeleteObjectVersion)."""
+        await asyncio.wait([publishing])
+        self.unsettled.pop(intent.key, None)
+        try:
+            await retrying(
+                lambda: self.log.objects.delete([intent.key]),
+                what=f"Withdrawing {self.location}/{intent.key}",
+                attempts=self.log.options.request_attempts,
+            )
+        except MemoryStoreError as error:  # the refusal is the answer; the intent is the destroy's to delete
+            logger.warning("%s: could not withdraw %s from the destroyed memory: %s", self.location, intent.key, error)
 
     async def _wait(self, waiting: Waiting, pending: Sequence[str]) -> Outcome:
         """Poll for the commit that settles our intent, racing for the next key when our turn comes."""

@@ -36,7 +36,7 @@ from pydantic import (
 from ..runtime.off_loop import off_loop
 from .canonical_json import canonical_members, joined
 from .changes import Change, Edit, Erase, Fold, Sealed, SettledIntents, Wire, Write, sealed_form
-from .tombstone import refuse_destroyed
+from .tombstone import DESTROYED, FORGED
 from .wire_values import (
     MAX_OBJECT_BYTES,
     Hash,
@@ -140,7 +140,8 @@ class _Signed(Wire):
         bytes as stored, so they prove the form."""
         if len(data) > MAX_OBJECT_BYTES:
             raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any object the store writes")
-        refuse_destroyed(location, data)
+        if data == DESTROYED:  # the reader that read it has found no proof (`LogReader.read_commit`)
+            raise CorruptObjectError(location, key, FORGED)
         try:
             decoded = cls._served(data) if served else cls._decoded(data)
         except ValueError as error:  # pydantic's ValidationError among them

@@ -29,7 +29,7 @@ from .canonical_json import canonical
 from .changes import SettledIntents
 from .codec import Checkpoint, CheckpointContent, CorruptObjectError, _Signed
 from .directories import counted, directory_counts, located, names_a_file, row_of
-from .tombstone import refuse_destroyed
+from .tombstone import DESTROYED, FORGED
 from .wire_values import MAX_OBJECT_BYTES, Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
 BLOCK_BYTES = 256 * 1024
@@ -252,7 +252,8 @@ class PackedCheckpoint:
 
 def decode_checkpoint(location: str, key: str, data: bytes, *, served: bool = False) -> Checkpoint | PackedCheckpoint:
     """The checkpoint stored at `key` in either layout (see `Checkpoint.decode` for `served`)."""
-    refuse_destroyed(location, data)
+    if data == DESTROYED:  # `destroy` leaves none at a checkpoint's key
+        raise CorruptObjectError(location, key, FORGED)
     if _OPENING.match(data):
         return PackedCheckpoint.decode(location, key, data, served=served)
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from ..format.codec import Commit, CorruptObjectError
+from ..format.tombstone import DESTROYED, PROOF_KEY, destroyed
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -61,10 +62,16 @@ class LogReader:
         # Decided once: checking a protocol costs more than the stat it would save on every probe.
         self._instant = objects if isinstance(objects, InstantObjectStore) else None
         self.erasures = ErasureRecords(self)
+        self._destroyed = False  # the proof of a destroy, once read: a destroy is final
 
     @property
     def location(self) -> str:
         return self.objects.location
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether a tombstone with its proof was read here: the memory is destroyed for good."""
+        return self._destroyed
 
     def proven_absent(self, key: str) -> bool:
         """Whether a stat on a local disk proves `key` absent now, with no retry or deadline around
@@ -150,7 +157,12 @@ class LogReader:
 
     async def read_commit(self, key: str, data: bytes) -> Commit:
         """The commit in `data`, read from `key` (or from a stored version of it), decoded as hostile
-        input and noted as an erasure or not: the one way a commit read from the bucket is made."""
+        input and noted as an erasure or not: the one way a commit read from the bucket is made. A
+        tombstone is `memory_deleted` where the operator's proof of a destroy is stored (one GET, the
+        first time), else a forgery, corrupt (`format/tombstone.py`)."""
+        if data == DESTROYED and (self._destroyed or await self.get(PROOF_KEY) == DESTROYED):
+            self._destroyed = True
+            raise destroyed(self.location)
         return await self.erasures.authorize(await Commit.read(self.location, key, data))
 
     async def fetch_commits(self, listed: Sequence[tuple[int, ObjectInfo]]) -> list[Commit]:

@@ -96,6 +96,11 @@ resource "aws_s3_bucket_policy" "memory" {
 locals {
   # "teams/blue" and "teams/blue/" are the prefix "teams/blue/"; "" is the whole bucket.
   prefixes = distinct([for prefix in var.prefixes : trimsuffix(prefix, "/") == "" ? "" : "${trimsuffix(prefix, "/")}/"])
+  # What the policies grant: the prefixes, or the memory of the session's tenant under each.
+  granted = var.tenant_tag == null ? local.prefixes : [for prefix in local.prefixes : "${prefix}$${aws:PrincipalTag/${var.tenant_tag}}/"]
+  # Tag values that name no memory of the tenant's own: none, several segments, relative ones, or a
+  # folder a memory at the prefix keeps (`bucket-memory policy`'s HOSTILE_TENANTS).
+  hostile_tenants = ["", "*/*", ".", "..", "log", "checkpoints", "erasures", "pending", "doctor"]
 }
 
 # What agents and operators both hold: objects under the prefixes, listing under them, the key.
@@ -103,7 +108,7 @@ data "aws_iam_policy_document" "objects" {
   statement {
     sid       = "MemoryObjects"
     actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+    resources = [for prefix in local.granted : "${aws_s3_bucket.memory.arn}/${prefix}*"]
   }
   statement {
     sid       = "ListMemories"
@@ -112,7 +117,7 @@ data "aws_iam_policy_document" "objects" {
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = [for prefix in local.prefixes : "${prefix}*"]
+      values   = [for prefix in local.granted : "${prefix}*"]
     }
   }
   dynamic "statement" {
@@ -140,7 +145,37 @@ data "aws_iam_policy_document" "access" {
     sid       = "OnlyOperatorsWriteErasureRecords"
     effect    = "Deny"
     actions   = ["s3:PutObject", "s3:DeleteObject"]
-    resources = flatten([for prefix in local.prefixes : ["${aws_s3_bucket.memory.arn}/${prefix}erasures/*", "${aws_s3_bucket.memory.arn}/${prefix}*/erasures/*"]])
+    resources = flatten([for prefix in local.granted : ["${aws_s3_bucket.memory.arn}/${prefix}erasures/*", "${aws_s3_bucket.memory.arn}/${prefix}*/erasures/*"]])
+  }
+
+  # With a tenant tag, a session whose tag is missing or names no one segment of its own is refused.
+  dynamic "statement" {
+    for_each = var.tenant_tag == null ? [] : ["TenantTagIsSet"]
+    content {
+      sid       = statement.value
+      effect    = "Deny"
+      actions   = ["s3:*"]
+      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
+      condition {
+        test     = "Null"
+        variable = "aws:PrincipalTag/${var.tenant_tag}"
+        values   = ["true"]
+      }
+    }
+  }
+  dynamic "statement" {
+    for_each = var.tenant_tag == null ? [] : ["TenantTagIsOneSegment"]
+    content {
+      sid       = statement.value
+      effect    = "Deny"
+      actions   = ["s3:*"]
+      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
+      condition {
+        test     = "StringLike"
+        variable = "aws:PrincipalTag/${var.tenant_tag}"
+        values   = local.hostile_tenants
+      }
+    }
   }
 }
 
@@ -160,17 +195,47 @@ data "aws_iam_policy_document" "operator" {
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = [for prefix in local.prefixes : "${prefix}*"]
+      values   = [for prefix in local.granted : "${prefix}*"]
     }
   }
   statement {
     sid       = "ReadMemoryVersions"
     actions   = ["s3:GetObjectVersion"]
-    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+    resources = [for prefix in local.granted : "${aws_s3_bucket.memory.arn}/${prefix}*"]
   }
   statement {
     sid       = "EraseMemoryVersions"
     actions   = ["s3:DeleteObjectVersion"] # `bucket-memory erase` removes old versions that hold an erased text
-    resources = [for prefix in local.prefixes : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+    resources = [for prefix in local.granted : "${aws_s3_bucket.memory.arn}/${prefix}*"]
+  }
+
+  # With a tenant tag, a session whose tag is missing or names no one segment of its own is refused.
+  dynamic "statement" {
+    for_each = var.tenant_tag == null ? [] : ["TenantTagIsSet"]
+    content {
+      sid       = statement.value
+      effect    = "Deny"
+      actions   = ["s3:*"]
+      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
+      condition {
+        test     = "Null"
+        variable = "aws:PrincipalTag/${var.tenant_tag}"
+        values   = ["true"]
+      }
+    }
+  }
+  dynamic "statement" {
+    for_each = var.tenant_tag == null ? [] : ["TenantTagIsOneSegment"]
+    content {
+      sid       = statement.value
+      effect    = "Deny"
+      actions   = ["s3:*"]
+      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
+      condition {
+        test     = "StringLike"
+        variable = "aws:PrincipalTag/${var.tenant_tag}"
+        values   = local.hostile_tenants
+      }
+    }
   }
 }

@@ -40,6 +40,17 @@ variable "prefixes" {
   }
 }
 
+variable "tenant_tag" {
+  description = "A session tag's key, such as \"tenant\": the policies then grant each session the memory <prefix>/<its tag's value> alone (the policy variable aws:PrincipalTag/NAME), one role serving every tenant through AssumeRole or TagSession tags; null grants the prefixes themselves."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tenant_tag == null || (can(regex("^[A-Za-z0-9_.:=+@-]{1,128}$", var.tenant_tag)) && !startswith(lower(coalesce(var.tenant_tag, "-")), "aws:"))
+    error_message = "tenant_tag is 1 to 128 ASCII letters, digits and _ . : = + @ -, not starting with aws: (such as tenant)."
+  }
+}
+
 variable "noncurrent_version_days" {
   description = "Days a deleted or overwritten object version is kept: how far back `bucket-memory recover` reaches."
   type        = number
