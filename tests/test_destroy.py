@@ -117,8 +117,8 @@ class _RacingWriter(VersionedMemoryObjectStore):
     racer: LogFileStore | None = None
 
     async def put(self, key: str, data: bytes, mode: PutMode) -> None:
-        racer, self.racer = self.racer, None
-        if data == DESTROYED and isinstance(mode, Create) and racer is not None:
+        if data == DESTROYED and isinstance(mode, Create) and self.racer is not None:  # the seal
+            racer, self.racer = self.racer, None
             await racer.write("raced.md", f"{SECRET}, raced\n", expected=None, origin=ORIGIN)
         await super().put(key, data, mode)
 
