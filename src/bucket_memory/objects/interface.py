@@ -28,7 +28,10 @@ raise, and what each says about the write:
 
 The rule every backend keeps: an error raised after a request may have been sent (a reset
 connection, a timeout, a reply cut short, a body or checksum that failed as the reply was read)
-is never a `MemoryStoreError`; a backend that cannot tell maps it to `TransientError`.
+is never a `MemoryStoreError`; a backend that cannot tell maps it to `TransientError`. Nor is a
+refusal of a second send of the same write (its first may have landed), so a backend's client
+sends a write once: one SDK attempt, no transport resend (`s3_clients`). `tests/test_objects.py`
+holds every backend to it with faults after sending.
 """
 
 from __future__ import annotations
