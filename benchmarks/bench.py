@@ -27,6 +27,7 @@ from benchmarks.naive import demonstrate_write_skew, naive_request_counts
 from benchmarks.page import publish
 from benchmarks.stats import percentile
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.objects.interface import Create
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
@@ -324,8 +325,8 @@ class _Prefixed:
     async def get(self, key: str) -> bytes | None:
         return await self.bucket.get(self.prefix + key)
 
-    async def create(self, key: str, data: bytes) -> bool:
-        return await self.bucket.create(self.prefix + key, data)
+    async def put(self, key: str, data: bytes, mode: Create) -> None:
+        await self.bucket.put(self.prefix + key, data, mode)
 
     async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[Any]:
         after = self.prefix + start_after if start_after is not None else None

@@ -28,6 +28,7 @@ from a13n_harness.providers.memory import Origin
 from benchmarks.page import publish
 from benchmarks.peers import files, spread
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
+from bucket_memory.objects.interface import CREATE
 from bucket_memory.objects.s3 import S3ObjectStore
 from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 from bucket_memory.testing.emulators import moto_server
@@ -56,9 +57,9 @@ async def per_call(work: Callable[[int], Awaitable[object]], calls: int, rounds:
 
 async def requests(layer: str, calls: int, rounds: int) -> dict[str, Any]:
     raw = LAYERS[layer](f"bench/{uuid.uuid4().hex}")
-    await raw.create("warm", b"")  # clients made, models loaded, connections open
+    await raw.put("warm", b"", CREATE)  # clients made, models loaded, connections open
     measured = {
-        "conditional PUT (create)": await per_call(lambda n: raw.create(f"raw/{n:020}.json", BODY), calls, rounds),
+        "conditional PUT (create)": await per_call(lambda n: raw.put(f"raw/{n:020}.json", BODY, CREATE), calls, rounds),
         "GET (2 KiB)": await per_call(lambda n: raw.get(f"raw/{n:020}.json"), calls, rounds),
         "GET of a missing key (a fresh read's probe)": await per_call(lambda n: raw.get(f"none/{n}"), calls, rounds),
         "LIST (one page, up to 1,000 keys)": await per_call(

@@ -33,6 +33,7 @@ from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.connect import find_memories, memory_prefixes
 from bucket_memory.destroy import Destroyer
 from bucket_memory.fanout import each_of
+from bucket_memory.objects.interface import OVERWRITE, PutMode
 from bucket_memory.testing.emulators import moto_server
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.prefixed import PrefixedObjectStore
@@ -106,13 +107,9 @@ class IndexedBucket(VersionedMemoryObjectStore):
     async def has_past(self, prefix: str) -> bool:
         return bool(self._under(prefix))
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
         self._keys = None
-        return await super().create(key, data)
-
-    async def put(self, key: str, data: bytes) -> None:
-        self._keys = None
-        await super().put(key, data)
+        await super().put(key, data, mode)
 
     async def delete(self, keys: Sequence[str]) -> None:
         self._keys = None
@@ -140,7 +137,7 @@ class InMemory(Backend):
         template = await _template(lambda: LogFileStore(PrefixedObjectStore(self.bucket, "template/")))
         for key, data in template.items():
             for number in range(memories):
-                await self.bucket.put(f"users/{number:05d}/{key}", data)
+                await self.bucket.put(f"users/{number:05d}/{key}", data, OVERWRITE)
         for key in template:
             await self.bucket.delete_stored(await self.bucket.list_stored(f"template/{key}"))
 

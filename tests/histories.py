@@ -23,7 +23,7 @@ from a13n_harness.providers.memory import Changes, FileText, FullResync, MemoryS
 from bucket_memory import LogFileStore
 from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq
-from bucket_memory.objects.interface import ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import Create, ObjectInfo, ObjectStore
 
 from .linearizability import Done, Failed, Operation, Recorder
 
@@ -51,11 +51,10 @@ class Archive:
     async def get(self, key: str) -> bytes | None:
         return await self.inner.get(key)
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await self.inner.create(key, data)
-        if created and key in self.deleted:
+    async def put(self, key: str, data: bytes, mode: Create) -> None:
+        await self.inner.put(key, data, mode)
+        if key in self.deleted:
             self.recreated.append(key)
-        return created
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -142,9 +141,9 @@ class Warped:
     async def get(self, key: str) -> bytes | None:
         return await self.warp.timed(lambda: self.inner.get(key))
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create) -> None:
         try:
-            return await self.warp.timed(lambda: self.inner.create(key, data))
+            await self.warp.timed(lambda: self.inner.put(key, data, mode))
         finally:
             self.warp.created[key] = self.warp.offset
 

@@ -277,8 +277,8 @@ def erase_killed_at(url: str, kill_at: int, before: bool) -> None:
         return call
 
     for cls, names in (
-        (S3ObjectStore, ("create", "replace", "delete_version")),
-        (LocalObjectStore, ("create", "rewrite")),
+        (S3ObjectStore, ("put", "delete_version")),
+        (LocalObjectStore, ("put",)),
     ):
         for name in names:
             setattr(cls, name, killing(getattr(cls, name)))
@@ -296,17 +296,17 @@ def fleet_writer_killed(url: str, name: str, kill_under: str) -> None:
     published; "log/": a commit of its fold landed, before anything after it ran): kill -9 there."""
     import signal
 
+    from bucket_memory.objects.interface import Create, IfHolds, Overwrite
     from bucket_memory.objects.local import LocalObjectStore
 
-    create = LocalObjectStore.create
+    put = LocalObjectStore.put
 
-    async def killing(self: LocalObjectStore, key: str, data: bytes) -> bool:
-        created = await create(self, key, data)
-        if key.startswith(kill_under) and not key.endswith(".run.json"):
+    async def killing(self: LocalObjectStore, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
+        await put(self, key, data, mode)
+        if isinstance(mode, Create) and key.startswith(kill_under) and not key.endswith(".run.json"):
             os.kill(os.getpid(), signal.SIGKILL)
-        return created
 
-    LocalObjectStore.create = killing  # type: ignore[method-assign]
+    LocalObjectStore.put = killing  # type: ignore[method-assign]
 
     async def write() -> None:
         async with open_store(url) as store:
@@ -351,7 +351,7 @@ def recover_after_an_erase(url: str, listed: Event, go: Event, kill_at: int | No
 
         return call
 
-    for name in ("create", "replace", "delete_version"):
+    for name in ("put", "delete_version"):
         setattr(S3ObjectStore, name, killing(getattr(S3ObjectStore, name)))
 
     async def recover() -> None:

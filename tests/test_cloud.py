@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, open_store
+from bucket_memory.objects.interface import CREATE
 from bucket_memory.runtime.off_loop import OFF_LOOP_BYTES
 
 from .conftest import BUCKET, unique_prefix
@@ -248,9 +249,9 @@ async def test_an_s3_create_that_failed_after_it_was_sent_is_transient_not_unava
     store = S3ObjectStore(FailingClient(), bucket="bucket", prefix="m")
     for _ in range(2):
         with pytest.raises(TransientError):
-            await store.create("log/00000000000000000001.json", b"{}")
+            await store.put("log/00000000000000000001.json", b"{}", CREATE)
     with pytest.raises(MemoryStoreError) as refused:
-        await store.create("log/00000000000000000001.json", b"{}")
+        await store.put("log/00000000000000000001.json", b"{}", CREATE)
     assert refused.value.code == "unavailable"
 
 
@@ -261,7 +262,7 @@ async def test_an_s3_listing_never_makes_an_object_older_than_it_is(s3_client: A
 
     objects = S3ObjectStore(s3_client, bucket=BUCKET, prefix=unique_prefix())
     before = time.time()
-    assert await objects.create("log/00000000000000000001.json", b"{}")
+    await objects.put("log/00000000000000000001.json", b"{}", CREATE)
     [listed] = await objects.list("log/")
     assert listed.modified >= before
 

@@ -14,7 +14,7 @@ from bucket_memory import LogFileStore, open_store
 from bucket_memory.destroy import Destroyer
 from bucket_memory.format.tombstone import DESTROYED
 from bucket_memory.objects.bulk import DestroyableObjectStore
-from bucket_memory.objects.interface import ObjectStore, ObjectVersion
+from bucket_memory.objects.interface import Create, ObjectStore, ObjectVersion, PutMode
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -116,11 +116,11 @@ class _RacingWriter(VersionedMemoryObjectStore):
 
     racer: LogFileStore | None = None
 
-    async def create(self, key: str, data: bytes) -> bool:
-        racer, self.racer = self.racer, None
-        if data == DESTROYED and racer is not None:
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
+        if data == DESTROYED and isinstance(mode, Create) and self.racer is not None:  # the seal
+            racer, self.racer = self.racer, None
             await racer.write("raced.md", f"{SECRET}, raced\n", expected=None, origin=ORIGIN)
-        return await super().create(key, data)
+        await super().put(key, data, mode)
 
 
 async def test_a_commit_racing_the_seal_is_covered_and_its_writer_refused() -> None:
@@ -139,7 +139,7 @@ async def test_a_commit_racing_the_seal_is_covered_and_its_writer_refused() -> N
 
 CRASHES: list[tuple[Operation, int, Fault]] = [
     ("create", 0, "crash_after"),  # sealed, nothing else done
-    ("put", 1, "crash_after"),  # part covered
+    ("overwrite", 1, "crash_after"),  # part covered
     ("delete_stored", 0, "crash_before"),  # covered, nothing deleted
     ("delete_stored", 0, "crash_after"),  # done, its reply lost
 ]

@@ -14,6 +14,7 @@ from bucket_memory.destroy import Destroyer
 from bucket_memory.format.codec import CorruptObjectError
 from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
 from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, log_key
+from bucket_memory.objects.interface import CREATE, Create, IfHolds, Overwrite
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.policy import access_policy, gcs_write_condition, operator_policy
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -33,7 +34,7 @@ async def test_an_agents_tombstone_is_a_forged_commit_that_recover_removes() -> 
     objects = VersionedMemoryObjectStore()
     alice = LogFileStore(objects)
     await alice.write("a.md", "A\n", expected=None, origin=ALICE)
-    assert await objects.create(log_key(2), DESTROYED)  # the agent's forgery
+    await objects.put(log_key(2), DESTROYED, CREATE)  # the agent's forgery
 
     for store in (alice, LogFileStore(objects)):  # warm and cold
         with pytest.raises(MemoryStoreError) as raised:
@@ -54,7 +55,7 @@ async def test_the_operators_destroy_makes_a_forged_tombstone_one() -> None:
     objects = VersionedMemoryObjectStore()
     alice = LogFileStore(objects)
     await alice.write("a.md", "A\n", expected=None, origin=ALICE)
-    assert await objects.create(log_key(2), DESTROYED)
+    await objects.put(log_key(2), DESTROYED, CREATE)
     with pytest.raises(CorruptObjectError):
         await alice.read("a.md")
 
@@ -100,11 +101,11 @@ class _DestroyedAsPublished(MemoryObjectStore):
 
     destroying = True
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
         if key.startswith(PENDING_PREFIX) and self.destroying:
             self.destroying = False
             await Destroyer(self).destroy()
-        return await super().create(key, data)
+        await super().put(key, data, mode)
 
 
 async def test_a_writer_mid_commit_withdraws_the_intent_it_published_after_the_destroy() -> None:
@@ -130,7 +131,7 @@ async def test_a_destroy_stopped_after_its_proof_leaves_the_memory_serving_until
     await alice.write("a.md", "A\n", expected=None, origin=ALICE)
 
     def proof_only(operation: Operation, key: str, count: int) -> Fault | None:
-        return "crash_after" if (operation, key) == ("put", PROOF_KEY) else None
+        return "crash_after" if (operation, key) == ("overwrite", PROOF_KEY) else None
 
     with pytest.raises(SimulatedCrash):
         await Destroyer(FaultyObjectStore(objects, Faults(script=proof_only))).destroy()
@@ -166,7 +167,7 @@ async def test_an_agents_tombstone_at_a_checkpoint_key_is_passed_over_by_every_c
     alice = LogFileStore(objects)
     await alice.write("a.md", "A\n", expected=None, origin=ALICE)
     await alice.write("c.md", "C\n", expected=None, origin=ALICE)
-    assert await objects.create(checkpoint_key(1), DESTROYED)
+    await objects.put(checkpoint_key(1), DESTROYED, CREATE)
 
     cold = LogFileStore(objects)
     assert (await cold.read("a.md")).text == "A\n"

@@ -28,7 +28,7 @@ from bucket_memory.format.changes import Change, Edit, Write
 from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
 from bucket_memory.objects.gcs import GCSObjectStore
-from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.interface import CREATE, IfMatch, ObjectStore
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -234,7 +234,7 @@ def crash_at(target: int, when: Fault) -> Faults:
     count: list[int] = []
 
     def script(operation: Operation, key: str, n: int) -> Fault | None:
-        if operation in ("create", "replace", "delete", "delete_version"):
+        if operation in ("create", "update", "delete", "delete_version"):
             count.append(1)
             if len(count) == target:
                 return when
@@ -345,9 +345,9 @@ def stored_generations(url: str) -> dict[tuple[str, str], bytes]:
 )
 async def test_the_gcs_emulator_deletes_the_generation_it_is_asked_to(gcs_client: Any) -> None:
     objects = GCSObjectStore(gcs_client, bucket=VERSIONED, prefix=unique_prefix())
-    assert await objects.create("log/00000000000000000001.json", b"old")
+    await objects.put("log/00000000000000000001.json", b"old", CREATE)
     (old,) = await objects.list_versions("log/")
-    assert await objects.replace("log/00000000000000000001.json", b"new", tag=old.tag)
+    await objects.put("log/00000000000000000001.json", b"new", IfMatch(old.tag))
     await objects.delete_version(old.key, old.version)
     assert await objects.get("log/00000000000000000001.json") == b"new"
     assert [version.version for version in await objects.list_versions("log/")] != [old.version]

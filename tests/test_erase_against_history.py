@@ -23,6 +23,7 @@ from bucket_memory.format.wire_values import key_seq
 from bucket_memory.history.erased_paths import ErasedPaths
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.history.versions import StoredVersions
+from bucket_memory.objects.interface import IfMatch
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
@@ -100,7 +101,7 @@ async def test_an_erase_that_ran_after_a_recover_listed_finds_what_it_put_back()
     # What a recover that listed before the erasure puts back: the first versions, over the rewrites.
     for key, first in firsts.items():
         if key in objects.objects:
-            await objects.replace(key, first, tag=objects.stored[key][-1][0])
+            await objects.put(key, first, IfMatch(objects.stored[key][-1][0]))
     assert leaks([data for data, _ in objects.objects.values()]) != []
     problems = await MemoryAdmin(LogFileStore(objects, options=OFTEN)).verify()
     erased_back = [problem for problem in problems if "which commit" in problem.message and "erased" in problem.message]
@@ -141,7 +142,7 @@ async def stopped_after_the_erasure_commit(objects: VersionedMemoryObjectStore) 
     object below the erasure still holds the texts."""
 
     def stop_at_the_first_rewrite(operation: Operation, key: str, n: int) -> Fault | None:
-        return "crash_before" if operation == "replace" else None
+        return "crash_before" if operation == "update" else None
 
     dying = LogFileStore(FaultyObjectStore(objects, Faults(script=stop_at_the_first_rewrite)), options=OFTEN)
     with contextlib.suppress(SimulatedCrash):

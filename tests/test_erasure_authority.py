@@ -22,7 +22,7 @@ from bucket_memory.format.changes import Change, Edit, Erase, Write
 from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.erasure_record import ErasureRecord
 from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
-from bucket_memory.objects.interface import VersionedObjectStore
+from bucket_memory.objects.interface import CREATE, VersionedObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot, read_directory
@@ -39,7 +39,7 @@ async def forge(store: LogFileStore, *changes: Change, origin: Origin = MALLORY)
     """What an agent's PutObject can do: the next log key with a commit hashed and chained as the store would."""
     state = await store.state(proven=True)
     commit = Commit.create(state.head + 1, state.head_hash, changes, origin, at=time.time())
-    assert await store.objects.create(log_key(commit.seq), commit.encode())
+    await store.objects.put(log_key(commit.seq), commit.encode(), CREATE)
     return commit
 
 
@@ -99,7 +99,7 @@ async def test_a_forged_record_key_or_a_record_of_another_commit_authorizes_noth
     assert record is not None and ErasureRecord.decode("m", record_key, record).seq == erased.erasure
     forged = await forge(store, Erase(path="a.md"))
     # The operator's record at another seq, copied under the forged commit's key: it names another commit.
-    await objects.create(erasure_record_key(forged.seq, forged.hash), record)
+    await objects.put(erasure_record_key(forged.seq, forged.hash), record, CREATE)
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n"}
 
 
@@ -251,7 +251,7 @@ async def test_a_failed_read_of_a_run_is_retried_by_recover_not_leaked() -> None
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
     for number in range(4):
         await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
-    await objects.create("log/00000000000000000004.run.json", b"not a run")  # listed beside the log, then read
+    await objects.put("log/00000000000000000004.run.json", b"not a run", CREATE)  # listed beside the log, then read
 
     def once(operation: Operation, key: str, count: int) -> Fault | None:
         return "refuse" if operation == "get" and key.endswith(".run.json") and count == 0 else None
@@ -270,8 +270,8 @@ async def test_recover_removes_the_runs_and_intents_no_reader_reads() -> None:
         await store.write(f"n{number}.md", f"{number}\n", expected=None, origin=ALICE)
     garbage = ["log/00000000000000000004.run.json", "pending/0000000000000-00000000000000000003-" + "0" * 32 + ".json"]
     for key in garbage:
-        await objects.create(key, b"garbage")
-    await objects.create("pending/notes.txt", b"not the store's")
+        await objects.put(key, b"garbage", CREATE)
+    await objects.put("pending/notes.txt", b"not the store's", CREATE)
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
     assert {problem.key for problem in await admin.verify()} >= set(garbage)
     await admin.recover(None, origin=OPERATOR)

@@ -15,7 +15,15 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.connect import check_create_only
 from bucket_memory.format.changes import Move, Write
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checkpoint_key, log_key
-from bucket_memory.objects.interface import ObjectStore, TransientError
+from bucket_memory.objects.interface import (
+    AlreadyExists,
+    Create,
+    IfHolds,
+    ObjectStore,
+    Overwrite,
+    PutMode,
+    TransientError,
+)
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 
@@ -155,9 +163,8 @@ async def run_random_faults(seed: int, *, writers: int, operations: int) -> None
 
 async def test_an_endpoint_that_ignores_create_only_is_refused() -> None:
     class Careless(MemoryObjectStore):
-        async def create(self, key: str, data: bytes) -> bool:
+        async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
             self.objects[key] = (data, self.clock)
-            return True
 
     with pytest.raises(MemoryStoreError) as caught:
         await check_create_only(Careless())
@@ -278,11 +285,10 @@ class Recording(MemoryObjectStore):
         self.deleted: set[str] = set()
         self.recreated: list[str] = []
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
-        if created and key in self.deleted:
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
+        await super().put(key, data, mode)
+        if key in self.deleted:
             self.recreated.append(key)
-        return created
 
     async def delete(self, keys: Sequence[str]) -> None:
         self.deleted.update(keys)
@@ -298,12 +304,14 @@ class Gated(FaultyObjectStore):
         self.key, self.lose_create = key, lose_create
         self.reached, self.release = asyncio.Event(), asyncio.Event()
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
-        if self.lose_create and key == self.key and not self.reached.is_set():
-            self.reached.set()
-            raise TransientError("reply lost")
-        return created
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
+        if not (self.lose_create and key == self.key and not self.reached.is_set()):
+            await super().put(key, data, mode)
+            return
+        with contextlib.suppress(AlreadyExists):
+            await super().put(key, data, mode)
+        self.reached.set()
+        raise TransientError("reply lost")
 
     async def get(self, key: str) -> bytes | None:
         data = await super().get(key)

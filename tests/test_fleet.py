@@ -35,7 +35,7 @@ from bucket_memory.format.wire_values import (
 from bucket_memory.log import reader as reader_module
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
-from bucket_memory.objects.interface import ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import CREATE, ObjectInfo, ObjectStore
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.folds import FOLD_WINDOW
@@ -60,7 +60,7 @@ def contend(store: LogFileStore) -> None:
 
 
 async def publish(objects: ObjectStore, intent: Intent) -> None:
-    assert await objects.create(intent.key, intent.encode())
+    await objects.put(intent.key, intent.encode(), CREATE)
 
 
 def an_intent(path: str, text: str, *, base: int, genesis: str | None, expected: str | None = None) -> Intent:
@@ -228,7 +228,7 @@ async def test_hostile_intents_are_never_folded(forge: str) -> None:
         case "wrong kind":
             commit = Commit.create(2, "00" * 32, (Write(path="evil.md", text="evil"),), ORIGIN, at=0)
             data = commit.encode()
-    await objects.create(key, data)
+    await objects.put(key, data, CREATE)
     contend(folder)
     await folder.write("next.md", "n", expected=None, origin=ORIGIN)
     state, commits = await replay(objects)
@@ -305,7 +305,7 @@ async def test_a_forged_run_is_passed_over_not_taken_for_the_log(forge: str) -> 
         data = Run.made(theirs).encode()
     else:
         data = Run.made(forged).encode()[:-10]
-    await objects.create(run_key(top), data)
+    await objects.put(run_key(top), data, CREATE)
     state = await reader.state(proven=True)
     assert {path: live.text for path, live in state.files.items()} == {f"{n}.md": "true" for n in range(top)}
     assert any("run" in problem.message for problem in await MemoryAdmin(writer).verify())
@@ -333,8 +333,8 @@ async def test_verify_reports_an_intent_no_writer_made() -> None:
     objects = MemoryObjectStore()
     store = LogFileStore(objects)
     await store.write("a.md", "a", expected=None, origin=ORIGIN)
-    await objects.create(f"{PENDING_PREFIX}0000000000000-{0:020d}-{'ab' * 16}.json", b"not an intent")
-    await objects.create(f"{PENDING_PREFIX}notes.txt", b"x")
+    await objects.put(f"{PENDING_PREFIX}0000000000000-{0:020d}-{'ab' * 16}.json", b"not an intent", CREATE)
+    await objects.put(f"{PENDING_PREFIX}notes.txt", b"x", CREATE)
     problems = {problem.key: problem.message for problem in await MemoryAdmin(store).verify()}
     assert len(problems) == 2 and all(key.startswith(PENDING_PREFIX) for key in problems)
 
@@ -502,7 +502,7 @@ async def test_a_run_that_marks_a_text_erased_is_passed_over() -> None:
     _, commits = await replay(objects)
     top = 2 * RUN_EVERY
     forged = [commit.redacted(lambda index, change: True, 7) if commit.seq == 3 else commit for commit in commits[:top]]
-    await objects.create(run_key(top), Run.made(forged).encode())
+    await objects.put(run_key(top), Run.made(forged).encode(), CREATE)
     assert (await reader.read("2.md")).text == "text 2"
 
 
@@ -551,7 +551,7 @@ async def test_a_fold_lists_what_follows_a_commit_and_a_page_at_most_of_others(
     intent = intent_key(1, 2, "a" * 32)
     stray = ["doctor/x.json", "pending/junk.json", "log-x/y.json", checkpoint_key(2)]
     for key in [log_key(1), log_key(2), log_key(3), run_key(3), intent, *stray]:
-        assert await objects.create(key, b"{}")
+        await objects.put(key, b"{}", CREATE)
     listing = _Listing(objects)
     reader = LogReader(listing, format=FileFormat(), attempts=2)  # type: ignore[arg-type]
 
@@ -566,7 +566,7 @@ async def test_a_fold_lists_what_follows_a_commit_and_a_page_at_most_of_others(
     assert listing.requests == (1 if objects.ordered_listing else 2)
     for nested in ("notes/", "zz/"):
         for seq in range(1, 11):
-            assert await objects.create(f"{nested}{log_key(seq)}", b"{}")
+            await objects.put(f"{nested}{log_key(seq)}", b"{}", CREATE)
     assert await tail_after(1) == ([2, 3], [3], [intent])
     assert await tail_after(0) == ([1, 2, 3], [3], [intent])
     assert (await tail_after(3))[0] == []
@@ -627,7 +627,7 @@ async def test_garbage_under_pending_is_read_once_and_never_takes_a_fold_s_place
     objects = MemoryObjectStore()
     orphan = await _seeded_with_orphan(objects)
     for number in range(250):
-        assert await objects.create(intent_key(number, 1, f"{number:032x}"), b"garbage")
+        await objects.put(intent_key(number, 1, f"{number:032x}"), b"garbage", CREATE)
     for number in range(250, 300):
         foreign = Intent.signed(
             seq=1, id=f"{number:032x}", made=number, origin=AUTHOR, operation=orphan.operation, genesis="ee" * 32

@@ -13,6 +13,7 @@ from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
 from bucket_memory.log.batch import Lost, Request
 from bucket_memory.log.committer import Committed
+from bucket_memory.objects.interface import Create, IfHolds, Overwrite
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.operations import WriteOp
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore
@@ -435,16 +436,18 @@ async def test_a_checkpoint_written_while_commits_land_counts_for_them() -> None
     commit_may_land.set()
 
     class Gated(MemoryObjectStore):
-        async def create(self, key: str, data: bytes) -> bool:
+        async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
             if key.startswith(CHECKPOINT_PREFIX):
                 await checkpoint_may_land.wait()
-                created = await super().create(key, data)
-                checkpoint_landed.set()
-                return created
+                try:
+                    await super().put(key, data, mode)
+                finally:
+                    checkpoint_landed.set()
+                return
             if not commit_may_land.is_set():
                 commit_held.set()
                 await commit_may_land.wait()
-            return await super().create(key, data)
+            await super().put(key, data, mode)
 
     objects = Gated()
     store = LogFileStore(objects, options=LogOptions(checkpoint_min_commits=4, auto_compact=False))

@@ -19,7 +19,7 @@ from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Change, Erase, Move, Write
 from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key, reapplication
-from bucket_memory.objects.interface import ObjectVersion, VersionedObjectStore
+from bucket_memory.objects.interface import CREATE, IfMatch, ObjectVersion, VersionedObjectStore
 from bucket_memory.state.state import State
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -60,7 +60,7 @@ async def forge(store: LogFileStore, *changes: Change, seq: int | None = None, p
     commit = Commit.create(
         seq if seq is not None else state.head + 1, prev or state.head_hash, changes, MALLORY, at=time.time()
     )
-    assert await store.objects.create(log_key(commit.seq), commit.encode())
+    await store.objects.put(log_key(commit.seq), commit.encode(), CREATE)
     return commit
 
 
@@ -72,7 +72,7 @@ def versioned(store: LogFileStore) -> VersionedObjectStore:
 async def overwrite(objects: VersionedObjectStore, key: str, data: bytes) -> None:
     """What the agents' PutObject does to an object that exists."""
     (current,) = [version for version in await objects.list_versions(key) if version.key == key and version.current]
-    assert await objects.replace(key, data, tag=current.tag)
+    await objects.put(key, data, IfMatch(current.tag))
 
 
 async def test_a_commit_whose_changes_do_not_apply_is_void_for_every_reader(memory: Opener) -> None:
@@ -111,7 +111,7 @@ async def test_a_forged_checkpoint_over_a_compacted_log_is_undone_by_recover(mem
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
         state = (await alice.state(proven=True)).copy()
         state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), 1)
-        assert await alice.objects.create(checkpoint_key(5), checkpoint_of(state))
+        await alice.objects.put(checkpoint_key(5), checkpoint_of(state), CREATE)
         await alice.objects.delete([log_key(seq) for seq in range(1, 5)])  # as compaction would
     async with memory() as cold:
         assert (await cold.read("0.md")).text == "Pay Mallory $10000.\n"  # live reads trust checkpoints
@@ -132,7 +132,7 @@ async def test_writes_made_on_a_far_future_checkpoint_are_reapplied_by_recover(m
         await warm.write("a.md", "A\n", expected=None, origin=ALICE)
         state = (await warm.state(proven=True)).copy()
         state.head = far
-        assert await warm.objects.create(checkpoint_key(far), checkpoint_of(state))
+        await warm.objects.put(checkpoint_key(far), checkpoint_of(state), CREATE)
         async with memory() as bob:
             assert await bob.write("bob.md", "from bob\n", expected=None, origin=BOB) == str(far + 1)
         assert await warm.write("w.md", "W\n", expected=None, origin=ALICE) == "2"
@@ -280,7 +280,7 @@ async def test_a_garbage_checkpoint_stops_no_cold_start_and_no_compaction_delete
     async with memory(at_once) as alice:
         for n in range(3):
             await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-        assert await alice.objects.create(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}')
+        await alice.objects.put(checkpoint_key(3), b'{"kind": "checkpoint", "format": 1}', CREATE)
         compaction = await alice.compact()
         assert compaction.log_deleted == 0
     async with memory() as cold:
@@ -306,11 +306,11 @@ async def test_recover_after_erases_over_a_compacted_log_changes_nothing() -> No
     await store.write("old.md", "old secret\n", expected=None, origin=ALICE)  # 1
     await store.delete("old.md", expected="1", origin=ALICE)  # 2
     await store.write("notes.md", "v3\n", expected=None, origin=ALICE)  # 3
-    assert await objects.create(checkpoint_key(3), checkpoint_of(await store.state(proven=True)))
+    await objects.put(checkpoint_key(3), checkpoint_of(await store.state(proven=True)), CREATE)
     await store.write("notes.md", "v4\n", expected="3", origin=ALICE)  # 4
     await store.write("secret.md", "ssn\n", expected=None, origin=ALICE)  # 5
     await store.write("notes.md", "v6\n", expected="4", origin=ALICE)  # 6
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.state(proven=True)))
+    await objects.put(checkpoint_key(6), checkpoint_of(await store.state(proven=True)), CREATE)
     await objects.delete([log_key(seq) for seq in range(1, 6)] + [checkpoint_key(3)])  # compaction below 6
     await store.write("notes.md", "v7\n", expected="6", origin=ALICE)  # 7
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
@@ -429,7 +429,7 @@ async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
     for n in range(6):
         await store.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await store.state(proven=True)))
+    await objects.put(checkpoint_key(6), checkpoint_of(await store.state(proven=True)), CREATE)
     await objects.delete([log_key(seq) for seq in range(1, 6)])  # compaction below 6
     stale = await objects.get_version(log_key(2), "2")
     assert stale is not None
@@ -447,7 +447,7 @@ async def test_a_fork_key_left_below_the_base_is_put_back_with_the_log_up_to_the
         reapplication(fork.id),
         at=time.time(),
     )
-    assert await objects.create(log_key(7), redone.encode())
+    await objects.put(log_key(7), redone.encode(), CREATE)
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
     assert log_key(3) in {problem.key for problem in await admin.verify()}
     await admin.recover(None, origin=OPERATOR)
@@ -472,13 +472,13 @@ async def test_a_lineage_forked_by_a_stale_writer_after_a_wipe_is_reapplied_not_
     await objects.delete([log_key(seq) for seq in range(1, 5)])  # the wipe
     for seq in (1, 2):  # what the stale writer's head held, as recover will find them
         version = (await objects.list_versions(log_key(seq)))[0]
-        assert await objects.create(log_key(seq), await objects.get_version(log_key(seq), version.version) or b"")
+        await objects.put(log_key(seq), await objects.get_version(log_key(seq), version.version) or b"", CREATE)
     prev = state_at_2.head_hash
     for seq in range(3, 7):
         stale = Commit.create(seq, prev, (Write(path=f"stale/{seq}.md", text=f"stale {seq}\n"),), BOB, at=time.time())
-        assert await objects.create(log_key(seq), stale.encode())
+        await objects.put(log_key(seq), stale.encode(), CREATE)
         prev = stale.hash
-    assert await objects.create(checkpoint_key(6), checkpoint_of(await LogFileStore(objects).state(proven=True)))
+    await objects.put(checkpoint_key(6), checkpoint_of(await LogFileStore(objects).state(proven=True)), CREATE)
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
     await admin.recover(None, origin=OPERATOR)
     after = LogFileStore(objects, options=NO_CHECKPOINTS)
@@ -505,7 +505,7 @@ async def test_a_process_that_loaded_a_forged_checkpoint_serves_the_log_after_re
         await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
     state = (await alice.state(proven=True)).copy()
     state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), state.head)
-    assert await objects.create(checkpoint_key(state.head), checkpoint_of(state))
+    await objects.put(checkpoint_key(state.head), checkpoint_of(state), CREATE)
     late = LogFileStore(objects, options=NO_CHECKPOINTS)
     assert (await late.read("0.md")).text == "Pay Mallory $10000.\n"  # live reads trust checkpoints
     await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)

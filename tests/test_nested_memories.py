@@ -12,7 +12,7 @@ from bucket_memory import LogFileStore
 from bucket_memory.format.wire_values import log_key, run_key
 from bucket_memory.log import reader as reader_module
 from bucket_memory.log.reader import LogReader
-from bucket_memory.objects.interface import ObjectInfo, ObjectStore
+from bucket_memory.objects.interface import CREATE, ObjectInfo, ObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 
 ORIGIN = Origin(run_id="nested")
@@ -94,7 +94,7 @@ async def test_the_log_listing_jumps_past_others_and_misses_no_commit(
         *(f"log/{name}/u{user}/{log_key(1)}" for name in ("2024", "users", f"{stem[4:-1]}2x") for user in range(3)),
     ]
     for key in owned + strays:
-        assert await objects.create(key, b"{}")
+        await objects.put(key, b"{}", CREATE)
     reader = LogReader(objects, format=FileFormat(), attempts=2)
     for after in (0, 2, 3, 6):
         commits, runs = await reader.list_log_and_runs(after=after)

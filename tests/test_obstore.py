@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, open_store
-from bucket_memory.objects.interface import TransientError
+from bucket_memory.objects.interface import CREATE, Create, TransientError
 from bucket_memory.objects.s3_obstore import CreateClock, ObstoreS3ObjectStore, _Exists, _mapped, _Missing
 from bucket_memory.testing.proxy import fault_proxy
 
@@ -87,7 +87,7 @@ async def test_a_create_answered_409_is_transient_not_taken(monkeypatch: pytest.
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         objects = ObstoreS3ObjectStore(bucket="guarded-bucket", prefix="memory")
         with pytest.raises(TransientError):
-            await objects.create("log/00000000000000000001.json", b"{}")
+            await objects.put("log/00000000000000000001.json", b"{}", CREATE)
 
 
 async def test_a_missing_bucket_is_named_for_every_operation(s3_endpoint: str) -> None:
@@ -152,10 +152,9 @@ class _StampingServer:
         self.heads = 0
         self.objects: set[str] = set()
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create) -> None:
         self.objects.add(key)
         self.clock.created(key, time.time())
-        return True
 
     async def delete(self, keys: list[str]) -> None:
         self.objects.difference_update(keys)
@@ -171,8 +170,8 @@ async def test_the_clock_never_runs_ahead_of_the_servers(skew: float) -> None:
     reader may still need. A small positive offset is taken as none (behind, so safe)."""
     clock = CreateClock()
     server = _StampingServer(skew, clock)
-    await server.create("log/1.json", b"{}")
-    await server.create("log/2.json", b"{}")
+    await server.put("log/1.json", b"{}", CREATE)
+    await server.put("log/2.json", b"{}", CREATE)
     for _ in range(3):
         now = await clock.now(server, ageing=False)  # type: ignore[arg-type]
         assert now <= time.time() + skew + 0.01  # never ahead of the server
@@ -203,11 +202,11 @@ async def test_an_unanswered_stamp_waits_for_the_next_create() -> None:
 
     clock = CreateClock()
     server = Failing(600.0, clock)
-    await server.create("log/1.json", b"{}")
+    await server.put("log/1.json", b"{}", CREATE)
     assert await clock.now(server, ageing=False) < time.time() + 1  # type: ignore[arg-type]
     assert await clock.now(server, ageing=False) < time.time() + 1  # type: ignore[arg-type]
     assert server.heads == 1  # not one HEAD per call while it fails
-    await server.create("log/2.json", b"{}")
+    await server.put("log/2.json", b"{}", CREATE)
     assert await clock.now(server, ageing=False) > time.time() + 590  # type: ignore[arg-type]
     clock = CreateClock()
     failing = Failing(0.0, clock)
@@ -245,7 +244,7 @@ async def test_a_bucket_in_another_region_says_so(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         objects = ObstoreS3ObjectStore(bucket="far-bucket", prefix="memory")
-        for operation in (objects.list("log/"), objects.create("log/1.json", b"{}")):
+        for operation in (objects.list("log/"), objects.put("log/1.json", b"{}", CREATE)):
             with pytest.raises(MemoryStoreError) as caught:
                 await operation
             assert caught.value.code == "unavailable" and "AWS_REGION" in str(caught.value)

@@ -19,6 +19,7 @@ from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.history.reapplying import Reapplying
+from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -40,7 +41,7 @@ async def forge_erase_in_place_of(objects: VersionedMemoryObjectStore, seq: int)
     assert before is not None
     await objects.delete([log_key(seq)])
     forged = Commit.create(seq, before.hash, (Erase(path="b.md"),), OPERATOR, at=time.time())
-    assert await objects.create(log_key(seq), forged.encode())
+    await objects.put(log_key(seq), forged.encode(), CREATE)
 
 
 async def test_a_forged_erase_recover_leaves_out_is_not_named_again() -> None:
@@ -106,8 +107,8 @@ async def test_a_forged_checkpoint_an_erase_left_oldest_does_not_disprove_the_ch
     # put the honest one back; the erase, run again, rewrote that and deleted the first versions).
     for version in await objects.list_versions(key):
         await objects.delete_version(key, version.version)
-    assert await objects.create(key, forged)
-    assert await objects.replace(key, honest, tag=(await objects.list_versions(key))[-1].version)
+    await objects.put(key, forged, CREATE)
+    await objects.put(key, honest, IfMatch((await objects.list_versions(key))[-1].version))
 
     admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
     assert await admin.verify() == []

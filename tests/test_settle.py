@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import errno
 import json
 import os
@@ -26,7 +27,17 @@ from bucket_memory.format.wire_values import log_key
 from bucket_memory.log.settle import FENCE_RUN
 from bucket_memory.objects import interface as objects_module
 from bucket_memory.objects import local as local_module
-from bucket_memory.objects.interface import ObjectStore, ObjectVersion, TransientError
+from bucket_memory.objects.interface import (
+    CREATE,
+    AlreadyExists,
+    Create,
+    IfHolds,
+    ObjectStore,
+    ObjectVersion,
+    Overwrite,
+    PutMode,
+    TransientError,
+)
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
@@ -48,14 +59,18 @@ class HeldReadBack(FaultyObjectStore):
         self.held, self.release = asyncio.Event(), asyncio.Event()
         self.fenced = False
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
         if key != self.key:
-            return created
-        if FENCE_RUN in data.decode():
-            self.fenced = True
-            return created
-        raise TransientError("reply lost")
+            await super().put(key, data, mode)
+        elif FENCE_RUN in data.decode():
+            try:
+                await super().put(key, data, mode)
+            finally:
+                self.fenced = True
+        else:
+            with contextlib.suppress(AlreadyExists):
+                await super().put(key, data, mode)
+            raise TransientError("reply lost")
 
     async def get(self, key: str) -> bytes | None:
         if key == self.key and not self.fenced:
@@ -113,9 +128,6 @@ class RacedFirstCommit(MemoryObjectStore):
 
     async def get_version(self, key: str, version: str) -> bytes | None:
         return await self.get(key)
-
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        raise AssertionError("not used")
 
     async def delete_version(self, key: str, version: str) -> None:
         raise AssertionError("not used")
@@ -217,12 +229,11 @@ class LandsThenFails(MemoryObjectStore):
         super().__init__()
         self.failed = False
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
+        await super().put(key, data, mode)
         if key.startswith("log/") and not self.failed:
             self.failed = True
             raise MemoryStoreError("unavailable", "S3 request failed after it was sent")
-        return created
 
 
 async def test_a_create_that_landed_and_then_raised_unavailable_is_read_back_not_reported_unwritten() -> None:
@@ -252,7 +263,7 @@ async def test_a_local_link_that_fails_after_it_was_made_is_read_back(
     monkeypatch.setattr(os, "link", link_then_fail)
     objects = LocalObjectStore(tmp_path / "memory")
     with pytest.raises(TransientError):
-        await objects.create("doctor/x", b"x")
+        await objects.put("doctor/x", b"x", CREATE)
     assert await objects.get("doctor/x") == b"x"
     store = LogFileStore(LocalObjectStore(tmp_path / "memory"))
     assert await store.write("a.md", "1", expected=None, origin=ORIGIN) == "1"
@@ -276,7 +287,7 @@ def signed_commit(seq: int, time: str) -> bytes:
 @pytest.mark.parametrize("time", ["2026-13-45T99:99:99.000Z", "2026-02-30T00:00:00.000Z", "0000-01-01T00:00:00.000Z"])
 async def test_a_commit_with_an_impossible_date_is_corruption(time: str) -> None:
     objects = MemoryObjectStore()
-    await objects.create(log_key(1), signed_commit(1, time))
+    await objects.put(log_key(1), signed_commit(1, time), CREATE)
     good = signed_commit(1, "2026-02-28T00:00:00.000Z")
     assert Commit.decode("m", log_key(1), good).time == "2026-02-28T00:00:00.000Z"
     store = LogFileStore(objects)
@@ -304,18 +315,19 @@ class LostFirstReply(MemoryObjectStore):
         super().__init__()
         self.creates = 0
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
         self.creates += 1
-        if self.creates == 1:
-            raise TransientError("reply lost")
-        return created
+        if self.creates > 1:
+            await super().put(key, data, mode)
+            return
+        with contextlib.suppress(AlreadyExists):
+            await super().put(key, data, mode)
+        raise TransientError("reply lost")
 
 
 class IgnoresCreateOnly(MemoryObjectStore):
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
         self.objects[key] = (data, self.clock)
-        return True
 
 
 async def test_the_create_only_check_survives_a_lost_first_reply() -> None:

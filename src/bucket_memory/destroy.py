@@ -31,7 +31,7 @@ from .connect import memory_prefixes
 from .format.tombstone import DESTROYED, PROOF_KEY
 from .format.wire_values import CHECKPOINT_PREFIX, ERASURES_PREFIX, LOG_PREFIX, PENDING_PREFIX, key_seq, log_key
 from .objects.bulk import DestroyableObjectStore
-from .objects.interface import ObjectStore, ObjectVersion
+from .objects.interface import CREATE, OVERWRITE, AlreadyExists, ObjectStore, ObjectVersion
 from .objects.retry import gather_bounded, retrying
 
 # Every folder a memory writes (doctor/ holds the create-only check's short-lived objects).
@@ -135,7 +135,9 @@ class Destroyer:
         """Write the proof (once: a run again finds it), before any tombstone, so that none this run
         writes stands without it."""
         if await self._get(PROOF_KEY) != DESTROYED:
-            await self._retry(functools.partial(self.objects.put, PROOF_KEY, DESTROYED), f"Writing {PROOF_KEY}")
+            await self._retry(
+                functools.partial(self.objects.put, PROOF_KEY, DESTROYED, OVERWRITE), f"Writing {PROOF_KEY}"
+            )
 
     async def _seal(self, newest: int, covered: Sequence[str]) -> int:
         """The seq of the seal: one a run before made, else the first free seq after `newest`,
@@ -145,10 +147,12 @@ class Destroyer:
         seq = newest + 1
         while True:
             key = log_key(seq)
-            create = functools.partial(self.objects.create, key, DESTROYED)
-            # A create whose reply was lost and was sent again answers False: the read tells it was ours.
-            if await self._retry(create, f"Sealing {key}") or await self._get(key) == DESTROYED:
+            try:
+                await self._retry(functools.partial(self.objects.put, key, DESTROYED, CREATE), f"Sealing {key}")
                 return seq
+            except AlreadyExists:  # a create whose reply was lost and was sent again: the read tells it was ours
+                if await self._get(key) == DESTROYED:
+                    return seq
             seq += 1
 
     async def _covered_before(self, stored: Sequence[ObjectVersion]) -> set[str]:
@@ -160,7 +164,8 @@ class Destroyer:
         return {key for key, data in zip(sized, held, strict=True) if data == DESTROYED}
 
     async def _cover(self, key: str) -> None:
-        await self._retry(functools.partial(self.objects.put, key, DESTROYED), f"Writing the tombstone at {key}")
+        cover = functools.partial(self.objects.put, key, DESTROYED, OVERWRITE)
+        await self._retry(cover, f"Writing the tombstone at {key}")
 
     async def _stored(self) -> list[ObjectVersion]:
         listed = await gather_bounded(

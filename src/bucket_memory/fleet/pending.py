@@ -5,12 +5,14 @@ deleting those its commits settled."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 
 from ..format.codec import CorruptObjectError
 from ..log.commit_log import CommitLog
 from ..log.reader import gapless
+from ..objects.interface import CREATE, AlreadyExists
 from ..objects.retry import gather_bounded, retrying, within_deadline
 from ..runtime import deadline, telemetry
 from .intents import Intent, read_intent
@@ -47,11 +49,12 @@ class PendingIntents:
         """Create the intent's key (no one else uses it; a transport's resend finds our own)."""
         key, data = intent.key, intent.encode()
         telemetry.count("intents")
-        await retrying(
-            lambda: self.log.objects.create(key, data),
-            what=f"Publishing {self.location}/{key}",
-            attempts=self.log.options.request_attempts,
-        )
+        with contextlib.suppress(AlreadyExists):  # our own, landed by an attempt whose reply was lost
+            await retrying(
+                lambda: self.log.objects.put(key, data, CREATE),
+                what=f"Publishing {self.location}/{key}",
+                attempts=self.log.options.request_attempts,
+            )
 
     async def caught_up_and_read(
         self, waiting: Waiting, round_seconds: float, *, impatient: bool

@@ -35,7 +35,7 @@ from ..format.wire_values import (
 )
 from ..log.reader import LogReader
 from ..log.runs import read_run
-from ..objects.interface import VersionedObjectStore
+from ..objects.interface import CREATE, AlreadyExists, IfMatch, PreconditionFailed, VersionedObjectStore
 from ..objects.retry import retrying
 from ..state.state import State
 from .chain import Problem
@@ -286,17 +286,24 @@ class Recovery:
         assert first is not None
         data = await stored.read(first)
         for _ in range(self.store.options.request_attempts):
-            if not live and await retrying(functools.partial(objects.create, key, data), what=f"Re-creating {key}"):
-                return "restored"
+            if not live:
+                try:
+                    await retrying(functools.partial(objects.put, key, data, CREATE), what=f"Re-creating {key}")
+                    return "restored"
+                except AlreadyExists:
+                    pass  # something came meanwhile (perhaps ours, sent twice): read what
             current = await self.store.reader.get(key)
             if current is not None and await stored.holds_first(key, data, current):
                 return None  # its own, or as an erase rewrote it: never put a text back
             live = current is not None
             newest = (await StoredVersions.listed(objects, stored.format, key)).versions.get(key, [])
             if live and newest:
-                replace = functools.partial(objects.replace, key, data, tag=newest[-1].tag)
-                if await retrying(replace, what=f"Repairing {key}"):
+                replace = functools.partial(objects.put, key, data, IfMatch(newest[-1].tag))
+                try:
+                    await retrying(replace, what=f"Repairing {key}")
                     return "repaired"
+                except PreconditionFailed:
+                    pass  # another version came meanwhile: read it again
         raise MemoryStoreError("unavailable", f"{self.store.location}/{key} kept changing while it was restored.")
 
     async def _put_back_records(self, stored: StoredVersions) -> list[str]:
@@ -305,8 +312,11 @@ class Recovery:
         restored = []
         for key in _deleted_records(stored):
             data = await stored.read(stored.records[key][0])
-            if await retrying(functools.partial(stored.objects.create, key, data), what=f"Re-creating {key}"):
-                restored.append(key)
+            try:
+                await retrying(functools.partial(stored.objects.put, key, data, CREATE), what=f"Re-creating {key}")
+            except AlreadyExists:
+                continue  # re-created meanwhile, by another run
+            restored.append(key)
         return restored
 
     def _versioned(self) -> VersionedObjectStore:

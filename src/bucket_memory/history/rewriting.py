@@ -3,6 +3,7 @@ stored versions removed for good. Only erasure does this (`erasure.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import secrets
@@ -12,7 +13,16 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
 from ..format.wire_values import LOG_PREFIX, is_owned
-from ..objects.interface import ObjectVersion, RewritableObjectStore, VersionedObjectStore
+from ..objects.interface import (
+    CREATE,
+    AlreadyExists,
+    IfHolds,
+    IfMatch,
+    ObjectVersion,
+    PreconditionFailed,
+    RewritableObjectStore,
+    VersionedObjectStore,
+)
 from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
@@ -51,7 +61,8 @@ class Rewriting:
         what = f"Checking the operator's permissions on {self.store.location}"
         await retrying(lambda: objects.has_past(LOG_PREFIX), what=what)
         key = f"doctor/{secrets.token_hex(8)}.json"
-        await retrying(functools.partial(objects.create, key, b"{}"), what=what)
+        with contextlib.suppress(AlreadyExists):  # a fresh key: only our own put, sent twice, is there
+            await retrying(functools.partial(objects.put, key, b"{}", CREATE), what=what)
         try:
             for version in await self._versions(key):
                 await self._read_version(version)
@@ -125,10 +136,13 @@ class Rewriting:
                 redacted = None if data is None else await off_loop(len(data), functools.partial(redact, data))
                 if data is None or redacted is None:
                     return False  # compacted meanwhile, or redacted by another run
-                rewrite = functools.partial(objects.rewrite, key, redacted, expected=data)
-                if await retrying(rewrite, what=f"Rewriting {key}"):
+                try:
+                    await retrying(
+                        functools.partial(objects.put, key, redacted, IfHolds(data)), what=f"Rewriting {key}"
+                    )
                     return True
-                continue  # another run rewrote it meanwhile: redact what it holds now
+                except PreconditionFailed:
+                    continue  # another run rewrote it meanwhile: redact what it holds now
             if current is None:
                 listed = [version for version in await self._versions(key) if version.current]
                 if not listed:
@@ -138,10 +152,13 @@ class Rewriting:
             redacted = None if data is None else await off_loop(len(data), functools.partial(redact, data))
             if data is None or redacted is None:
                 return False
-            replace = functools.partial(objects.replace, key, redacted, tag=current.tag)
-            if await retrying(replace, what=f"Rewriting {key}"):
+            try:
+                await retrying(
+                    functools.partial(objects.put, key, redacted, IfMatch(current.tag)), what=f"Rewriting {key}"
+                )
                 return True
-            current = None  # another version came (a concurrent run): list and read it again
+            except PreconditionFailed:
+                current = None  # another version came (a concurrent run): list and read it again
         raise MemoryStoreError(
             "unavailable", f"{self.store.location}/{key} kept changing while it was rewritten; try again."
         )

@@ -11,6 +11,7 @@ from ..format.changes import Erase
 from ..format.codec import Commit, CorruptObjectError
 from ..format.erasure_record import ErasureRecord
 from ..format.wire_values import ERASURES_PREFIX, erasure_record_key, erasure_record_parts, time_text
+from ..objects.interface import CREATE, AlreadyExists
 from ..objects.retry import gather_bounded, retrying
 
 if TYPE_CHECKING:
@@ -58,9 +59,11 @@ class ErasureRecords:
         data = ErasureRecord.of(commit, time_text(at)).encode()
         objects = self.reader.objects
         # A second attempt after a lost reply finds its own record: the same bytes, nothing to do.
-        created = await retrying(lambda: objects.create(key, data), what=f"Recording the erasure at {key}")
-        if not created and await self.reader.get(key) != data:
-            raise CorruptObjectError(self.reader.location, key, "another erasure record holds its key")
+        try:
+            await retrying(lambda: objects.put(key, data, CREATE), what=f"Recording the erasure at {key}")
+        except AlreadyExists:
+            if await self.reader.get(key) != data:
+                raise CorruptObjectError(self.reader.location, key, "another erasure record holds its key") from None
         self._verdicts[(commit.seq, commit.hash)] = True
         return key
 

@@ -7,6 +7,7 @@ raised to a writer, because the next writer crossing the threshold simply tries 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from ..format.changes import text_bytes
 from ..format.codec import Checkpoint, CorruptObjectError
 from ..format.packed import PackedCheckpoint
 from ..format.wire_values import checkpoint_key, intent_key_parts, run_key
-from ..objects.interface import ObjectInfo
+from ..objects.interface import CREATE, AlreadyExists, ObjectInfo
 from ..objects.retry import retrying, within_deadline
 from ..runtime import telemetry
 from ..runtime.off_loop import off_loop
@@ -107,7 +108,8 @@ class Housekeeper:
         # A failure propagates to the log, which logs it; the counts stay, so the next commit retries.
         key = checkpoint_key(seq)
         telemetry.count("bytes_written", len(encoded))
-        await within_deadline(lambda: self.log.objects.create(key, encoded), what=f"Checkpointing {key}")
+        with contextlib.suppress(AlreadyExists):  # another writer's checkpoint of the same head: as good
+            await within_deadline(lambda: self.log.objects.put(key, encoded, CREATE), what=f"Checkpointing {key}")
         # Commits meanwhile were counted on the same object: count on from the checkpoint.
         if counts.seq < seq:
             counts.seq = seq
@@ -124,7 +126,10 @@ class Housekeeper:
         encoded = await off_loop(sum(commit.encoded_size for commit in commits), lambda: Run.made(commits).encode())
         key = run_key(seq)
         telemetry.count("bytes_written", len(encoded))
-        await within_deadline(lambda: self.log.objects.create(key, encoded), what=f"Storing {key}")
+        with contextlib.suppress(
+            AlreadyExists
+        ):  # a run is there already (ours, sent twice, or another's): readers use it
+            await within_deadline(lambda: self.log.objects.put(key, encoded, CREATE), what=f"Storing {key}")
 
     async def compact(self) -> Compaction:
         """Delete log and checkpoint objects below the newest checkpoint that is older than the grace

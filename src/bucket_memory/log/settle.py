@@ -18,6 +18,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from ..format.codec import Commit, CorruptObjectError
 from ..format.tombstone import MemoryDestroyed
 from ..format.wire_values import log_key
+from ..objects.interface import CREATE, AlreadyExists
 from ..objects.retry import backoff, within_deadline
 from ..runtime import deadline, telemetry
 from ..runtime.deadline import DeadlineExceeded
@@ -161,20 +162,23 @@ class Settler:
         started = time.monotonic()  # real time, even where tests move the log's clock by hand
         telemetry.count("bytes_written", len(encoded))
         try:
-            created = await within_deadline(lambda: head.reader.objects.create(key, encoded), what=what)
+            await within_deadline(lambda: head.reader.objects.put(key, encoded, CREATE), what=what)
+            created = True
+        except AlreadyExists:  # another writer's commit is there, or our own create, sent twice by the transport
+            created = False
         except MemoryStoreError as error:
             if isinstance(error, DeadlineExceeded) or error.code == "forbidden":
                 raise  # never sent, or refused before anything was written: it did not land
-            # A backend says such an error means it did not land (`ObjectStore`), but one that maps a
-            # failure after the request reached the server wrongly would have an acknowledged write
-            # reported as failed: taken as unknown, like a transient one.
+            # Every backend keeps the rule that any `MemoryStoreError` means nothing was written
+            # (`objects/interface.py`); only these two are trusted to say so, since a backend that
+            # broke the rule would have an acknowledged write reported as failed: read back.
             return await self._read_back(key, what)
         except Exception:  # TransientError or unmapped: it may have landed, so read the key back
             return await self._read_back(key, what)
         self.round_seconds = time.monotonic() - started
         if created:
             return _Held((commit,), sent)
-        try:  # refused: another writer's commit is there, or our own create, sent twice by the transport
+        try:
             run, proven_at = await head.run_from(commit.seq, loser_reads)
         except (CorruptObjectError, MemoryDestroyed):
             raise

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .interface import ObjectStore, ObjectVersion
+from .interface import Create, ObjectStore, ObjectVersion, Overwrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +40,13 @@ class RollingObjectStore(Protocol):
 class DestroyableObjectStore(ObjectStore, Protocol):
     """An object store that can delete all that was ever stored under a prefix: what `destroy` needs.
 
-    `put` writes a key whatever it holds. `list_stored` gives every stored version under a prefix,
-    old ones and delete markers (`marker`) included; where the bucket keeps no versions, its objects
-    as the version "null". `delete_stored` removes those versions for good, many a request where
-    the server allows; one that is gone is no error.
+    `put` with `Overwrite` writes a key whatever it holds (the tombstone). `list_stored` gives
+    every stored version under a prefix, old ones and delete markers (`marker`) included; where
+    the bucket keeps no versions, its objects as the version "null". `delete_stored` removes those
+    versions for good, many a request where the server allows; one that is gone is no error.
     """
 
-    async def put(self, key: str, data: bytes) -> None: ...
+    async def put(self, key: str, data: bytes, mode: Create | Overwrite) -> None: ...
 
     async def list_stored(self, prefix: str) -> list[ObjectVersion]: ...
 

@@ -22,7 +22,18 @@ from google.cloud import storage
 from ..runtime.deadline import check_seconds
 from .bulk import RolledPage
 from .gcs_http import AbortableCall, make_abortable
-from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
+from .interface import (
+    AlreadyExists,
+    Create,
+    IfMatch,
+    ObjectInfo,
+    ObjectVersion,
+    Overwrite,
+    PreconditionFailed,
+    Refused,
+    TransientError,
+    Versioning,
+)
 from .retry import FETCH_CONCURRENCY, gather_bounded
 from .server_clock import ServerClock
 from .urls import check_prefix
@@ -37,13 +48,14 @@ _WORKERS = ThreadPoolExecutor(max_workers=FETCH_CONCURRENCY, thread_name_prefix=
 
 
 class GCSObjectStore:
-    """The objects under `gs://bucket/prefix/`, with create-if-absent as an upload with `if_generation_match=0`.
+    """The objects under `gs://bucket/prefix/`: `put` is one upload, `Create` with
+    `if_generation_match=0`, `IfMatch` with the generation, `Overwrite` with neither.
 
     The caller owns the client; its blocking calls run in worker threads, with the SDK's own
     retries off because the log retries (and settles ambiguous creates) itself. Each request,
     reply body included, ends within `request_timeout`: past it the request's sockets are shut
-    down, so its thread is freed too. A 412 is reported as "exists"; 409, 429, 5xx, lost
-    connections and requests past their deadline as `TransientError`.
+    down, so its thread is freed too. A 412 is reported as the mode's `Refused`; 409, 429, 5xx,
+    lost connections and requests past their deadline as `TransientError`.
     """
 
     ordered_listing = True
@@ -64,8 +76,17 @@ class GCSObjectStore:
     async def get(self, key: str) -> bytes | None:
         return await self._run(self._get, key)
 
-    async def create(self, key: str, data: bytes) -> bool:
-        return await self._run(self._create, key, data)
+    async def put(self, key: str, data: bytes, mode: Create | IfMatch | Overwrite) -> None:
+        match mode:
+            case Create():
+                generation: int | None = 0
+            case IfMatch(tag):
+                generation = int(tag)
+            case Overwrite():
+                generation = None
+            case _:  # a mode its type leaves out (`IfHolds`): a caller's bug, never a write
+                raise TypeError(f"{self.location} does not keep {mode}")
+        await self._run(self._put, key, data, generation)
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -88,17 +109,11 @@ class GCSObjectStore:
     async def has_past(self, prefix: str) -> bool:
         return await self._run(self._has_past, prefix)
 
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        return await self._run(self._replace, key, data, int(tag))
-
     async def delete_version(self, key: str, version: str) -> None:
         await self._run(self._delete, key, int(version))
 
     async def versioning(self) -> Versioning:
         return await self._run(self._versioning)
-
-    async def put(self, key: str, data: bytes) -> None:
-        await self._run(self._put, key, data)
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every generation under the prefix, live or noncurrent (GCS keeps no delete markers)."""
@@ -117,15 +132,6 @@ class GCSObjectStore:
         except api.NotFound:
             return None
         return data
-
-    def _create(self, key: str, data: bytes) -> bool:
-        try:
-            self.bucket.blob(self.prefix + key).upload_from_string(
-                data, content_type="application/json", if_generation_match=0, timeout=_TIMEOUT, retry=None
-            )
-        except api.PreconditionFailed:
-            return False
-        return True
 
     def _list(self, prefix: str, start_after: str | None, limit: int | None) -> builtins.list[ObjectInfo]:
         # GCS has an inclusive start offset, not start-after: skip the one key equal to it.
@@ -184,19 +190,15 @@ class GCSObjectStore:
         )
         return any(True for _ in blobs)
 
-    def _put(self, key: str, data: bytes) -> None:
-        self.bucket.blob(self.prefix + key).upload_from_string(
-            data, content_type="application/json", timeout=_TIMEOUT, retry=None
-        )
-
-    def _replace(self, key: str, data: bytes, generation: int) -> bool:
+    def _put(self, key: str, data: bytes, generation: int | None) -> None:
         try:
             self.bucket.blob(self.prefix + key).upload_from_string(
                 data, content_type="application/json", if_generation_match=generation, timeout=_TIMEOUT, retry=None
             )
         except api.PreconditionFailed:
-            return False
-        return True
+            if generation == 0:
+                raise AlreadyExists(self.location, key, "the key holds an object (412)") from None
+            raise PreconditionFailed(self.location, key, "the key holds another generation, or none (412)") from None
 
     def _versioning(self) -> Versioning:
         self.bucket.reload(timeout=_TIMEOUT, retry=None)
@@ -221,6 +223,8 @@ class GCSObjectStore:
                     raise
         except TimeoutError:
             raise TransientError(f"no reply from {self.location} within {self.request_timeout:g} s") from None
+        except Refused:
+            raise
         except api.NotFound as error:
             raise MemoryStoreError(
                 "unavailable",

@@ -13,10 +13,20 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from .interface import ObjectInfo, ObjectVersion, TransientError
+from .interface import (
+    AlreadyExists,
+    Create,
+    IfHolds,
+    ObjectInfo,
+    ObjectVersion,
+    Overwrite,
+    PreconditionFailed,
+    TransientError,
+)
 from .urls import check_directory
 
 # Why a link fails without having been made: anything else (EIO, ETIMEDOUT on a network filesystem) may
@@ -31,12 +41,14 @@ STAGING = ".staging"  # a local memory's folder of files written before they are
 class LocalObjectStore:
     """Objects as files under a directory, laid out exactly as under a bucket prefix.
 
-    `create` writes and fsyncs a staging file, then hard-links it into place: the link fails if
-    the key exists, so two processes can never both create one key, and a reader sees a whole
-    object or none.
+    Every `put` writes and fsyncs a staging file first. `Create` hard-links it into place: the link
+    fails if the key exists, so two processes can never both create one key. `IfHolds` and
+    `Overwrite` rename it over the key (`IfHolds` under a lock file, with the check). A reader sees
+    a whole object or none; an error once the link or rename may have been made is transient.
     """
 
     ordered_listing = True
+    rewrites_in_place: Literal[True] = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -62,8 +74,16 @@ class LocalObjectStore:
     async def get(self, key: str) -> bytes | None:
         return None if self.absent(key) else await asyncio.to_thread(self._get, key)
 
-    async def create(self, key: str, data: bytes) -> bool:
-        return await asyncio.to_thread(self._create, key, data)
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
+        match mode:
+            case Create():
+                await asyncio.to_thread(self._create, key, data)
+            case IfHolds(expected):
+                await asyncio.to_thread(self._rewrite, key, data, expected)
+            case Overwrite():
+                await asyncio.to_thread(self._overwrite, key, data)
+            case _:  # a mode its type leaves out (`IfMatch`): a caller's bug, never a write
+                raise TypeError(f"{self.location} does not keep {mode}")
 
     async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
         return (await asyncio.to_thread(self._list, prefix, start_after, limit))[:limit]
@@ -73,12 +93,6 @@ class LocalObjectStore:
 
     async def now(self, *, ageing: bool = False) -> float:
         return time.time()
-
-    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
-        return await asyncio.to_thread(self._rewrite, key, data, expected)
-
-    async def put(self, key: str, data: bytes) -> None:
-        await asyncio.to_thread(self._put, key, data)
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         listed = await self.list(prefix)
@@ -107,7 +121,7 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, self.root / key) from error
 
-    def _create(self, key: str, data: bytes) -> bool:
+    def _create(self, key: str, data: bytes) -> None:
         target = self.root / key
         staging = self.root / STAGING
         try:
@@ -118,7 +132,7 @@ class LocalObjectStore:
                 os.link(staged, target)
             except FileExistsError:
                 os.unlink(staged)
-                return False
+                raise AlreadyExists(self.location, key, "the file exists") from None
             except OSError as error:
                 os.unlink(staged)
                 if error.errno not in _LINK_REFUSED:
@@ -135,21 +149,20 @@ class LocalObjectStore:
             # The object is in place and readable, so the create is not a definitive failure: the
             # log reads the key back (NFS and EFS can fail the directory sync after the link).
             raise TransientError(f"{target} was linked, then: {error.strerror or error}") from error
-        return True
 
-    def _put(self, key: str, data: bytes) -> None:
+    def _overwrite(self, key: str, data: bytes) -> None:
         """Replace `key` whole, or create it, by a staged, synced file renamed into place."""
         target = self.root / key
         staging = self.root / STAGING
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             staging.mkdir(parents=True, exist_ok=True)
-            os.replace(_write_staged(staging, data), target)
-            _fsync_directory(target.parent)
+            staged = _write_staged(staging, data)
         except OSError as error:
             raise _os_error(error, target) from error
+        _rename_into_place(staged, target)
 
-    def _rewrite(self, key: str, data: bytes, expected: bytes) -> bool:
+    def _rewrite(self, key: str, data: bytes, expected: bytes) -> None:
         """Replace `key` by a staged, synced file renamed over it, while it holds `expected`: readers
         see the old object or the new one, whole. Rewriters take turns on a lock file, so the check and
         the rename are one step for them (a compaction may still delete the key in between, leaving one
@@ -161,15 +174,15 @@ class LocalObjectStore:
             with open(staging / "rewrite.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
                 try:
-                    if target.read_bytes() != expected:
-                        return False
+                    held: bytes | None = target.read_bytes()
                 except FileNotFoundError:
-                    return False
-                os.replace(_write_staged(staging, data), target)
-                _fsync_directory(target.parent)
+                    held = None
+                if held != expected:
+                    raise PreconditionFailed(self.location, key, "the file holds other bytes, or none")
+                staged = _write_staged(staging, data)
+                _rename_into_place(staged, target)
         except OSError as error:
             raise _os_error(error, target) from error
-        return True
 
     def _list_staged(self, older_than: float) -> builtins.list[tuple[str, bytes]]:
         found: builtins.list[tuple[str, bytes]] = []
@@ -256,6 +269,24 @@ def _write_staged(staging: Path, data: bytes) -> str:
         staged.flush()
         os.fsync(staged.fileno())
     return staged.name
+
+
+def _rename_into_place(staged: str, target: Path) -> None:
+    """Rename a staged file over `target` and sync the folder. Only a rename refused outright is a
+    `MemoryStoreError`: one that failed otherwise (EIO on a network filesystem), or a failed sync
+    after it, may have left the new object in place, so that is transient (the put's rule)."""
+    try:
+        os.replace(staged, target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        if error.errno in _LINK_REFUSED:
+            raise _os_error(error, target) from error
+        raise TransientError(f"renaming onto {target} failed, perhaps after it was made: {error}") from error
+    try:
+        _fsync_directory(target.parent)
+    except OSError as error:
+        raise TransientError(f"{target} was renamed into place, then: {error.strerror or error}") from error
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -5,16 +5,30 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from .bulk import RolledPage, rolled_page
-from .interface import ObjectInfo, ObjectVersion
+from .interface import (
+    AlreadyExists,
+    Create,
+    IfHolds,
+    IfMatch,
+    ObjectInfo,
+    ObjectVersion,
+    Overwrite,
+    PreconditionFailed,
+    PutMode,
+)
 
 
 class MemoryObjectStore:
     """Objects in a dict, for fast property tests and as the base of fault injection.
 
-    It keeps the cloud guarantees (create-if-absent, ordered listing) within one process.
+    It keeps the cloud guarantees (create-if-absent, ordered listing) within one process, and the
+    modes a directory keeps (`IfHolds`, `Overwrite`); it keeps no versions for an `IfMatch` to name.
     """
+
+    rewrites_in_place: Literal[True] = True
 
     def __init__(self, name: str = "memory", *, ordered_listing: bool = True) -> None:
         self.objects: dict[str, tuple[bytes, float]] = {}
@@ -30,11 +44,9 @@ class MemoryObjectStore:
         found = self.objects.get(key)
         return found[0] if found is not None else None
 
-    async def create(self, key: str, data: bytes) -> bool:
-        if key in self.objects:
-            return False
+    async def put(self, key: str, data: bytes, mode: Create | IfHolds | Overwrite) -> None:
+        self._check(key, mode)
         self.objects[key] = (bytes(data), self.clock)
-        return True
 
     async def list(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[ObjectInfo]:
         return [
@@ -50,9 +62,6 @@ class MemoryObjectStore:
     async def list_rolled(self, prefix: str, delimiter: str, *, token: str | None = None) -> RolledPage:
         return rolled_page(sorted(self.objects), prefix, delimiter, token)
 
-    async def put(self, key: str, data: bytes) -> None:
-        self.objects[key] = (bytes(data), self.clock)
-
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         return [
             ObjectVersion(key, "null", modified, "", current=True, size=len(data))
@@ -63,11 +72,16 @@ class MemoryObjectStore:
     async def delete_stored(self, versions: Sequence[ObjectVersion]) -> None:
         await self.delete([version.key for version in versions])
 
-    async def rewrite(self, key: str, data: bytes, *, expected: bytes) -> bool:
-        if self.objects.get(key, (None, 0.0))[0] != expected:
-            return False
-        self.objects[key] = (bytes(data), self.clock)
-        return True
-
     async def now(self, *, ageing: bool = False) -> float:
         return self.clock
+
+    def _check(self, key: str, mode: PutMode) -> None:
+        """Raise what `put` in `mode` answers when its condition does not hold now."""
+        held = self.objects.get(key)
+        match mode:
+            case Create() if held is not None:
+                raise AlreadyExists(self.location, key, "the key holds an object")
+            case IfHolds(expected) if held is None or held[0] != expected:
+                raise PreconditionFailed(self.location, key, "the key holds other bytes, or nothing")
+            case IfMatch():  # a mode its type leaves out: a caller's bug, never a write
+                raise TypeError(f"{self.location} does not keep {mode}: it keeps no versions to name")

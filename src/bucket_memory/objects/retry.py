@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..runtime import deadline, telemetry
-from .interface import TransientError
+from .interface import Refused, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ async def within_deadline[T](operation: Callable[[], Awaitable[T]], *, what: str
 
 async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attempts: int = 6) -> T:
     """Run an idempotent request, retrying transient failures; `unavailable` once they are spent
-    or the operation's deadline has passed.
+    or the operation's deadline has passed. A `MemoryStoreError` or a put's `Refused` is an answer,
+    raised as is (a `Refused` after a retry may be the first attempt's own write, landed).
 
     An exception the backend did not map counts as transient: it may pass, and if it does not,
     the caller still gets a `MemoryStoreError` with a message rather than a foreign traceback.
@@ -53,7 +54,7 @@ async def retrying[T](operation: Callable[[], Awaitable[T]], *, what: str, attem
     for number in range(attempts):
         try:
             return await within_deadline(operation, what=what)
-        except MemoryStoreError:
+        except (MemoryStoreError, Refused):
             raise
         except Exception as error:  # TransientError, or a failure nobody mapped
             if not isinstance(error, TransientError):

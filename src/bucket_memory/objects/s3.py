@@ -42,7 +42,17 @@ from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .bulk import RolledPage
 from .credentials import no_aws_credentials
-from .interface import ObjectInfo, ObjectVersion, TransientError, Versioning
+from .interface import (
+    AlreadyExists,
+    Create,
+    IfMatch,
+    ObjectInfo,
+    ObjectVersion,
+    Overwrite,
+    PreconditionFailed,
+    TransientError,
+    Versioning,
+)
 from .retry import gather_bounded
 from .s3_clients import LoopClient, shared_client
 from .s3_errors import S3Reply, s3_error, wrong_endpoint
@@ -79,16 +89,19 @@ _BEFORE_SENDING = (
 
 
 class S3ObjectStore:
-    """The objects under `s3://bucket/prefix/`, with create-if-absent as `PutObject(IfNoneMatch="*")`.
+    """The objects under `s3://bucket/prefix/`: `put` is one `PutObject`, `Create` with
+    `If-None-Match: *`, `IfMatch` with `If-Match` (the ETag), `Overwrite` with neither.
 
     Without a `client` the store uses the process's shared client for the running event loop and
     the credentials in the environment (`shared_client`: an aiobotocore client belongs to the loop
     it was made on), so one store serves a process that calls `asyncio.run` per request, and a
     thousand stores open at once hold one client and its few sockets; `aclose` lets go of the
     running loop's, which closes once no store holds it. A caller's `client` is used on its own
-    loop only. A 412 is reported as "exists"; 409 ConditionalRequestConflict,
-    throttling, 5xx, lost connections and any SDK failure after a request may have been sent as
-    `TransientError`, so the log reads the key back before deciding what happened.
+    loop only. The shared client sends each request once (one SDK attempt, no aiohttp resend:
+    `s3_clients`); a caller's client that retries may have a refusal answer a retry of a write its
+    first attempt made, which breaks `put`'s error rule (`log/settle.py` reads back all else). A 412 is reported as the
+    mode's `Refused`; 409 ConditionalRequestConflict, throttling, 5xx, lost connections and any SDK
+    failure after a request may have been sent as `TransientError`, so the log reads the key back.
     """
 
     def __init__(self, client: Any = None, *, bucket: str, prefix: str = "", request_timeout: float = 30.0) -> None:
@@ -110,18 +123,23 @@ class S3ObjectStore:
     async def get(self, key: str) -> bytes | None:
         return await self._read(lambda client: client.get_object(Bucket=self.bucket, Key=self.prefix + key), key)
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create | IfMatch | Overwrite) -> None:
+        condition = _condition(mode, self.location)
         checksum = await _checksum(data)
         try:
             await self._call(
                 lambda client: client.put_object(
-                    Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*", **checksum
+                    Bucket=self.bucket, Key=self.prefix + key, Body=data, **condition, **checksum
                 ),
                 key,
+                absent_ok=isinstance(mode, IfMatch),
             )
         except _Exists:
-            return False
-        return True
+            if isinstance(mode, Create):
+                raise AlreadyExists(self.location, key, "the key holds an object (412)") from None
+            raise PreconditionFailed(self.location, key, "the key holds another version (412)") from None
+        except _Missing:  # If-Match on a key that holds nothing
+            raise PreconditionFailed(self.location, key, "the key holds nothing (404)") from None
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -189,12 +207,6 @@ class S3ObjectStore:
                 by_key.setdefault(version.key, []).append(version)
         return [version for versions in by_key.values() for version in reversed(versions)]
 
-    async def put(self, key: str, data: bytes) -> None:
-        checksum = await _checksum(data)
-        await self._call(
-            lambda client: client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, **checksum), key
-        )
-
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every version and delete marker under the prefix (ListObjectVersions, 1000 a page)."""
         found: builtins.list[ObjectVersion] = []
@@ -246,20 +258,6 @@ class S3ObjectStore:
             history=True,
         )
         return bool(page.get("Versions") or page.get("DeleteMarkers"))
-
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        checksum = await _checksum(data)
-        try:
-            await self._call(
-                lambda client: client.put_object(
-                    Bucket=self.bucket, Key=self.prefix + key, Body=data, IfMatch=tag, **checksum
-                ),
-                key,
-                absent_ok=True,
-            )
-        except (_Exists, _Missing):
-            return False  # it no longer holds that version (412), or no longer exists
-        return True
 
     async def delete_version(self, key: str, version: str) -> None:
         await self._call(
@@ -356,6 +354,19 @@ class S3ObjectStore:
             raise TransientError(f"{type(error).__name__}: {error}") from None
 
 
+def _condition(mode: Create | IfMatch | Overwrite, location: str) -> dict[str, str]:
+    """The PutObject headers of `mode`."""
+    match mode:
+        case Create():
+            return {"IfNoneMatch": "*"}
+        case IfMatch(tag):
+            return {"IfMatch": tag}
+        case Overwrite():
+            return {}
+        case _:  # a mode its type leaves out (`IfHolds`): a caller's bug, never a write
+            raise TypeError(f"{location} does not keep {mode}")
+
+
 async def _body(response: Any) -> bytes:
     async with response["Body"] as body:
         data: bytes = await body.read()
@@ -374,4 +385,4 @@ class _Missing(Exception):
 
 
 class _Exists(Exception):
-    """A conditional create found the key taken."""
+    """A conditional put found its condition false (412)."""

@@ -90,7 +90,26 @@ async def _held_client() -> AsyncIterator[Any]:
     async with session.create_client("s3", config=config) as client:
         # An upload that waits for "100 Continue" waits on a reply no timeout bounds; send at once.
         client.meta.events.unregister("before-call.s3", add_expect_header)
+        _send_once(client)
         yield client
+
+
+def _send_once(client: Any) -> None:
+    """Make aiohttp send each request once. It sends an idempotent one (a PUT) again, unseen by
+    botocore, when the connection drops before the reply: a refusal of that second send (a 403)
+    would then be reported as `forbidden`, "nothing was written", for a write the first send made.
+    Sent once, a lost reply is a transient error, which the log settles by reading the key.
+    `_retry_connection` is aiohttp's own switch, set on the session aiobotocore makes on first use
+    (`tests/test_objects.py` fails if either name moves)."""
+    http = client._endpoint.http_session
+    made = http._get_session
+
+    async def session_sending_once(proxy_url: Any) -> Any:
+        session = await made(proxy_url)
+        session._retry_connection = False
+        return session
+
+    http._get_session = session_sending_once
 
 
 @functools.cache

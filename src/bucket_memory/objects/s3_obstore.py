@@ -16,7 +16,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..runtime.deadline import check_seconds
 from .credentials import no_aws_credentials
-from .interface import ObjectInfo, TransientError
+from .interface import CREATE, AlreadyExists, Create, ObjectInfo, TransientError
 from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 
@@ -36,7 +36,7 @@ _CODE = re.compile(r"<Code>([A-Za-z0-9]{1,64})</Code>|\(code: ([A-Za-z0-9]{1,64}
 class ObstoreS3ObjectStore:
     """The objects under `s3://bucket/prefix/` through obstore, for the log's own requests.
 
-    Create-if-absent is obstore's create mode (`PutObject` with `If-None-Match: *`). obstore makes
+    `put` keeps `Create` only: obstore's create mode (`PutObject` with `If-None-Match: *`). obstore makes
     one attempt per request, since the log retries and settles ambiguous creates itself; its
     errors carry only a message, so the status and S3 error code are read from it and mapped as
     for aiobotocore. Of old versions it only tells whether there are any (`has_past`, through
@@ -69,15 +69,16 @@ class ObstoreS3ObjectStore:
         except _Missing:
             return None
 
-    async def create(self, key: str, data: bytes) -> bool:
+    async def put(self, key: str, data: bytes, mode: Create) -> None:
         import obstore
 
+        if not isinstance(mode, Create):  # a mode its type leaves out: a caller's bug, never a write
+            raise TypeError(f"{self.location} does not keep {mode}")
         try:
             await self._guarded(lambda store: obstore.put_async(store, key, data, mode="create"), key)
         except _Exists:
-            return False
+            raise AlreadyExists(self.location, key, "the key holds an object (412)") from None
         self.clock.created(key, time.time())
-        return True
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -266,7 +267,7 @@ class CreateClock:
         if ageing and self._stamped_at is None:
             key = f"doctor/clock-{secrets.token_hex(8)}.json"
             try:
-                await objects.create(key, b"{}")  # noted by `created`
+                await objects.put(key, b"{}", CREATE)  # noted by `created`
                 await self._stamp(objects)
             finally:
                 await objects.delete([key])

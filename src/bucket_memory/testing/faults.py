@@ -5,7 +5,8 @@ then lose its reply, be answered with a throttling or conflict status, wait a fi
 random delay, or crash the caller (an exception the store never catches, as a process dying would).
 A create can also reach the store twice and answer the second time, as aiohttp answers when it sends
 an idempotent PUT again after a dropped connection, and a client can lose the store for a burst of
-requests in a row (an outage).
+requests in a row (an outage). A `put` is counted (and scripted) by its mode: "create", "update"
+(`IfMatch`, `IfHolds`) or "overwrite".
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..objects.bulk import DestroyableObjectStore, RolledPage, RollingObjectStore
 from ..objects.interface import (
+    Create,
+    IfHolds,
+    IfMatch,
     ObjectInfo,
     ObjectStore,
     ObjectVersion,
+    Overwrite,
+    PutMode,
+    Refused,
+    RewritableObjectStore,
     TransientError,
     VersionedObjectStore,
     Versioning,
@@ -39,13 +47,19 @@ type Operation = Literal[
     "list_versions",
     "get_version",
     "has_past",
-    "replace",
+    "update",
     "delete_version",
     "versioning",
-    "put",
+    "overwrite",
     "list_stored",
     "delete_stored",
 ]
+_COUNTED_AS: dict[type[PutMode], Operation] = {
+    Create: "create",
+    IfMatch: "update",
+    IfHolds: "update",
+    Overwrite: "overwrite",
+}
 type Fault = Literal["fail_before", "lose_reply", "resend", "refuse", "unmapped", "crash_before", "crash_after"]
 
 
@@ -124,15 +138,18 @@ class FaultyObjectStore:
         await self._after("get", key, request)
         return found
 
-    async def create(self, key: str, data: bytes) -> bool:
-        request = await self._before("create", key)
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
+        operation = _COUNTED_AS[type(mode)]
+        request = await self._before(operation, key)
         self.bytes_sent += len(data)
-        created = await self.inner.create(key, data)
-        if request.fault == "resend":
+        refused = await self._send(key, data, mode)
+        if request.fault == "resend":  # the transport's second send: its answer is the caller's
             self.bytes_sent += len(data)
-            created = await self.inner.create(key, data)
-        await self._after("create", key, request)
-        return created
+            refused = await self._send(key, data, mode)
+        # A refusal is a reply like any other: it takes its time back, and can be lost or outlived.
+        await self._after(operation, key, request)
+        if refused is not None:
+            raise refused
 
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -181,14 +198,6 @@ class FaultyObjectStore:
         await self._after("has_past", prefix, request)
         return found
 
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        inner = self._versioned()
-        request = await self._before("replace", key)
-        self.bytes_sent += len(data)
-        replaced = await inner.replace(key, data, tag=tag)
-        await self._after("replace", key, request)
-        return replaced
-
     async def delete_version(self, key: str, version: str) -> None:
         inner = self._versioned()
         request = await self._before("delete_version", key)
@@ -201,13 +210,6 @@ class FaultyObjectStore:
         found = await inner.versioning()
         await self._after("versioning", "", request)
         return found
-
-    async def put(self, key: str, data: bytes) -> None:
-        inner = self._destroyable()
-        request = await self._before("put", key)
-        self.bytes_sent += len(data)
-        await inner.put(key, data)
-        await self._after("put", key, request)
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         inner = self._destroyable()
@@ -222,6 +224,28 @@ class FaultyObjectStore:
         request = await self._before("delete_stored", key)
         await inner.delete_stored(versions)
         await self._after("delete_stored", key, request)
+
+    async def _send(self, key: str, data: bytes, mode: PutMode) -> Refused | None:
+        """`put` on the inner store, if it keeps `mode` (a `TypeError` if not: the caller's bug); its
+        refusal, if it refused."""
+        try:
+            await self._put_inner(key, data, mode)
+        except Refused as refused:
+            return refused
+        return None
+
+    async def _put_inner(self, key: str, data: bytes, mode: PutMode) -> None:
+        match mode:
+            case Create():
+                await self.inner.put(key, data, mode)
+            case IfMatch():
+                await self._versioned().put(key, data, mode)
+            case IfHolds() if isinstance(self.inner, RewritableObjectStore):
+                await self.inner.put(key, data, mode)
+            case Overwrite():
+                await self._destroyable().put(key, data, mode)
+            case _:
+                raise TypeError(f"{self.location} does not keep {mode}")
 
     def _destroyable(self) -> DestroyableObjectStore:
         if not isinstance(self.inner, DestroyableObjectStore):

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..objects.bulk import RolledPage
-from ..objects.interface import ObjectInfo, ObjectVersion, Versioning
+from ..objects.interface import ObjectInfo, ObjectVersion, PutMode, Versioning
 from .faults import FaultyObjectStore
 from .versioned import VersionedMemoryObjectStore
 
@@ -41,9 +41,6 @@ class PrefixedObjectStore:
     async def get(self, key: str) -> bytes | None:
         return await self.bucket.get(self._in(key))
 
-    async def create(self, key: str, data: bytes) -> bool:
-        return await self.bucket.create(self._in(key), data)
-
     async def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> builtins.list[ObjectInfo]:
@@ -70,17 +67,14 @@ class PrefixedObjectStore:
     async def has_past(self, prefix: str) -> bool:
         return await self.bucket.has_past(self._in(prefix))
 
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        return await self.bucket.replace(self._in(key), data, tag=tag)
-
     async def delete_version(self, key: str, version: str) -> None:
         await self.bucket.delete_version(self._in(key), version)
 
     async def versioning(self) -> Versioning:
         return await self.bucket.versioning()
 
-    async def put(self, key: str, data: bytes) -> None:
-        await self.bucket.put(self._in(key), data)
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
+        await self.bucket.put(self._in(key), data, mode)
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         return [self._version_out(found) for found in await self.bucket.list_stored(self._in(prefix))]

@@ -7,14 +7,14 @@ import builtins
 import itertools
 from collections.abc import Sequence
 
-from ..objects.interface import ObjectVersion, Versioning
+from ..objects.interface import IfMatch, ObjectVersion, PreconditionFailed, PutMode, Versioning
 from ..objects.memory import MemoryObjectStore
 
 
 class VersionedMemoryObjectStore(MemoryObjectStore):
     """A `MemoryObjectStore` that keeps each key's versions, oldest first, with S3's rules: a delete
-    leaves a delete marker, deleting a version makes the one before it current, and `replace`
-    overwrites only the version its tag names."""
+    leaves a delete marker, deleting a version makes the one before it current, and `put` with
+    `IfMatch` overwrites only the version its tag names."""
 
     def __init__(self, name: str = "versioned") -> None:
         super().__init__(name)
@@ -22,11 +22,15 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
         self.stored: dict[str, list[tuple[str, bytes | None, float]]] = {}
         self._ids = itertools.count(1)
 
-    async def create(self, key: str, data: bytes) -> bool:
-        created = await super().create(key, data)
-        if created:
-            self._keep(key, bytes(data))
-        return created
+    async def put(self, key: str, data: bytes, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch):
+            versions = self.stored.get(key)
+            if key not in self.objects or not versions or versions[-1][0] != mode.tag:
+                raise PreconditionFailed(self.location, key, "the key holds another version, or nothing")
+            self.objects[key] = (bytes(data), self.clock)
+        else:
+            await super().put(key, data, mode)
+        self._keep(key, bytes(data))
 
     async def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
@@ -49,14 +53,6 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
     async def has_past(self, prefix: str) -> bool:
         return any(key.startswith(prefix) for key in self.stored)
 
-    async def replace(self, key: str, data: bytes, *, tag: str) -> bool:
-        versions = self.stored.get(key)
-        if key not in self.objects or not versions or versions[-1][0] != tag:
-            return False
-        self.objects[key] = (bytes(data), self.clock)
-        self._keep(key, bytes(data))
-        return True
-
     async def delete_version(self, key: str, version: str) -> None:
         versions = [entry for entry in self.stored.get(key, ()) if entry[0] != version]
         if versions:
@@ -68,10 +64,6 @@ class VersionedMemoryObjectStore(MemoryObjectStore):
             self.objects[key] = (newest[1], newest[2])
         else:
             self.objects.pop(key, None)
-
-    async def put(self, key: str, data: bytes) -> None:
-        await super().put(key, data)
-        self._keep(key, bytes(data))
 
     async def list_stored(self, prefix: str) -> builtins.list[ObjectVersion]:
         return [

@@ -7,6 +7,7 @@ must name, and `recover` must repair without dropping an acknowledged write.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from ...format.changes import Change, Edit, Erase, Move, Write
 from ...format.codec import Checkpoint, Commit
 from ...format.wire_values import checkpoint_key, intent_key, log_key
 from ...log.runs import Run
+from ...objects.interface import CREATE, AlreadyExists, IfMatch, PreconditionFailed
 from .bucket import SimBucket
 from .world import OPERATOR, PATHS
 
@@ -64,14 +66,24 @@ class Forger:
         """Create the next log key with a commit hashed and chained as a store would."""
         state = await self.reader.state(proven=True)
         commit = Commit.create(state.head + 1, state.head_hash, changes, origin, at=time.time())
-        return commit if await self.bucket.create(log_key(commit.seq), commit.encode()) else None
+        try:
+            await self.bucket.put(log_key(commit.seq), commit.encode(), CREATE)
+        except AlreadyExists:
+            return None
+        return commit
 
     async def overwrite(self, key: str, data: bytes) -> bool:
         """What PutObject does to a key that exists: a new current version over it."""
         current = [
             version for version in await self.bucket.list_versions(key) if version.key == key and version.current
         ]
-        return bool(current) and await self.bucket.replace(key, data, tag=current[0].tag)
+        if not current:
+            return False
+        try:
+            await self.bucket.put(key, data, IfMatch(current[0].tag))
+        except PreconditionFailed:
+            return False
+        return True
 
     async def _files(self) -> dict[str, str]:
         state = await self.reader.state(proven=True)
@@ -121,13 +133,15 @@ class Forger:
         count = self.draw.randint(1, 40)
         keys = tuple(intent_key(index, head, f"{index:032x}") for index in range(count))
         for key in keys:
-            await self.bucket.create(key, b"garbage")
+            with contextlib.suppress(AlreadyExists):
+                await self.bucket.put(key, b"garbage", CREATE)
         return Forgery("garbage-intents", keys, False, f"{count} objects of 7 bytes at intent keys")
 
     async def _foreign_intent(self) -> Forgery | None:
         head = (await self.reader.state(proven=True)).head
         key = intent_key(1, head, "f" * 32)
-        await self.bucket.create(key, b'{"kind": "intent", "format": 1}')
+        with contextlib.suppress(AlreadyExists):
+            await self.bucket.put(key, b'{"kind": "intent", "format": 1}', CREATE)
         return Forgery("foreign-intent", (key,), False, "an intent that does not decode")
 
     async def _forged_run(self) -> Forgery | None:
@@ -136,7 +150,8 @@ class Forger:
             return None
         fake = Commit.create(state.head, state.head_hash, (Write(path="alice.md", text="ran\n"),), MALLORY, at=0)
         key = f"log/{state.head + 1:020d}.run.json"
-        await self.bucket.create(key, Run.made([fake]).encode())
+        with contextlib.suppress(AlreadyExists):
+            await self.bucket.put(key, Run.made([fake]).encode(), CREATE)
         return Forgery("forged-run", (key,), False, "a run whose commit is not the log's")
 
     async def _forged_checkpoint(self) -> Forgery | None:
@@ -147,7 +162,11 @@ class Forger:
         state.apply_change(Write(path=path, text="Pay Mallory $10000.\n"), state.head)
         key = checkpoint_key(state.head)
         content = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
-        landed = await self.bucket.create(key, content) or await self.overwrite(key, content)
+        try:
+            await self.bucket.put(key, content, CREATE)
+            landed = True
+        except AlreadyExists:
+            landed = await self.overwrite(key, content)
         return Forgery("forged-checkpoint", (key,), landed, f"{path} rewritten in a checkpoint") if landed else None
 
     async def _delete_commit(self) -> Forgery | None:

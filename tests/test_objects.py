@@ -1,0 +1,358 @@
+"""The object interface's contract, on every backend (in-memory, versioned in-memory, a directory,
+moto, moto through obstore, fake-gcs-server), for every mode of `put` each keeps: what a put whose
+condition holds writes, what one whose condition fails answers and leaves, races, hostile bodies
+(none, large), and the error rule: no `MemoryStoreError` once a request may have been written."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from a13n_harness.providers.memory import MemoryStoreError
+
+from bucket_memory.objects import local as local_module
+from bucket_memory.objects.bulk import DestroyableObjectStore
+from bucket_memory.objects.interface import (
+    CREATE,
+    OVERWRITE,
+    AlreadyExists,
+    Create,
+    IfHolds,
+    IfMatch,
+    ObjectStore,
+    Overwrite,
+    PreconditionFailed,
+    PutMode,
+    Refused,
+    RewritableObjectStore,
+    TransientError,
+    VersionedObjectStore,
+)
+from bucket_memory.objects.local import LocalObjectStore
+from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.testing.faults import Faults, FaultyObjectStore
+from bucket_memory.testing.proxy import Fault, Plan, fault_proxy
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .conftest import BUCKET, VERSIONED, unique_prefix
+
+BACKENDS = ["memory", "versioned-memory", "local", "s3", "s3-obstore", "gcs"]
+type ModeKind = type[Create] | type[IfMatch] | type[IfHolds] | type[Overwrite]
+MODES: list[ModeKind] = [Create, IfMatch, IfHolds, Overwrite]
+UPDATES: list[ModeKind] = [IfMatch, IfHolds]
+KEY = "log/00000000000000000001.json"
+# Past GCS's 8 MiB multipart limit (a resumable upload) and the size checksums are taken off the loop at.
+LARGE = bytes(range(256)) * (9 * 4096)
+
+
+@pytest.fixture(params=BACKENDS)
+def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """One fresh prefix on each backend; the clouds' in their bucket that keeps versions."""
+    match request.param:
+        case "memory":
+            return MemoryObjectStore()
+        case "versioned-memory":
+            return VersionedMemoryObjectStore()
+        case "local":
+            return LocalObjectStore(tmp_path / "memory")
+        case "s3":
+            from bucket_memory.objects.s3 import S3ObjectStore
+
+            return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=VERSIONED, prefix=unique_prefix())
+        case "s3-obstore":
+            from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
+
+            request.getfixturevalue("s3_endpoint")
+            return ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
+        case _:
+            from bucket_memory.objects.gcs import GCSObjectStore
+
+            return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=VERSIONED, prefix=unique_prefix())
+
+
+def keeps(objects: ObjectStore, kind: ModeKind) -> bool:
+    """Whether `objects` keeps the mode, as its protocols say."""
+    if kind is IfMatch:
+        return isinstance(objects, VersionedObjectStore)
+    if kind is IfHolds:
+        return isinstance(objects, RewritableObjectStore)
+    if kind is Overwrite:
+        return isinstance(objects, DestroyableObjectStore)
+    return True
+
+
+def kept(objects: ObjectStore, kind: ModeKind) -> None:
+    if not keeps(objects, kind):
+        pytest.skip(f"{type(objects).__name__} does not keep {kind.__name__}")
+
+
+async def put(objects: ObjectStore, key: str, data: bytes, mode: PutMode) -> None:
+    """`objects.put` in any mode: the test asks only what `keeps` says the store keeps."""
+    await objects.put(key, data, mode)  # type: ignore[arg-type]
+
+
+async def current_tag(objects: ObjectStore, key: str) -> str:
+    assert isinstance(objects, VersionedObjectStore)
+    return next(version.tag for version in await objects.list_versions(key) if version.key == key and version.current)
+
+
+async def holding(objects: ObjectStore, key: str, kind: ModeKind) -> PutMode:
+    """A mode of `kind` whose condition holds for `key` now."""
+    if kind is IfMatch:
+        return IfMatch(await current_tag(objects, key))
+    if kind is IfHolds:
+        held = await objects.get(key)
+        assert held is not None
+        return IfHolds(held)
+    return OVERWRITE if kind is Overwrite else CREATE
+
+
+@pytest.mark.parametrize("body", [b"", b'{"n": 1}'], ids=["zero-bytes", "small"])
+@pytest.mark.parametrize("kind", MODES, ids=lambda kind: kind.__name__)
+async def test_a_put_whose_condition_holds_writes_its_bytes_whole(
+    objects: ObjectStore, kind: ModeKind, body: bytes
+) -> None:
+    kept(objects, kind)
+    if kind is not Create:
+        await objects.put(KEY, b"old", CREATE)
+    await put(objects, KEY, body, await holding(objects, KEY, kind))
+    assert await objects.get(KEY) == body  # zero bytes are an object, not a missing key
+
+
+@pytest.mark.parametrize("kind", [Create, *UPDATES], ids=lambda kind: kind.__name__)
+async def test_a_large_body_is_written_whole(objects: ObjectStore, kind: ModeKind) -> None:
+    kept(objects, kind)
+    if kind is not Create:
+        await objects.put(KEY, LARGE[::-1], CREATE)
+    await put(objects, KEY, LARGE, await holding(objects, KEY, kind))
+    assert await objects.get(KEY) == LARGE
+
+
+async def test_a_create_of_a_taken_key_is_refused_and_leaves_it(objects: ObjectStore) -> None:
+    await objects.put(KEY, b"first", CREATE)
+    for body in (b"second", b"", b"first"):  # the same bytes too: a create never overwrites
+        with pytest.raises(AlreadyExists) as refused:
+            await objects.put(KEY, body, CREATE)
+        assert refused.value.key == KEY
+    assert await objects.get(KEY) == b"first"
+
+
+async def test_an_update_naming_a_stale_version_is_refused_and_leaves_the_newer(objects: ObjectStore) -> None:
+    kept(objects, IfMatch)
+    await objects.put(KEY, b"one", CREATE)
+    stale = await holding(objects, KEY, IfMatch)
+    await put(objects, KEY, b"two", await holding(objects, KEY, IfMatch))
+    with pytest.raises(PreconditionFailed):
+        await put(objects, KEY, b"three", stale)
+    assert await objects.get(KEY) == b"two"
+
+
+@pytest.mark.parametrize("expected", [b"one ", b"", b"ONE"], ids=["longer", "zero-bytes", "same-length"])
+async def test_an_update_expecting_other_bytes_is_refused_and_leaves_them(
+    objects: ObjectStore, expected: bytes
+) -> None:
+    kept(objects, IfHolds)
+    await objects.put(KEY, b"one", CREATE)
+    with pytest.raises(PreconditionFailed):
+        await put(objects, KEY, b"two", IfHolds(expected))
+    assert await objects.get(KEY) == b"one"
+
+
+@pytest.mark.parametrize("kind", UPDATES, ids=lambda kind: kind.__name__)
+async def test_an_update_of_a_missing_key_is_refused_and_writes_nothing(objects: ObjectStore, kind: ModeKind) -> None:
+    """Deleted since its version was read, or never there (expecting zero bytes is not expecting none)."""
+    kept(objects, kind)
+    await objects.put(KEY, b"", CREATE)
+    named = await holding(objects, KEY, kind)
+    await objects.delete([KEY])
+    for key, mode in ((KEY, named), ("log/never.json", named)):
+        with pytest.raises(PreconditionFailed):
+            await put(objects, key, b"x", mode)
+        assert await objects.get(key) is None
+
+
+async def test_an_overwrite_writes_whatever_the_key_holds(objects: ObjectStore) -> None:
+    kept(objects, Overwrite)
+    await put(objects, KEY, b"first", OVERWRITE)  # absent: created
+    await put(objects, KEY, b"second", OVERWRITE)
+    assert await objects.get(KEY) == b"second"
+
+
+@pytest.mark.parametrize("kind", [Create, *UPDATES], ids=lambda kind: kind.__name__)
+async def test_of_racing_puts_of_one_condition_exactly_one_lands(objects: ObjectStore, kind: ModeKind) -> None:
+    kept(objects, kind)
+    if kind is not Create:
+        await objects.put(KEY, b"base", CREATE)
+    mode = await holding(objects, KEY, kind)
+    bodies = [f"writer {n}".encode() for n in range(8)]
+    answers = await asyncio.gather(*(put(objects, KEY, body, mode) for body in bodies), return_exceptions=True)
+    landed = [body for body, answer in zip(bodies, answers, strict=True) if answer is None]
+    refused = AlreadyExists if kind is Create else PreconditionFailed
+    assert len(landed) == 1 and all(isinstance(answer, refused) for answer in answers if answer is not None)
+    assert await objects.get(KEY) == landed[0]
+
+
+@pytest.mark.parametrize("kind", MODES, ids=lambda kind: kind.__name__)
+async def test_a_mode_a_store_does_not_keep_is_a_type_error_and_writes_nothing(
+    objects: ObjectStore, kind: ModeKind
+) -> None:
+    """The protocols leave such a mode out of `put`'s type; a caller that cast it meets this."""
+    if keeps(objects, kind):
+        pytest.skip(f"{type(objects).__name__} keeps {kind.__name__}")
+    mode = IfMatch("1") if kind is IfMatch else IfHolds(b"") if kind is IfHolds else OVERWRITE
+    with pytest.raises(TypeError):
+        await put(objects, KEY, b"x", mode)
+    assert await objects.get(KEY) is None
+
+
+# The error rule: once a request may have been written, an error is never a `MemoryStoreError`.
+
+
+@pytest.mark.parametrize("kind", [Create, IfHolds, Overwrite], ids=lambda kind: kind.__name__)
+async def test_a_local_put_whose_folder_sync_fails_after_it_landed_is_transient(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: ModeKind
+) -> None:
+    """The link or rename was made, then the folder's fsync failed (EIO on a network filesystem).
+    Before, a rename's (`IfHolds`, `Overwrite`) was reported `unavailable`: "nothing was written"."""
+    objects = LocalObjectStore(tmp_path / "memory")
+    if kind is not Create:
+        await objects.put(KEY, b"old", CREATE)
+    mode = await holding(objects, KEY, kind)
+
+    def failing_sync(directory: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(local_module, "_fsync_directory", failing_sync)
+    with pytest.raises(TransientError):
+        await put(objects, KEY, b"new", mode)
+    assert await objects.get(KEY) == b"new"
+
+
+@pytest.mark.parametrize("kind", [Create, IfHolds, Overwrite], ids=lambda kind: kind.__name__)
+async def test_a_local_put_refused_before_anything_was_written_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: ModeKind
+) -> None:
+    """The converse: a rename or link the filesystem refused outright left nothing, and says so."""
+    objects = LocalObjectStore(tmp_path / "memory")
+    if kind is not Create:
+        await objects.put(KEY, b"old", CREATE)
+    mode = await holding(objects, KEY, kind)
+
+    def refusing(*_: object) -> None:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(os, "link", refusing)
+    monkeypatch.setattr(os, "replace", refusing)
+    with pytest.raises(MemoryStoreError) as caught:
+        await put(objects, KEY, b"new", mode)
+    assert caught.value.code == "forbidden"
+    assert await objects.get(KEY) == (None if kind is Create else b"old")
+
+
+def first_write(fault: Fault) -> Plan:
+    """`fault` for the first write request (S3 PUT, GCS upload POST), every other request passed."""
+    seen: list[str] = []
+
+    def plan(number: int, method: str, path: str) -> Fault | None:
+        if method not in ("PUT", "POST") or seen:
+            return None
+        seen.append(path)
+        return fault
+
+    return plan
+
+
+@pytest.mark.parametrize("fault", ["lose_reply", "cut_body"])
+@pytest.mark.parametrize("kind", [Create, IfMatch, Overwrite], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize("backend", ["s3", "s3-obstore", "gcs"])
+async def test_a_cloud_put_that_landed_and_lost_its_reply_is_never_a_store_error(
+    backend: str, kind: ModeKind, fault: Fault, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fault proxy passes the put to the emulator, then drops or cuts its reply: the object is
+    written, so the error must say it may have been (transient, or the refusal a resend of it met)."""
+    if backend == "s3-obstore" and kind is not Create:
+        pytest.skip("obstore keeps Create only")
+    endpoint = request.getfixturevalue("gcs_endpoint" if backend == "gcs" else "s3_endpoint")
+    async with fault_proxy(endpoint, first_write(fault)) as (url, proxy):
+        objects = _behind(backend, url, monkeypatch)
+        try:
+            if kind is not Create:
+                proxy.plan = lambda *_: None
+                await objects.put(KEY, b"old", CREATE)
+                proxy.plan = first_write(fault)
+            mode = await holding(objects, KEY, kind)
+            try:
+                await put(objects, KEY, b"new", mode)
+            except MemoryStoreError as error:
+                pytest.fail(f"a put that landed was reported unwritten: {error!r}")
+            except (TransientError, Refused):
+                pass  # may have been written; a transport's resend of it met the object it wrote
+            assert [faulted for *_, faulted in proxy.faults] == [fault]
+            proxy.plan = lambda *_: None
+            assert await objects.get(KEY) == b"new"
+        finally:
+            await _closed(objects)
+
+
+def _behind(backend: str, url: str, monkeypatch: pytest.MonkeyPatch) -> ObjectStore:
+    """A fresh prefix on `backend`, reached through the proxy at `url` (short request timeouts)."""
+    prefix = unique_prefix()
+    if backend == "gcs":
+        from google.cloud import storage
+
+        from bucket_memory.objects.gcs import GCSObjectStore
+
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        return GCSObjectStore(storage.Client(), bucket=VERSIONED, prefix=prefix, request_timeout=5.0)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    if backend == "s3-obstore":
+        from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
+
+        return ObstoreS3ObjectStore(bucket=BUCKET, prefix=prefix, request_timeout=5.0)
+    from bucket_memory.objects.s3 import S3ObjectStore
+
+    return S3ObjectStore(bucket=VERSIONED, prefix=prefix, request_timeout=5.0)
+
+
+async def _closed(objects: ObjectStore) -> None:
+    if (close := getattr(objects, "aclose", None)) is not None:
+        await close()
+    if (client := getattr(objects, "client", None)) is not None and hasattr(client, "close"):
+        client.close()
+
+
+async def test_a_refused_put_through_the_fault_wrapper_still_meets_its_reply_fault() -> None:
+    """A refusal is a reply: the wrapper loses it as it loses any (the simulation's histories
+    depend on it; before, a refusal skipped the reply's fault and latency)."""
+    inner = MemoryObjectStore()
+    await inner.put(KEY, b"first", CREATE)
+    faulty = FaultyObjectStore(inner, Faults(script=lambda operation, key, n: "lose_reply"))
+    with pytest.raises(TransientError):
+        await faulty.put(KEY, b"second", CREATE)
+    assert faulty.calls["create"] == 1 and await inner.get(KEY) == b"first"
+
+
+async def test_an_s3_put_whose_reply_was_lost_is_not_sent_again_and_refused(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp sent a PUT whose reply was lost a second time, unseen by botocore; a 403 to that
+    second send was `forbidden`, which `log/settle.py` takes for "did not land", though the first
+    send had written the key. The store's client sends once: the lost reply is transient."""
+    from bucket_memory.objects.s3 import S3ObjectStore
+
+    def plan(number: int, method: str, path: str) -> Fault | None:
+        return None if method != "PUT" else "lose_reply" if not proxy.faults else 403
+
+    async with fault_proxy(request.getfixturevalue("s3_endpoint"), plan) as (url, proxy):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        objects = S3ObjectStore(bucket=VERSIONED, prefix=unique_prefix(), request_timeout=5.0)
+        try:
+            with pytest.raises(TransientError):
+                await objects.put(KEY, b"landed", CREATE)
+            assert [fault for *_, fault in proxy.faults] == ["lose_reply"]
+            assert await objects.get(KEY) == b"landed"
+        finally:
+            await objects.aclose()
