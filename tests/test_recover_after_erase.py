@@ -10,6 +10,7 @@ an erasure).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from a13n_harness.providers.memory import Origin
@@ -152,3 +153,38 @@ async def test_recover_erases_no_file_written_after_an_erasure() -> None:
     assert await files_of(fresh) == {"a.md": "written after the erasure\n"}
     assert (await fresh.log.reader.list_log())[-1][0] == head  # no erasure committed
     assert await MemoryAdmin(fresh).verify() == []
+
+
+async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -> None:
+    """Was (seed 314): an agent overwrote commit 2 and recover put it back (log/2's versions:
+    honest, forged, honest); compaction deleted the key, and the erase of a.md deleted both honest
+    versions (they hold its text) and left the forgery the key's oldest. The next recover took it
+    for the memory's: every commit above was "off the chain", re-applied again, acknowledged writes
+    lost. The erase deletes the forgery too: recover put it right, so it is no version of the memory."""
+    objects = VersionedMemoryObjectStore()
+    compacting = dataclasses.replace(EVERY_COMMIT, retain_commits=1, retain_seconds=0, grace_period=0)
+    store = LogFileStore(objects, options=EVERY_COMMIT)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+    honest = await objects.get(log_key(2))
+    assert honest is not None
+    first = await Commit.read("m", log_key(2), honest)
+    forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    assert await objects.replace(log_key(2), forged.encode(), tag=(await objects.list_versions(log_key(2)))[-1].tag)
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+    assert await objects.get(log_key(2)) == honest
+    writer = LogFileStore(objects, options=EVERY_COMMIT)
+    for text in ("C1\n", "C2\n", "C3\n"):
+        current = {entry.path: entry.version for entry in await writer.list()}
+        await writer.write("c.md", text, expected=current.get("c.md"), origin=ALICE)
+    await writer.settle()
+    await MemoryAdmin(LogFileStore(objects, options=compacting)).compact()
+    assert await objects.get(log_key(2)) is None  # compacted: its versions are all that is left
+
+    await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("a.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=compacting))
+    assert await admin.verify() == []
+    versions = await objects.list_versions(log_key(2))
+    assert forged.encode() not in [await objects.get_version(version.key, version.version) for version in versions]
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied
+    assert await files_of(LogFileStore(objects, options=compacting)) == {"b.md": "B\n", "c.md": "C3\n"}

@@ -34,7 +34,7 @@ from ..format.changes import Change, Erase, Write
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, log_key, run_seq
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.commit_log import CommitLog
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
@@ -133,7 +133,7 @@ class Erasure:
         erasure = target.lineages.erasure(target.path, target.files)
         rewrites = await self._rewrites(target, erasure or target.lineages.head + 1)
         copies = await self._copies(target)
-        versions = await self._old_versions(target)
+        versions = await self._old_versions(target, erasure)
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
             target.path,
@@ -161,7 +161,7 @@ class Erasure:
                     "`bucket-memory erase` erases it.",
                 )
             if not target.files:
-                self._check_something(target, None, [], await self._old_versions(target))
+                self._check_something(target, None, [], await self._old_versions(target, None))
             erasure = await self._commit_erasure(target, origin)
         await self._put_back(target, erasure, origin)
         await self.log.settle()  # the checkpoint that follows an erasure
@@ -178,7 +178,7 @@ class Erasure:
                 what = f"Deleting copies of {target.path} in {self.log.location}"
                 await retrying(functools.partial(self.log.objects.delete, copies), what=what)
                 dropped.extend(copies)
-        deleted = await self._old_versions(target)
+        deleted = await self._old_versions(target, erasure)
         await self.rewriting.delete_versions(deleted)
         # A recover in another process may have put back a version it listed before the erasure
         # (and stopped, perhaps, part-way through erasing it again): what holds a text now, current
@@ -186,7 +186,7 @@ class Erasure:
         if again := await self._rewrites(target, erasure):
             logger.warning("%s: %s held a text of %s again; erased again", self.log.location, again, path)
             rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
-        if more := await self._old_versions(target):
+        if more := await self._old_versions(target, erasure):
             await self.rewriting.delete_versions(more)
             deleted += more
         staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
@@ -373,10 +373,14 @@ class Erasure:
         marks = await gather_bounded(keys, holds)
         return [key for key, mark in zip(keys, marks, strict=True) if mark]
 
-    async def _old_versions(self, target: _Target) -> list[ObjectVersion]:
+    async def _old_versions(self, target: _Target, erasure: int | None) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: whose commit or
-        checkpoint writes a text at one of its names (the old versions of rewritten objects among them)."""
-        return await self.rewriting.old_versions(lambda version, data: _holds_names(data, version.key, target.names))
+        checkpoint below the erasure writes a text at one of its names (the old versions of rewritten
+        objects among them). Those past it hold another file's texts, written after (seed 303)."""
+        below = erasure or target.lineages.head + 1
+        return await self.rewriting.old_versions(
+            lambda version, data: (key_seq(version.key) or 0) < below and _holds_names(data, version.key, target.names)
+        )
 
     def _check_something(
         self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]
