@@ -13,13 +13,15 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
-from bucket_memory.format.codec import Checkpoint, Commit
+from bucket_memory.format.codec import GENESIS_HASH, Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.history.reapplying import Reapplying
+from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -188,3 +190,31 @@ async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -
     assert forged.encode() not in [await objects.get_version(version.key, version.version) for version in versions]
     assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied
     assert await files_of(LogFileStore(objects, options=compacting)) == {"b.md": "B\n", "c.md": "C3\n"}
+
+
+async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_erase_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 95): an erase killed after rewriting commit 1 but before deleting its first
+    version; an agent overwrote the commit; recover put the first version back (the rewrite keeps
+    its hash), the erased text current again and the checkpoint after it disproved."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+
+    async def killed(self: Rewriting, versions: object) -> None:
+        return None  # the erase's process died before deleting the old versions
+
+    monkeypatch.setattr(Rewriting, "delete_versions", killed)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
+    monkeypatch.undo()
+    forged = Commit.create(1, GENESIS_HASH, (Write(path="a.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    assert await objects.replace(log_key(1), forged.encode(), tag=(await objects.list_versions(log_key(1)))[-1].tag)
+
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    current = await objects.get(log_key(1))
+    assert current is not None and b"the erased text" not in current
+    assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
+    files = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))  # the forgery's write re-applied
+    assert files["b.md"] == "B\n" and "the erased text\n" not in files.values()
