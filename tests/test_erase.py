@@ -8,6 +8,7 @@ commits and checkpoints carry text), and \\u-escaped, including the fragments ed
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import json
@@ -26,7 +27,7 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Change, Edit, Write
 from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
+from bucket_memory.format.wire_values import LOG_PREFIX, intent_key, key_seq, log_key
 from bucket_memory.objects.gcs import GCSObjectStore
 from bucket_memory.objects.interface import ObjectStore
 from bucket_memory.objects.local import LocalObjectStore
@@ -748,3 +749,29 @@ async def test_erasing_again_keeps_the_versions_of_a_file_written_after_at_an_ol
     assert [version.version for version in await objects.list_versions(key)] == kept
     assert await MemoryAdmin(LogFileStore(objects)).verify() == []
     assert (await LogFileStore(objects).read("notes.md")).text == "another file\n"
+
+
+async def test_an_erase_deletes_what_under_pending_is_no_intent_rather_than_read_it_each_run() -> None:
+    """Was (seed 597): every erase read every object under `pending/` for copies of the file and
+    left those that do not decode, so each erase run read the same garbage again (an object that
+    is no intent costs each process one read: the fleet deletes it). The erase deletes it too."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", SECRET, expected=None, origin=AGENT)
+    await store.write("b.md", "B\n", expected=None, origin=AGENT)
+    garbage = intent_key(0, 2, "0" * 32)
+    assert await objects.create(garbage, b"garbage")
+    reads = collections.Counter[str]()
+    original = VersionedMemoryObjectStore.get
+
+    async def counted(self: VersionedMemoryObjectStore, key: str) -> bytes | None:
+        reads[key] += 1
+        return await original(self, key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(VersionedMemoryObjectStore, "get", counted)
+        operator = MemoryAdmin(LogFileStore(objects))
+        await operator.erase("a.md", origin=DPO)
+        await operator.erase("b.md", origin=DPO)
+    assert await objects.get(garbage) is None
+    assert reads[garbage] == 1
