@@ -96,14 +96,16 @@ class Committer:
             if changes and isinstance(changes, Sequence)
         ]
         folds = folds_of(batch, planned)
-        origin = next((request.origin for request in batch if reloads(request.origin)), batch[0].origin)
-        if not accepted and not folds and not reloads(origin):
+        # `recover`'s mark to load again is committed though it changes nothing (a fold may leave
+        # the batch empty: nothing of it is read before that is known).
+        mark = next((request.origin for request in batch if reloads(request.origin)), None)
+        if not accepted and not folds and mark is None:
             if head.confirmed_at < since:  # invariant 5: refuse only on a head proven during the calls
                 await head.probe()
                 return Stale()
             resolve(batch, planned, None)
             return Nothing()
-        commit = await self._made(state, accepted, folds, origin)
+        commit = await self._made(state, accepted, folds, mark or batch[0].origin)
         reads = settle.LOSER_READS if replanning else WINNER_READS
         match await self.settler.settle(commit, loser_reads=reads):
             case settle.Landed(after, proven_at):
