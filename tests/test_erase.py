@@ -8,6 +8,7 @@ commits and checkpoints carry text), and \\u-escaped, including the fragments ed
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import json
@@ -26,9 +27,9 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Change, Edit, Write
 from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, log_key
+from bucket_memory.format.wire_values import LOG_PREFIX, intent_key, key_seq, log_key
 from bucket_memory.objects.gcs import GCSObjectStore
-from bucket_memory.objects.interface import CREATE, IfMatch, ObjectStore
+from bucket_memory.objects.interface import CREATE, OVERWRITE, IfMatch, ObjectStore
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
@@ -725,3 +726,52 @@ async def test_verify_reports_a_checkpoint_whose_hash_checks_but_whose_types_do_
     assert [(problem.key, problem.message) for problem in problems] == [
         (key, f"malformed checkpoint: {'versions.0' if packed else 'files.0.2'}: Input should be a valid integer")
     ]
+
+
+async def test_erasing_again_keeps_the_versions_of_a_file_written_after_at_an_old_name() -> None:
+    """An erase run again (to finish one killed part-way) deleted every old stored version that
+    wrote at any name the erased file ever had, at any seq: a version of the commit of a file
+    written after the erasure at one of those names went too (here the first of two, as a recover
+    that put the commit back leaves them). The seq bound behind seed 303."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects)
+    version = await store.write("notes.md", SECRET, expected=None, origin=AGENT)
+    await store.move("notes.md", "a.md", expected=version, origin=AGENT)
+    assert (await MemoryAdmin(LogFileStore(objects)).erase("a.md", origin=DPO)).erasure == 3
+    later = await LogFileStore(objects).write("notes.md", "another file\n", expected=None, origin=AGENT)
+    key = log_key(int(later))
+    honest = await objects.get(key)
+    assert honest is not None
+    await objects.put(key, honest, OVERWRITE)  # the same commit again: a recover's put-back leaves this
+    kept = [version.version for version in await objects.list_versions(key)]
+
+    await MemoryAdmin(LogFileStore(objects)).erase("a.md", origin=DPO)
+    assert [version.version for version in await objects.list_versions(key)] == kept
+    assert await MemoryAdmin(LogFileStore(objects)).verify() == []
+    assert (await LogFileStore(objects).read("notes.md")).text == "another file\n"
+
+
+async def test_an_erase_deletes_what_under_pending_is_no_intent_rather_than_read_it_each_run() -> None:
+    """Was (seed 597): every erase read every object under `pending/` for copies of the file and
+    left those that do not decode, so each erase run read the same garbage again (an object that
+    is no intent costs each process one read: the fleet deletes it). The erase deletes it too."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("a.md", SECRET, expected=None, origin=AGENT)
+    await store.write("b.md", "B\n", expected=None, origin=AGENT)
+    garbage = intent_key(0, 2, "0" * 32)
+    await objects.put(garbage, b"garbage", CREATE)
+    reads = collections.Counter[str]()
+    original = VersionedMemoryObjectStore.get
+
+    async def counted(self: VersionedMemoryObjectStore, key: str) -> bytes | None:
+        reads[key] += 1
+        return await original(self, key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(VersionedMemoryObjectStore, "get", counted)
+        operator = MemoryAdmin(LogFileStore(objects))
+        await operator.erase("a.md", origin=DPO)
+        await operator.erase("b.md", origin=DPO)
+    assert await objects.get(garbage) is None
+    assert reads[garbage] == 1

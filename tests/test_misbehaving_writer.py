@@ -490,11 +490,6 @@ async def test_a_lineage_forked_by_a_stale_writer_after_a_wipe_is_reapplied_not_
         assert await MemoryAdmin(after).verify() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admitted (docs/decisions/019-trust-model.md): a process that cold-started from a forged checkpoint "
-    "serves its state after `recover` removed it, until it restarts; seeds 102 and 198 of the simulator",
-)
 async def test_a_process_that_loaded_a_forged_checkpoint_serves_the_log_after_recover() -> None:
     """A process restarts cold between the agent's forged checkpoint and the operator's `recover`:
     it loads the forgery. `recover` puts the checkpoint's first version back, and every process

@@ -12,7 +12,7 @@ import pytest
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin, open_store
-from bucket_memory.format.wire_values import log_key
+from bucket_memory.format.wire_values import log_key, reloads
 from bucket_memory.history.chain import Problem
 from bucket_memory.objects.interface import VersionedObjectStore
 
@@ -150,12 +150,12 @@ async def test_commits_of_a_log_begun_after_a_wipe_are_reapplied_on_top(
         admin = MemoryAdmin(store)
         done = await admin.recover(None, origin=ORIGIN)
         assert done.restoration.reapplied == ((1, head + 1), (2, head + 2))
-        assert done.restoration.head == head + 2
+        assert done.restoration.head == head + 3  # and the mark that makes processes load again
         assert await files_of(store) == {**BEFORE, "notes/0.md": "rewritten after the wipe\n", "later.md": "later\n"}
         assert (await admin.revisions("later.md"))[0].origin.principal_id == "ghost"
         assert await admin.verify() == []
         again = await admin.recover(None, origin=ORIGIN)
-        assert not again.restoration.changed and again.restoration.head == head + 2
+        assert not again.restoration.changed and again.restoration.head == head + 3
 
 
 async def ghost_forks(url: str, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -212,7 +212,9 @@ async def test_two_recovers_at_once_reapply_each_fork_once(versioned_url: str, m
     reapplied = [seq for run in done for _, seq in run.restoration.reapplied if seq is not None]
     assert len(reapplied) == 2, done  # each of the two forks once, by one run or the other
     async with open_store(versioned_url) as store:
-        assert (await store.state(proven=True)).head == head + 3  # two re-applications and the agent's write
+        # Two re-applications and the agent's write, and a mark to load again from each run that changed anything.
+        commits = await store.reader.fetch_commits(await store.reader.list_log(after=head))
+        assert len([commit for commit in commits if not reloads(commit.origin)]) == 3
         assert await files_of(store) == {**BEFORE, "notes/0.md": "the agent's newer text\n", "later.md": "later\n"}
         assert await MemoryAdmin(store).verify() == []
 
@@ -238,7 +240,7 @@ async def test_a_damaged_object_is_put_back_from_its_first_version(versioned_url
             await store.list()
         assert "corrupt" in str(caught.value)
         done = await MemoryAdmin(store).recover(None, origin=ORIGIN)
-        assert done.restoration.repaired == (log_key(3),) and done.restoration.head == head
+        assert done.restoration.repaired == (log_key(3),) and done.restoration.head == head + 1  # the reload mark
         assert await files_of(store) == BEFORE
         assert await MemoryAdmin(store).verify() == []
 
@@ -362,9 +364,11 @@ def _s3() -> Any:
 @pytest.mark.timeout(300)
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 53, open: on a loaded machine (make test beside other work), after two recovers with every writer "
-    "stopped, verify may still name a run of commits off the chain and a checkpoint their first versions disprove; "
-    "alone it passes. A defect of recover racing warm writers, not yet found; the simulator has not met it",
+    reason="issue 53: on a loaded machine, after two recovers with every writer stopped, verify named a run of "
+    "commits off the chain and a checkpoint their first versions disprove. Likely seed 475's defect (a restore "
+    "round begun again left re-applications that only later versions of the forks' keys mark, which the next "
+    "look took for strays), fixed in versions.py; not reproduced here since (3 of 3 on main under load passed "
+    "too), so it stays non-strict until make test has run it beside other work",
 )
 def test_recover_while_writers_write_through_a_wipe_loses_no_acknowledged_write(s3_endpoint: str) -> None:
     """Three processes keep writing with warm stores while the prefix is wiped and recovered.

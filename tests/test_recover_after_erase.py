@@ -10,15 +10,18 @@ an erasure).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
+import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
-from bucket_memory.format.codec import Checkpoint, Commit
+from bucket_memory.format.codec import GENESIS_HASH, Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.history.reapplying import Reapplying
+from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
@@ -64,8 +67,9 @@ async def test_a_forged_erase_recover_leaves_out_is_not_named_again() -> None:
 
 async def test_a_forgery_an_erase_left_oldest_does_not_displace_the_commit() -> None:
     """Was (seeds 76, 225): once the erase of b.md deleted commit 2's first version, the forged
-    erase was the oldest version of log/2: verify called every commit above it off the chain, and
-    recover put the forgery back in place of the honest commit (or failed: write_unconfirmed)."""
+    erase was the oldest version of log/2 (the erase deletes it now, seed 314): verify called
+    every commit above it off the chain, and recover put the forgery back in place of the honest
+    commit (or failed: write_unconfirmed)."""
     objects = VersionedMemoryObjectStore()
     store = LogFileStore(objects, options=NO_CHECKPOINTS)
     await store.write("a.md", "A\n", expected=None, origin=ALICE)
@@ -75,9 +79,10 @@ async def test_a_forgery_an_erase_left_oldest_does_not_displace_the_commit() -> 
     writer = LogFileStore(objects, options=NO_CHECKPOINTS)
     await writer.write("c.md", "C\n", expected=None, origin=ALICE)
     await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("b.md", origin=OPERATOR)
-    oldest = (await objects.list_versions(log_key(2)))[0]
-    left = await objects.get_version(oldest.key, oldest.version)
-    assert left is not None and (await Commit.read("m", oldest.key, left)).changes == (Erase(path="b.md"),)
+    # Since seed 314 the erase deletes the forgery too (recover had put the commit back after it).
+    for version in await objects.list_versions(log_key(2)):
+        left = await objects.get_version(version.key, version.version)
+        assert left is not None and Erase(path="b.md") not in (await Commit.read("m", version.key, left)).changes
 
     admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
     assert await admin.verify() == []
@@ -153,3 +158,66 @@ async def test_recover_erases_no_file_written_after_an_erasure() -> None:
     assert await files_of(fresh) == {"a.md": "written after the erasure\n"}
     assert (await fresh.reader.list_log())[-1][0] == head  # no erasure committed
     assert await MemoryAdmin(fresh).verify() == []
+
+
+async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -> None:
+    """Was (seed 314): an agent overwrote commit 2 and recover put it back (log/2's versions:
+    honest, forged, honest); compaction deleted the key, and the erase of a.md deleted both honest
+    versions (they hold its text) and left the forgery the key's oldest. The next recover took it
+    for the memory's: every commit above was "off the chain", re-applied again, acknowledged writes
+    lost. The erase deletes the forgery too: recover put it right, so it is no version of the memory."""
+    objects = VersionedMemoryObjectStore()
+    compacting = dataclasses.replace(EVERY_COMMIT, retain_commits=1, retain_seconds=0, grace_period=0)
+    store = LogFileStore(objects, options=EVERY_COMMIT)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+    honest = await objects.get(log_key(2))
+    assert honest is not None
+    first = await Commit.read("m", log_key(2), honest)
+    forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+    assert await objects.get(log_key(2)) == honest
+    writer = LogFileStore(objects, options=EVERY_COMMIT)
+    for text in ("C1\n", "C2\n", "C3\n"):
+        current = {entry.path: entry.version for entry in await writer.list()}
+        await writer.write("c.md", text, expected=current.get("c.md"), origin=ALICE)
+    await writer.settle()
+    await LogFileStore(objects, options=compacting).compact()
+    assert await objects.get(log_key(2)) is None  # compacted: its versions are all that is left
+
+    await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("a.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=compacting))
+    assert await admin.verify() == []
+    versions = await objects.list_versions(log_key(2))
+    assert forged.encode() not in [await objects.get_version(version.key, version.version) for version in versions]
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied
+    assert await files_of(LogFileStore(objects, options=compacting)) == {"b.md": "B\n", "c.md": "C3\n"}
+
+
+async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_erase_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 95): an erase killed after rewriting commit 1 but before deleting its first
+    version; an agent overwrote the commit; recover put the first version back (the rewrite keeps
+    its hash), the erased text current again and the checkpoint after it disproved."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+
+    async def killed(self: Rewriting, versions: object) -> None:
+        return None  # the erase's process died before deleting the old versions
+
+    monkeypatch.setattr(Rewriting, "delete_versions", killed)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
+    monkeypatch.undo()
+    forged = Commit.create(1, GENESIS_HASH, (Write(path="a.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    await objects.put(log_key(1), forged.encode(), IfMatch((await objects.list_versions(log_key(1)))[-1].tag))
+
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    current = await objects.get(log_key(1))
+    assert current is not None and b"the erased text" not in current
+    assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
+    files = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))  # the forgery's write re-applied
+    assert files["b.md"] == "B\n" and "the erased text\n" not in files.values()

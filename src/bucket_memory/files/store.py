@@ -237,12 +237,16 @@ class _Listing:
     def __init__(self) -> None:
         self.head: int | None = None  # None: nothing listed yet
         self.genesis: str | None = None
+        self.lineage: object = None  # the load of the state listed (`State.lineage`)
         self.paths: builtins.list[str] = []  # sorted
         self.entries: builtins.list[FileEntry] = []  # the entry of each of `paths`, in its place
 
     def of(self, state: State) -> builtins.list[FileEntry]:
-        # Any later state of the same memory tells what changed since our head (None when it cannot).
-        changed = changes_since(state, self.head) if self.head is not None and state.genesis == self.genesis else None
+        # A later state of the same load tells what changed since our head (None when it cannot). A
+        # state loaded again may be of another chain at the same seqs (after `recover` replaced the
+        # commits a process had applied, seed 475): it is listed whole.
+        same = self.head is not None and state.genesis == self.genesis and state.lineage is self.lineage
+        changed = changes_since(state, self.head) if same and self.head is not None else None
         if changed is None:
             files = sorted(state.files.items(), key=operator.itemgetter(0))  # a packed state's files made at once
             self.paths = [path for path, _ in files]
@@ -259,7 +263,7 @@ class _Listing:
             else:
                 self.paths.insert(place, path)
                 self.entries.insert(place, _entry(path, live))
-        self.head, self.genesis = state.head, state.genesis
+        self.head, self.genesis, self.lineage = state.head, state.genesis, state.lineage
         return self.entries.copy()  # the caller's to keep: later changes update ours in place
 
 

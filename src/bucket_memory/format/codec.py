@@ -76,6 +76,11 @@ class CorruptObjectError(MemoryStoreError):
         self.reason = reason
 
 
+class OffChain(CorruptObjectError):
+    """A commit that does not follow the state it was applied to in the hash chain: forged, or the
+    log under that state was replaced since it was loaded (`recover` put the chain back)."""
+
+
 class _Signed(Wire):
     """An object whose `hash` covers the canonical encoding of every other field, stored at the one
     key `stored_at` accepts: the key its `seq` names for a commit or a checkpoint; runs, intents and

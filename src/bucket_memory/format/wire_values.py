@@ -136,6 +136,22 @@ def reapplied_fork(origin: Origin) -> str | None:
     )
 
 
+_RELOAD = "reload"
+
+
+def reload_mark() -> Origin:
+    """The origin of the empty commit by which `recover` tells every process to load the memory
+    again: it repaired or removed objects a process may have loaded (a forged checkpoint), which
+    nothing else in the log would tell it."""
+    return Origin(run_id=RECOVER_RUN, tool_call_id=_RELOAD)
+
+
+def reloads(origin: Origin) -> bool:
+    """Whether a commit's origin is `recover`'s mark to load the memory again. A forged mark costs
+    each process one cold start, nothing else."""
+    return origin.run_id == RECOVER_RUN and origin.tool_call_id == _RELOAD
+
+
 def checked_origin(origin: object) -> Origin:
     """The caller's origin if every field is None or a short string of UTF-8 text, else `invalid_text`.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..format.changes import Edit, Write
+from ..format.changes import Edit, Erase, Write
 from ..format.codec import Commit, CorruptObjectError
 from ..format.wire_values import checkpoint_key, log_key
 from ..objects.interface import ObjectVersion
@@ -30,10 +30,12 @@ async def pinned_by_erasures(
     record names the erasure commit's hash, which chains through every commit below it."""
     pinned: dict[str, tuple[Commit, ObjectVersion]] = {}
     walked: set[str] = set()
-    for record in sorted(await stored.erasure_records(), key=lambda record: -record.seq):
+    records = sorted(await stored.erasure_records(), key=lambda record: -record.seq)
+    erased = {record.seq: _erased_paths(firsts.get(log_key(record.seq)), record.commit) for record in records}
+    for record in records:
         seq, wanted = record.seq, record.commit
         while (key := log_key(seq)) in stored.versions and key not in walked:
-            found = await _version_with_hash(stored, key, wanted, firsts.get(key))
+            found = await _version_with_hash(stored, key, wanted, firsts.get(key), erased)
             if found is None:
                 break
             commit, version = found
@@ -45,22 +47,35 @@ async def pinned_by_erasures(
 
 
 async def _version_with_hash(
-    stored: StoredVersions, key: str, wanted: str, first: Commit | None
+    stored: StoredVersions, key: str, wanted: str, first: Commit | None, erased: dict[int, frozenset[str]]
 ) -> tuple[Commit, ObjectVersion | None] | None:
-    """The first version of `key` (version None) if its commit has hash `wanted`, else the oldest
-    later one that is an erase's rewrite of that commit; None when neither is stored."""
-    if first is not None and first.hash == wanted:
-        return first, None
+    """The oldest later version of `key` that is an erase's rewrite of the commit with hash
+    `wanted` (each text it erased, erased by a recorded erasure of its path), else the first
+    version (version None) if it has that hash; None when neither is stored. The rewrite comes
+    first: an erase killed before deleting the first version leaves it, and recover must not put
+    the text back (seed 95)."""
     for version in stored.versions[key][0 if first is None else 1 :]:
         try:
             commit = await stored.read_commit(key, await stored.read(version))
         except CorruptObjectError:
             continue
-        if commit.hash == wanted and any(
-            isinstance(change, Write | Edit) and change.erased is not None for change in commit.changes
+        rewrites = [change for change in commit.changes if isinstance(change, Write | Edit) and change.erased]
+        if (
+            commit.hash == wanted
+            and rewrites
+            and all(change.path in erased.get(change.erased or 0, ()) for change in rewrites)
         ):
             return commit, version
+    if first is not None and first.hash == wanted:
+        return first, None
     return None
+
+
+def _erased_paths(erasure: Commit | None, recorded: str) -> frozenset[str]:
+    """The paths the erasure commit a record names erases (none when its first version is not it)."""
+    if erasure is None or erasure.hash != recorded:
+        return frozenset()
+    return frozenset(change.path for change in erasure.changes if isinstance(change, Erase))
 
 
 async def rewrite_fitting(stored: StoredVersions, replay: State) -> tuple[State, ObjectVersion] | None:

@@ -29,18 +29,18 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
-from ..format.canonical_json import canonical
 from ..format.changes import Change, Erase, Write
-from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, CorruptObjectError, redacted_content
+from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, checked_origin, checked_path, log_key, run_seq
+from ..format.wire_values import LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .chain import History, Problem, chain_problems
+from .holding import an_intent, holds_any, holds_names
 from .lineage import Lineages
 from .rewriting import Redaction, Rewriting
 
@@ -131,7 +131,7 @@ class Erasure:
         erasure = target.lineages.erasure(target.path, target.files)
         rewrites = await self._rewrites(target, erasure or target.lineages.head + 1)
         copies = await self._copies(target)
-        versions = await self._old_versions(target)
+        versions = await self._old_versions(target, erasure)
         self._check_something(target, erasure, rewrites, versions)
         return ErasurePlan(
             target.path,
@@ -159,7 +159,7 @@ class Erasure:
                     "`bucket-memory erase` erases it.",
                 )
             if not target.files:
-                self._check_something(target, None, [], await self._old_versions(target))
+                self._check_something(target, None, [], await self._old_versions(target, None))
             erasure = await self._commit_erasure(target, origin)
         await self._put_back(target, erasure, origin)
         await self.store.settle()  # the checkpoint that follows an erasure
@@ -176,7 +176,7 @@ class Erasure:
                 what = f"Deleting copies of {target.path} in {self.store.location}"
                 await retrying(functools.partial(self.store.objects.delete, copies), what=what)
                 dropped.extend(copies)
-        deleted = await self._old_versions(target)
+        deleted = await self._old_versions(target, erasure)
         await self.rewriting.delete_versions(deleted)
         # A recover in another process may have put back a version it listed before the erasure
         # (and stopped, perhaps, part-way through erasing it again): what holds a text now, current
@@ -184,10 +184,10 @@ class Erasure:
         if again := await self._rewrites(target, erasure):
             logger.warning("%s: %s held a text of %s again; erased again", self.store.location, again, path)
             rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
-        if more := await self._old_versions(target):
+        if more := await self._old_versions(target, erasure):
             await self.rewriting.delete_versions(more)
             deleted += more
-        staged = await self.rewriting.staged_leftovers(lambda name, data: _holds_any(data, target.names))
+        staged = await self.rewriting.staged_leftovers(lambda name, data: holds_any(data, target.names))
         logger.info(
             "%s: erased %s: commit %d, %d objects rewritten", self.store.location, path, erasure, len(rewritten)
         )
@@ -361,22 +361,29 @@ class Erasure:
     async def _copies(self, target: _Target) -> list[str]:
         """The runs and pending intents that spell a name of the file: copies of its texts
         (`runs.py`) and writes not yet committed, which are deleted rather than rewritten (a
-        deleted run is read again from the log; a deleted intent's author commits it itself)."""
+        deleted run is read again from the log; a deleted intent's author commits it itself).
+        With them, what under `pending/` is no intent: read once, as the fleet deletes it, not
+        read again by every erase (seed 597)."""
         reader = self.store.reader
         keys = [info.key for info in await reader.list_keys(LOG_PREFIX) if run_seq(info.key) is not None]
-        keys += await reader.list_pending()
+        pending = await reader.list_pending()
+        keys += pending
 
         async def holds(key: str) -> bool:
             data = await reader.get(key)
-            return data is not None and _holds_any(data, target.names)
+            return data is not None and (holds_any(data, target.names) or (key in pending and not an_intent(key, data)))
 
         marks = await gather_bounded(keys, holds)
         return [key for key, mark in zip(keys, marks, strict=True) if mark]
 
-    async def _old_versions(self, target: _Target) -> list[ObjectVersion]:
+    async def _old_versions(self, target: _Target, erasure: int | None) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: whose commit or
-        checkpoint writes a text at one of its names (the old versions of rewritten objects among them)."""
-        return await self.rewriting.old_versions(lambda version, data: _holds_names(data, version.key, target.names))
+        checkpoint below the erasure writes a text at one of its names (the old versions of rewritten
+        objects among them). Those past it hold another file's texts, written after (seed 303)."""
+        below = erasure or target.lineages.head + 1
+        return await self.rewriting.old_versions(
+            lambda version, data: (key_seq(version.key) or 0) < below and holds_names(data, version.key, target.names)
+        )
 
     def _check_something(
         self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]
@@ -425,26 +432,3 @@ def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...
     paths = sorted(target.names - others)
     vouches = target.vouches(state.head + 1) or None
     return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))
-
-
-def _holds_any(data: bytes, names: set[str]) -> bool:
-    """Whether bytes (a half-written stage, perhaps) spell one of `names` as a JSON string."""
-    return any(canonical(name)[1:-1] in data for name in names)
-
-
-def _holds_names(data: bytes, key: str, names: set[str]) -> bool:
-    """Whether a stored object (read as hostile) writes a text at one of `names`; one that does not
-    decode counts where its bytes spell one of them as a JSON string."""
-    try:
-        if key.startswith(LOG_PREFIX):
-            commit = Commit.decode("erase", key, data)
-            return any(
-                getattr(change, "path", None) in names and not getattr(change, "is_erased", True)
-                for change in commit.changes
-            )
-        if key.startswith(CHECKPOINT_PREFIX):
-            content = decode_checkpoint("erase", key, data).content()
-            return any(path in names and text is not None for path, text, _ in content.files)
-    except CorruptObjectError:
-        return _holds_any(data, names)
-    return _holds_any(data, names)  # a run or an intent: copies, deleted wherever a name is spelt

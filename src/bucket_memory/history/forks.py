@@ -63,6 +63,9 @@ async def fork_commits(stored: StoredVersions, firsts: dict[str, Commit], base: 
     # A fork commit that erases with no operator's record is void, as readers found it when it was
     # current: nothing of it is re-applied, so it is no fork to name or re-apply (its descendants are).
     void = {commit.id for commit in linked.values() if not commit.erasure_authorized}
+    # One with no change (a fold whose intents were all refused) re-applies as nothing, and so is
+    # never marked re-applied: named, it would be named after every recover (seed 475).
+    void |= {commit.id for commit in linked.values() if not commit.changes}
     return await _as_written(stored, chain, roots, list(linked.values()), set(linked) - reapplied(firsts) - void)
 
 

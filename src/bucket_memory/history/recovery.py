@@ -30,6 +30,7 @@ from ..format.wire_values import (
     intent_key_parts,
     key_seq,
     log_key,
+    reload_mark,
     run_key,
     run_seq,
 )
@@ -123,22 +124,30 @@ class Recovery:
         restored: list[str] = []
         repaired: list[str] = []
         reapplied: list[tuple[int, int | None]] = []
+        removed = False
         for round_ in range(1, _RESTORE_ROUNDS + 1):
             try:
-                await self._restore_once(restored, repaired, reapplied)
+                removed = await self._restore_once(restored, repaired, reapplied) or removed
                 break
             except CorruptObjectError as error:
                 if round_ == _RESTORE_ROUNDS:
                     raise
                 logger.warning("%s; restoring again (a writer committed off the restored chain meanwhile)", error)
                 self.store.forget()
+        # A process may have loaded a checkpoint or applied a commit repaired, removed or replaced
+        # here, and nothing else tells it: a process at the head's seq reads no commit after it
+        # (seed 475), and a forged checkpoint names the chain's hash. The mark is a commit after
+        # every one, which makes each process that applies it (or finds it off its chain) load again.
+        if removed or repaired or any(new is not None for _, new in reapplied):
+            await self.store.commit(lambda state: (), reload_mark())
         head = (await self.store.state(proven=True)).head
         return Restoration(tuple(dict.fromkeys(restored)), tuple(dict.fromkeys(repaired)), tuple(reapplied), head)
 
     async def _restore_once(
         self, restored: list[str], repaired: list[str], reapplied: list[tuple[int, int | None]]
-    ) -> None:
-        """One round of `restore`, adding what it did to the lists as it goes."""
+    ) -> bool:
+        """One round of `restore`, adding what it did to the lists as it goes; whether it removed a
+        key off the chain (a forged checkpoint, a commit a process may have applied)."""
         objects, location = self._versioned(), self.store.location
         async with self.store.exclusive():
             plan = await self._plan()
@@ -160,6 +169,7 @@ class Recovery:
         reapplying = Reapplying(self.store, plan.head)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
+        return bool(plan.stray)
 
     async def survey(self) -> list[Problem]:
         """What `restore` would change, found without changing anything: for `verify` on a bucket

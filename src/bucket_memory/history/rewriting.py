@@ -8,6 +8,7 @@ import functools
 import logging
 import secrets
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from a13n_harness.providers.memory import MemoryStoreError
 
@@ -26,6 +27,7 @@ from ..objects.interface import (
 from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
+from .versions import StoredVersions
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +97,34 @@ class Rewriting:
             return data is not None and await off_loop(len(data), functools.partial(holds, version, data))
 
         marks = await gather_bounded(candidates, held)
-        return [version for version, mark in zip(candidates, marks, strict=True) if mark]
+        chosen = [version for version, mark in zip(candidates, marks, strict=True) if mark]
+        return chosen + await self._put_right(listed, chosen)
+
+    async def _put_right(self, listed: list[ObjectVersion], chosen: list[ObjectVersion]) -> list[ObjectVersion]:
+        """Where `chosen` takes a key's first version: the versions of that key that a later one
+        replaced by that first version again (or its erased form). Each is an overwrite a recover put
+        right; left, the oldest version once the first is gone, recover would take it for the
+        memory's (seed 314: a forged commit 4 between two true ones, which an erase deleted)."""
+        going = {(version.key, version.version) for version in chosen}
+        by_key: dict[str, list[ObjectVersion]] = {}
+        for version in listed:
+            by_key.setdefault(version.key, []).append(version)
+        stored = StoredVersions(cast(VersionedObjectStore, self.objects), self.store.format, {})
+        found: list[ObjectVersion] = []
+        for key, versions in by_key.items():
+            if len(versions) < 2 or (key, versions[0].version) not in going:
+                continue
+            first, later = await self._read_version(versions[0]), versions[1:]
+            texts = await gather_bounded(later, self._read_version)
+            back = [
+                first is not None and data is not None and await stored.holds_first(key, first, data) for data in texts
+            ]
+            found += [
+                version
+                for index, version in enumerate(later)
+                if (key, version.version) not in going and not back[index] and any(back[index + 1 :])
+            ]
+        return found
 
     async def staged_leftovers(self, holds: Callable[[str, bytes], bool]) -> list[str]:
         """Remove the staging files of a local memory that `holds` says hold something, left by

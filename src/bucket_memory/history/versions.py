@@ -148,26 +148,26 @@ class StoredVersions:
 
     async def _through_reapplications(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
         """`firsts`, but where a key's first version is a commit made off the chain (it does not
-        follow the key before) that a commit of the log re-applied, and a later version of the key
-        is a re-application that does follow: that one in its place. `recover` re-applies such
-        commits at the next keys, which may be keys the off-chain writer created first; taken by
-        their first versions, the next look at the versions found the re-applied commits strays (a
-        stale writer's lineage reused keys). A commit that follows the key before is never
-        displaced, and an off-chain one nothing re-applied stays for recover to re-apply."""
-        marks = reapplied(firsts)
+        follow the key before) and a later version of the key is a re-application that does
+        follow: that one in its place. `recover` re-applies such commits at the next keys, which
+        may be keys the off-chain writer created first; taken by their first versions, the next
+        look at the versions found the re-applied commits strays (a stale writer's lineage reused
+        keys), and re-applied them again. A displaced commit that nothing re-applied (a recover
+        killed part-way, seed 475) is a fork still: `fork_commits` reads every version, and
+        re-applies those the chain marks nowhere. A commit that follows the key before is never
+        displaced."""
         chain = dict(firsts)
         for seq, key, commit in sorted((commit.seq, key, commit) for key, commit in firsts.items()):
             before = chain.get(log_key(seq - 1))
-            if before is None or commit.prev == before.hash or commit.id not in marks:
+            if before is None or commit.prev == before.hash:
                 continue
             for version in self.versions[key][1:]:
                 try:
                     later = await self.read_commit(key, await self.read(version))
                 except CorruptObjectError:
                     continue
-                if later.prev == before.hash and (redone := reapplied([later])):
+                if later.prev == before.hash and reapplied([later]):
                     chain[key], self._in_place[key] = later, version
-                    marks |= redone
                     break
         return chain
 

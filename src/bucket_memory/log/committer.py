@@ -15,6 +15,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..format.changes import Change, Erase, Fold, text_bytes
 from ..format.codec import Commit
+from ..format.wire_values import reloads
 from ..runtime import telemetry
 from ..runtime.off_loop import off_loop
 from ..state.state import State
@@ -95,13 +96,16 @@ class Committer:
             if changes and isinstance(changes, Sequence)
         ]
         folds = folds_of(batch, planned)
-        if not accepted and not folds:
+        # `recover`'s mark to load again is committed though it changes nothing (a fold may leave
+        # the batch empty: nothing of it is read before that is known).
+        mark = next((request.origin for request in batch if reloads(request.origin)), None)
+        if not accepted and not folds and mark is None:
             if head.confirmed_at < since:  # invariant 5: refuse only on a head proven during the calls
                 await head.probe()
                 return Stale()
             resolve(batch, planned, None)
             return Nothing()
-        commit = await self._made(state, accepted, folds, batch[0].origin)
+        commit = await self._made(state, accepted, folds, mark or batch[0].origin)
         reads = settle.LOSER_READS if replanning else WINNER_READS
         match await self.settler.settle(commit, loser_reads=reads):
             case settle.Landed(after, proven_at):
@@ -139,7 +143,8 @@ class Committer:
         """The commit of the accepted requests' changes (and the intents it settles) after `state`,
         under the first caller's origin, each other caller's change under its own; what its requests
         must store before it is created (`Request.before_create`) is stored."""
-        first = accepted[0][0].origin if accepted else fallback
+        # `recover`'s mark to load again goes on the commit whatever else the batch holds.
+        first = fallback if reloads(fallback) or not accepted else accepted[0][0].origin
         changes = tuple(
             change if request.origin == first else change.model_copy(update={"origin": request.origin})
             for request, request_changes in accepted

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Erase
-from ..format.codec import Commit, CorruptObjectError
-from ..format.wire_values import log_key
+from ..format.codec import Commit, CorruptObjectError, OffChain
+from ..format.wire_values import log_key, reloads
 from ..objects.interface import ObjectInfo
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
 from ..runtime import telemetry
@@ -60,6 +61,7 @@ class Head:
         self.run_due: int | None = None  # a commit of ours whose run housekeeping is to write
         self.made: Commit | None = None  # the newest commit of ours that landed
         self.owed = 0  # the newest commit that acknowledged a write of ours, perhaps not applied yet
+        self.reload_due = False  # `recover` marked a commit applied here: what was loaded may be a forgery
 
     @property
     def confirmed_at(self) -> float:
@@ -118,6 +120,7 @@ class Head:
         self.traffic.note(commit.moment.timestamp())
         if target is self._state:
             self._remember(commit)
+            self.reload_due = self.reload_due or reloads(commit.origin)
         return void
 
     def is_old(self, now: float | None = None, *, since: float | None = None) -> bool:
@@ -126,8 +129,8 @@ class Head:
         return (self._clock() if now is None else now) - confirmed > self.options.grace_period / 2
 
     async def loaded(self) -> State:
-        """The cached state, loaded when there is none, caught up when too old to plan on."""
-        if self._state is None:
+        """The cached state, loaded when there is none (or `recover` asked), caught up when too old to plan on."""
+        if self._state is None or self.reload_due:
             await self.cold_start()
         elif self.is_old():
             await self.catch_up()
@@ -135,6 +138,26 @@ class Head:
 
     async def probe(self) -> None:
         """Prove the cached head current with one GET of the next seq, catching up when it exists."""
+        await self._reloading(self._probe)
+
+    async def catch_up(self) -> None:
+        """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
+        await self._reloading(self._catch_up)
+
+    async def _reloading(self, step: Callable[[], Awaitable[None]]) -> None:
+        """`step`; where the next commit does not follow the cached head, a load as a new process
+        makes. `recover` replaced the commits this process applied (seed 475: a cold start in the
+        step a commit was forged), and the log it put back is what a new process serves; a forged
+        next commit, the load refuses as the step did."""
+        try:
+            await step()
+        except OffChain as error:
+            if self._state is not None:
+                raise
+            logger.info("%s: %s; loading the memory again", self.reader.location, error.reason)
+            await self.cold_start()
+
+    async def _probe(self) -> None:
         if self.is_old():
             await self.catch_up()
             return
@@ -150,12 +173,13 @@ class Head:
         self.apply(following)
         await self.catch_up()
 
-    async def catch_up(self) -> None:
-        """Apply every commit after the cached head, found by one listing; reload if compaction left a gap."""
+    async def _catch_up(self) -> None:
         state = self.current()
         sent = self._clock()
         if not self.reader.objects.ordered_listing and not self.is_old(sent):
             if await self._probe_forward(state, since=self.confirmed_at):
+                if self.reload_due:
+                    await self.cold_start()
                 return
             sent = self._clock()
         listed, runs = await self.reader.list_log_and_runs(after=state.head)
@@ -175,6 +199,8 @@ class Head:
         for commit in await commits_through_runs(self.reader, state, [seq for seq, _ in listed], runs):
             self.apply(commit)
         self.prove(sent)
+        if self.reload_due:
+            await self.cold_start()
 
     async def confirm_before_create(self, seq: int) -> Commit | None:
         """Invariant 2, before each attempt to create commit `seq`: a head too old to trust is
@@ -231,6 +257,7 @@ class Head:
     async def cold_start(self) -> None:
         """Load the newest checkpoint, then the log after it; the state is cached only once whole."""
         reader = self.reader
+        self.reload_due = False
         problem = "it kept changing (compaction running?)"
         for _ in range(self.options.request_attempts):
             sent = self._clock()

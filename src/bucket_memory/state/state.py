@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
 from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write, text_bytes
-from ..format.codec import GENESIS_HASH, CheckpointContent, Commit, CorruptObjectError
+from ..format.codec import GENESIS_HASH, CheckpointContent, Commit, CorruptObjectError, OffChain
 from ..format.delta import spliced
 from ..format.directories import parent_directories
 from ..format.wire_values import log_key, stored_size_of, time_text
@@ -90,6 +90,9 @@ class State:
     since_checkpoint: CheckpointCounts = field(default_factory=CheckpointCounts)
     head_time: float = 0.0  # when the head commit was made, if read since the last checkpoint
     folds: FoldWindow = field(default_factory=FoldWindow)  # the intents the last commits settled
+    # Made anew by each load (a checkpoint read, a new memory) and kept by copies and commits
+    # applied: a state of another lineage is another load, whose changes tell nothing of ours.
+    lineage: object = field(default_factory=object, compare=False, repr=False)
 
     def apply(self, commit: Commit, location: str) -> Void | None:
         """Apply the next commit: None, or `Void` when its changes or the intents it settles break a
@@ -100,7 +103,7 @@ class State:
         if commit.seq != self.head + 1:
             raise CorruptObjectError(location, key, f"commit {self.head + 1} is missing before it")
         if commit.prev != self.head_hash:
-            raise CorruptObjectError(location, key, f"it does not follow commit {self.head} in the hash chain")
+            raise OffChain(location, key, f"it does not follow commit {self.head} in the hash chain")
         refusals = (self.folds.refusal(fold, commit.seq) for fold in commit.folded or ())
         reason = commit.void or unrecorded_erasure(commit) or next((r for r in refusals if r is not None), None)
         if reason is None:

@@ -78,7 +78,7 @@ async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw:
     ledger = world.ledger
     if kind == "erase":
         path = draw.choice(PATHS)
-        ledger.erasing.add(path)
+        ledger.erasing[path] = step
         plan = await admin.erase(path, origin=OPERATOR)
         if plan.erasure is not None:
             ledger.erasure_done(path, plan.erasure, step)

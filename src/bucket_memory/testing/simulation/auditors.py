@@ -42,11 +42,15 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
     found: list[str] = []
     erased = erasures(replay, world.ledger.erasing, audit.forged_erasures)
     for ack in world.ledger.acks:
-        if ack.text is None or ack.version <= replay.base or world.ledger.erased_below(ack.path, ack.version, erased):
+        if ack.text is None or ack.version <= replay.base or world.ledger.erased_below(ack, erased):
             continue
         homes = [ack.version, *world.ledger.reapplied.get(ack.version, ())]
         held_at = [
             seq for seq in homes if seq in replay.commits and replay.commits[seq].touched.get(ack.path) == ack.text
+        ] or [  # a recover killed part-way re-applied it and could not say where (seed 475)
+            seq
+            for seq, made in replay.commits.items()
+            if seq > ack.version and made.by == "recover" and made.touched.get(ack.path) == ack.text
         ]
         commit = replay.commits.get(ack.version)
         if not held_at:

@@ -38,7 +38,7 @@ class Ledger:
 
     acks: list[Ack] = field(default_factory=list)
     erased: list[Erased] = field(default_factory=list)
-    erasing: set[str] = field(default_factory=set)  # paths the operator began to erase, done or not
+    erasing: dict[str, int] = field(default_factory=dict)  # path -> the last step an erase of it began
     verdicts: dict[tuple[int, str], str] = field(default_factory=dict)  # (seq, hash) -> "valid" or the void reason
     exports: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # (step, files) of each export
     moments: list[tuple[int, float]] = field(default_factory=list)  # (step, virtual time) each step ended at
@@ -61,11 +61,14 @@ class Ledger:
     def erased_texts(self) -> set[str]:
         return {text for erasure in self.erased for text in erasure.texts}
 
-    def erased_below(self, path: str, version: int, found: list[tuple[int, str]] = []) -> bool:  # noqa: B006
-        """Whether an erasure the operator ran (reported done, or `found` in the log) removes what
-        commit `version` wrote at `path`."""
+    def erased_below(self, ack: Ack, found: list[tuple[int, str]] = []) -> bool:  # noqa: B006
+        """Whether an erasure the operator ran removes acknowledged write `ack`: one reported done,
+        or one `found` in the log where the operator began to erase the path after the write (a
+        killed erase still erased). An erasure that no erase begun since accounts for is no excuse:
+        recover committed one of a file written after the erasure it finished (seed 303)."""
         done = [(erasure.seq, erasure.path) for erasure in self.erased]
-        return any(erased == path and seq > version for seq, erased in [*done, *found])
+        found = [(seq, path) for seq, path in found if self.erasing.get(path, -1) >= ack.step]
+        return any(erased == ack.path and seq > ack.version for seq, erased in [*done, *found])
 
     def moved(self, reapplied: tuple[tuple[int, int | None], ...]) -> None:
         """`recover` re-applied the commits of a fork at new seqs: an acknowledged write may now live

@@ -3,6 +3,7 @@ oldest retained base on, replayed with the store's rules but none of its caches.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -77,7 +78,7 @@ async def replay_retained(store: LogFileStore) -> Replay:
     return replay
 
 
-def erasures(replay: Replay, begun: set[str], forged: dict[int, str]) -> list[tuple[int, str]]:
+def erasures(replay: Replay, begun: Collection[str], forged: dict[int, str]) -> list[tuple[int, str]]:
     """(seq, path) of the valid erasures in the replayed log of paths the operator began to erase,
     but those the agent forged: an erase killed after its commit still erased."""
     return [

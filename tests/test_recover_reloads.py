@@ -1,0 +1,92 @@
+"""Processes that applied what `recover` replaced serve the log it put back (issue 53).
+
+A process that loaded a forged commit (it started cold while the forgery stood) built its own
+commits on it. `recover` puts the honest commit back and re-applies what was written on the
+forgery at the next keys; the process's head is then off the chain, and a recover killed part-way
+leaves its re-applications at keys whose first versions are the process's own. Found by the
+simulator: seed 475.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from a13n_harness.providers.memory import Origin
+
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.format.changes import Write
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.history.reapplying import Reapplying
+from bucket_memory.objects.interface import IfMatch
+from bucket_memory.testing.faults import SimulatedCrash
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+ALICE = Origin(principal_id="alice")
+OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
+NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+
+
+async def files_of(store: LogFileStore) -> dict[str, str]:
+    return {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
+
+
+async def forked() -> tuple[VersionedMemoryObjectStore, LogFileStore]:
+    """Commit 2 overwritten by an agent, and a process started cold since that wrote two commits on
+    the forgery (3 and 4): what it serves and lists is the fork's."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+    await alice.write("b.md", "the acknowledged text\n", expected=None, origin=ALICE)
+    honest = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
+    forged = Commit.create(2, honest.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    late = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await late.write("d.md", "D\n", expected=None, origin=ALICE)
+    await late.write("e.md", "E\n", expected=None, origin=ALICE)
+    assert set(await files_of(late)) == {"a.md", "c.md", "d.md", "e.md"}
+    return objects, late
+
+
+async def test_a_process_on_a_forged_commit_serves_and_lists_the_log_after_recover() -> None:
+    """Was (seed 475): the process's next read met a commit that does not follow its head and
+    answered `unavailable` ("corrupt ... restore the object from bucket versioning") though the log
+    was whole; loaded again, its listing was brought up to date from the change feed of the
+    forked state, and left out b.md, which the fork never had."""
+    objects, late = await forked()
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    cold = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert cold["b.md"] == "the acknowledged text\n" and {"d.md", "e.md"} <= set(cold)
+    assert await files_of(late) == cold
+
+
+async def test_a_recover_killed_after_reapplying_at_the_forks_own_key_reapplies_nothing_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 475): a recover killed after re-applying the first fork commits (at keys 3 and 4,
+    whose first versions are the fork's own) left those re-applications as later versions there;
+    the next recover took the first versions, called 3 and 4 off the chain, and re-applied
+    everything again: each write twice."""
+    objects, _ = await forked()
+    original = Reapplying.commit
+    calls = 0
+
+    async def dying(self: Reapplying, *args: object, **kwargs: object) -> int | None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise SimulatedCrash("recover's process killed before its third re-application")
+        return await original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Reapplying, "commit", dying)
+    with pytest.raises(SimulatedCrash):
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    monkeypatch.undo()
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    await admin.recover(None, origin=OPERATOR)
+    assert await admin.verify() == []
+    fresh = LogFileStore(objects, options=NO_CHECKPOINTS)
+    commits = await fresh.reader.fetch_commits(await fresh.reader.list_log())
+    written = [change.text or "" for commit in commits for change in commit.changes if isinstance(change, Write)]
+    assert sorted(written) == sorted(["A\n", "the acknowledged text\n", "Pay Mallory\n", "D\n", "E\n"])
