@@ -221,31 +221,12 @@ class Head:
             raise Overtaken  # a gap: the keys after the head were compacted (or vanished as we read)
         return holder
 
-    async def run_from(self, seq: int, window: int, *, since: float | None = None) -> tuple[list[Commit], float | None]:
-        """The commits at `seq` and after it, read by GETs of `window` seqs at once, up to the first
-        absent one; and the moment that absence proves nothing follows them (None: every key of the
-        window was there, or the answer came too late to prove anything).
-
-        A 404 proves a key absent only when answered within half the grace period of `since` (the
-        head's confirmation by default), the moment from which no key after it can have been
-        compacted (invariant 2): a probe slowed by retries proves nothing.
-        """
-        sent = self._clock()
-        seqs = range(seq, seq + window)
-        found = await gather_bounded(seqs, lambda number: self.reader.get(log_key(number)))
-        run: list[Commit] = []
-        for number, data in zip(seqs, found, strict=True):
-            if data is None:
-                return run, None if self.is_old(since=since) else sent
-            run.append(await self.reader.read_commit(log_key(number), data))
-        return run, None
-
     async def _probe_forward(self, state: State, *, since: float) -> bool:
         """Catch up by GETs of the next seqs, a window at a time, until one is absent; whether that
         proved the head (False: list instead). For stores whose listing is unordered and has no
         start-after (S3 Express directory buckets)."""
         while True:
-            run, proven = await self.run_from(state.head + 1, FETCH_CONCURRENCY, since=since)
+            run, proven = await run_from(self, state.head + 1, FETCH_CONCURRENCY, since=since)
             for commit in run:
                 self.apply(commit, state)
             if proven is not None:
@@ -298,6 +279,28 @@ class Head:
             f"Cannot load {reader.location}: {problem}. Try again; if it persists, run "
             f"`bucket-memory verify {reader.location}`.",
         )
+
+
+async def run_from(
+    head: Head, seq: int, window: int, *, since: float | None = None
+) -> tuple[list[Commit], float | None]:
+    """The commits at `seq` and after it (after `head`'s), read by GETs of `window` seqs at once, up to the first
+    absent one; and the moment that absence proves nothing follows them (None: every key of the
+    window was there, or the answer came too late to prove anything).
+
+    A 404 proves a key absent only when answered within half the grace period of `since` (the
+    head's confirmation by default), the moment from which no key after it can have been
+    compacted (invariant 2): a probe slowed by retries proves nothing.
+    """
+    sent = head.options.clock()
+    seqs = range(seq, seq + window)
+    found = await gather_bounded(seqs, lambda number: head.reader.get(log_key(number)))
+    run: list[Commit] = []
+    for number, data in zip(seqs, found, strict=True):
+        if data is None:
+            return run, None if head.is_old(since=since) else sent
+        run.append(await head.reader.read_commit(log_key(number), data))
+    return run, None
 
 
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:

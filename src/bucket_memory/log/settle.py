@@ -23,7 +23,7 @@ from ..objects.retry import backoff, within_deadline
 from ..runtime import deadline, telemetry
 from ..runtime.deadline import DeadlineExceeded
 from ..runtime.off_loop import off_loop
-from .head import Head, Overtaken
+from .head import Head, Overtaken, run_from
 
 FENCE_RUN = "bucket-memory:fence"
 # Keys a writer whose create was refused reads at once, from the holder's on.
@@ -179,7 +179,7 @@ class Settler:
         if created:
             return _Held((commit,), sent)
         try:
-            run, proven_at = await head.run_from(commit.seq, loser_reads)
+            run, proven_at = await run_from(head, commit.seq, loser_reads)
         except (CorruptObjectError, MemoryDestroyed):
             raise
         except MemoryStoreError:
