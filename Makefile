@@ -89,6 +89,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.layers
 	$(PY) -m benchmarks.erase
 	$(PY) -m benchmarks.fleet
+	$(PY) -m benchmarks.fleet --records
 	$(PY) -m benchmarks.memories
 
 # The wheel and sdist in dist/, built from this checkout and checked as PyPI would take them.

@@ -10,7 +10,8 @@ disjoint files. Where one machine's CPU would be the limit (many writers), the c
 injected latency instead, and says so; `benchmarks/fleet_sim.py` predicts the same table from the
 protocol alone, beyond what this machine can drive.
 
-`python -m benchmarks.fleet` runs the table of docs/performance.md.
+`python -m benchmarks.fleet` runs the table of docs/performance.md; `--records` the record writers'
+beside file writers (each a `LogRecordStore` adding short records, which commit through the same fleet).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from bucket_memory import LogFileStore, LogOptions
+from bucket_memory import LogFileStore, LogOptions, LogRecordStore
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 
@@ -40,6 +41,7 @@ from .stats import percentile
 
 ROOT = Path(__file__).parent.parent
 TEXT = "- a remembered fact about the user's preferences\n" * 4
+ORIGIN = Origin(run_id="fleet-bench")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,12 @@ class Cell:
     seconds: float = 60.0
     processes: int = 4
     fleet_commit: bool = True
+    records: bool = False
+
+    @property
+    def protocol(self) -> str:
+        """The row's first column: how the writers commit, and what they write."""
+        return ("fleet commit" if self.fleet_commit else "one log") + (", records" if self.records else "")
 
     @property
     def rate(self) -> float:
@@ -79,10 +87,15 @@ async def _writers(root: str, cell: Cell, first: int, count: int, start: float, 
     failures: Counter[str] = Counter()
     cpu_before = time.process_time()
 
+    records = {id(store): LogRecordStore(store, origin=ORIGIN) for store in stores} if cell.records else {}
+
     async def write(store: LogFileStore, path: str, arrival: float) -> None:
         await asyncio.sleep(max(0.0, arrival - time.time()))
         try:
-            await store.write(path, TEXT, expected=None, origin=Origin(run_id="fleet-bench"))
+            if cell.records:
+                await records[id(store)].add(TEXT)
+            else:
+                await store.write(path, TEXT, expected=None, origin=ORIGIN)
         except MemoryStoreError as error:
             failures[error.code] += 1
             return
@@ -177,6 +190,9 @@ CELLS = [
     Cell(16, 0.5, fleet_commit=False),
     Cell(64, 2.0, fleet_commit=False),
 ]
+# Record writers beside file writers, measured in one run: a record is one file's create, through
+# the same fleet (`--records`; its own table, so the one above need not be measured again).
+RECORD_CELLS = [Cell(16, 0.5), Cell(16, 0.5, records=True), Cell(64, 2.0), Cell(64, 2.0, records=True)]
 
 
 def predicted(cell: Cell) -> dict[str, Any]:
@@ -199,7 +215,7 @@ def tables(rows: list[dict[str, Any]]) -> str:
         failed = sum(row["failures"].values())
         served = f"{row['served_share']:.0%}" + (f" ({failed} failed)" if failed else "")
         lines.append(
-            f"| {'fleet commit' if cell['fleet_commit'] else 'one log'} | {cell['writers']} | {cell['load']:g}x | "
+            f"| {Cell(**cell).protocol} | {cell['writers']} | {cell['load']:g}x | "
             f"{latency} | {served} | {row['p50']:.1f} | {row['p99']:.1f} | {row['p999']:.1f} | {row['puts']:.2f} | "
             f"{row['gets']:.2f} | {row['lists']:.2f} | {sim['p50']:.1f} | {sim['p99']:.1f} | {sim['puts']:.2f} | "
             f"{sim['gets'] + sim['lists']:.2f} | {row['cpu_per_write_ms']:.1f} |"
@@ -216,6 +232,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--one-log", action="store_true", help="without fleet commit")
+    parser.add_argument("--records", action="store_true", help="record writers (with --writers: one cell)")
     arguments = parser.parse_args()
     if arguments.writers is not None:
         cell = Cell(
@@ -226,16 +243,20 @@ def main() -> None:
             arguments.seconds,
             arguments.processes,
             fleet_commit=not arguments.one_log,
+            records=arguments.records,
         )
         print(json.dumps({**measure(cell), "sim": predicted(cell)}, indent=1))
         return
     rows = []
-    for cell in CELLS:
+    for cell in RECORD_CELLS if arguments.records else CELLS:
         cell = replace(cell, seconds=arguments.seconds)
         row = {**measure(cell), "sim": predicted(cell)}
         print(json.dumps({key: value for key, value in row.items() if key != "cell"}), flush=True)
         rows.append(row)
-    publish({"rows": rows}, saved_as="fleet.json", section="fleet", tables=tables(rows))
+    if arguments.records:
+        publish({"rows": rows}, saved_as="record_fleet.json", section="record-fleet", tables=tables(rows))
+    else:
+        publish({"rows": rows}, saved_as="fleet.json", section="fleet", tables=tables(rows))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from .helpers import replay
 
 ORIGIN = Origin(run_id="proxy")
 REQUEST_TIMEOUT = 0.5
+# For faults that close the connection (no request waits on them): a request timeout no busy machine
+# trips, where a short one made a slow moto listing time out six times and fail the test.
+UNHURRIED = 10.0
 OPERATION_TIMEOUT = 3.0
 # For a write that must succeed: a busy machine can spend seconds of the deadline making the SDK's
 # client (botocore loads its models), and that must not fail a test about what a fault leaves.
@@ -162,7 +165,7 @@ async def test_a_write_whose_creates_never_answer_is_unconfirmed_within_its_dead
 async def test_a_create_that_landed_with_its_reply_lost_is_acknowledged_once(
     backend: str, fault: Fault, request: pytest.FixtureRequest
 ) -> None:
-    async with behind_proxy(request, backend, creates(fault)) as (
+    async with behind_proxy(request, backend, creates(fault), request_timeout=UNHURRIED) as (
         objects,
         proxy,
     ):

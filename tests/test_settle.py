@@ -339,9 +339,9 @@ async def test_the_create_only_check_survives_a_lost_first_reply() -> None:
 
 async def test_a_404_from_a_listing_is_a_mapped_error(request: pytest.FixtureRequest) -> None:
     """A 404 without NoSuchBucket (a wrong endpoint path) to a listing: a message, not a private exception."""
-    from .test_fault_proxy import behind_proxy
+    from .test_fault_proxy import UNHURRIED, behind_proxy
 
-    async with behind_proxy(request, "s3", lambda number, method, path: 404) as (objects, _):
+    async with behind_proxy(request, "s3", lambda number, method, path: 404, request_timeout=UNHURRIED) as (objects, _):
         for attempt in (objects.list("log/"), objects.delete(["log/x"])):
             with pytest.raises(MemoryStoreError) as raised:
                 await attempt
