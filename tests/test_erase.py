@@ -775,3 +775,34 @@ async def test_an_erase_deletes_what_under_pending_is_no_intent_rather_than_read
         await operator.erase("b.md", origin=DPO)
     assert await objects.get(garbage) is None
     assert reads[garbage] == 1
+
+
+async def test_an_erase_deletes_no_commit_an_agent_overwrote_until_recover_puts_it_back() -> None:
+    """Was (seed 2736): an agent overwrote commit 1 (a chained, hashed commit of its own at the key),
+    then the operator erased a file of the true commit 1: the erase deleted commit 1's first version,
+    the only copy of the others' writes in it, and `recover` had nothing to put back. Now the erase
+    refuses, deleting nothing; after `recover` puts the true commit back, erasing again finishes."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects)
+    await store.write("people/alice.md", SECRET, expected=None, origin=AGENT)  # 1
+    true_commit = await objects.get(log_key(1))
+    assert true_commit is not None
+    first = await Commit.read("m", log_key(1), true_commit)
+    forged = Commit.create(1, first.prev, (Write(path="mallory.md", text="pay mallory\n"),), AGENT, at=time.time())
+    (version,) = await objects.list_versions(log_key(1))
+    await objects.put(log_key(1), forged.encode(), IfMatch(version.tag))
+
+    with pytest.raises(MemoryStoreError) as refused:
+        await MemoryAdmin(LogFileStore(objects)).erase("people/alice.md", origin=DPO)
+    assert refused.value.code == "unavailable" and "recover" in str(refused.value)
+    assert [await objects.get_version(v.key, v.version) for v in await objects.list_versions(log_key(1))] == [
+        true_commit,
+        forged.encode(),
+    ]  # nothing deleted: the true commit is still there to put back
+
+    await MemoryAdmin(LogFileStore(objects)).recover(None, origin=DPO)
+    await MemoryAdmin(LogFileStore(objects)).erase("people/alice.md", origin=DPO)
+    fresh = LogFileStore(objects)
+    with pytest.raises(MemoryStoreError):
+        await fresh.read("people/alice.md")
+    assert leaks(every_stored_version(objects)) == []

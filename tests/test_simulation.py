@@ -42,13 +42,13 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # and 598: a process that loaded a forged checkpoint or commit served it after recover, which now
 # commits a mark that makes processes load again). Past the range too: 314 (an erase left a
 # forged commit a key's oldest version), 475 (a recover killed part-way; a process at its head's
-# seq on a replaced chain). The slow range (200-2999), scanned once after those fixes, still finds
-# five, not yet diagnosed but for the first line of each (issue 53 stays open on them):
+# seq on a replaced chain), 2736 (an erase deleted the first version of a commit an agent had
+# overwritten, the only copy of its writes). The slow range (200-2999), scanned once after those
+# fixes, still finds four, not yet diagnosed but for the first line of each (issue 53 stays open):
 FOUND: dict[int, str] = {
     883: "after a recover, verify still names a checkpoint the first versions of its log disprove",
     1321: "a warm writer and a cold reader disagree on a file",
     1739: "an operator's erase of a path turns an agent's earlier forged (void) erase of it valid",
-    2736: "an erase over a commit an agent overwrote loses the writes of the true commit (recover re-applies none)",
     2760: "a warm writer and a cold reader disagree on a file an agent forged",
 }
 

@@ -119,6 +119,8 @@ class Rewriting:
             back = [
                 first is not None and data is not None and await stored.holds_first(key, first, data) for data in texts
             ]
+            if key.startswith(LOG_PREFIX) and any(v.current and not back[n] for n, v in enumerate(later)):
+                raise _overwritten(self.store.location, key)
             found += [
                 version
                 for index, version in enumerate(later)
@@ -220,3 +222,16 @@ class Rewriting:
             functools.partial(objects.get_version, version.key, version.version),
             what=f"Reading {version.key}@{version.version}",
         )
+
+
+def _overwritten(location: str, key: str) -> MemoryStoreError:
+    """An erase about to delete the first version of commit `key`, which another object replaced:
+    that version is the only copy of the commit (seed 2736), so nothing is deleted until `recover`
+    has put it back."""
+    return MemoryStoreError(
+        "unavailable",
+        f"{location}/{key} is not the commit first stored there (it was overwritten, by hand or by a writer "
+        f"holding the agents' grants), and erasing would delete the only copy of that commit. Run "
+        f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, then "
+        "`erase` again.",
+    )
