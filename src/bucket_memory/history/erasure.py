@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
-from ..format.changes import Change, Erase, Write
+from ..format.changes import Change, Delete, Edit, Erase, Move, Write
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
@@ -412,6 +412,8 @@ async def _record_earlier(store: LogFileStore, path: str) -> bool:
         names = erased_paths(commit)
         if after is None or names & set((await History(store).state_at(after)).files):
             continue
+        if any(_touches(later, names) for later in commits if commit.seq < later.seq <= after):
+            continue  # a later change, not the erase, took the path out of that checkpoint (seed 1739)
         if not names & set((await History(store).state_at(commit.seq - 1)).files):
             continue  # it deleted nothing: no release's erasure, and nothing to adopt
         await store.reader.erasures.create(commit, commit.moment.timestamp())
@@ -432,3 +434,13 @@ def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...
     paths = sorted(target.names - others)
     vouches = target.vouches(state.head + 1) or None
     return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))
+
+
+def _touches(commit: Commit, names: set[str]) -> bool:
+    """Whether `commit` writes, edits, deletes or moves a file at one of `names`."""
+    for change in commit.changes:
+        if isinstance(change, Move) and {change.source, change.destination} & names:
+            return True
+        if isinstance(change, Write | Edit | Delete) and change.path in names:
+            return True
+    return False
