@@ -140,15 +140,18 @@ data "aws_iam_policy_document" "objects" {
 # records of each memory and of every memory nested under it (IAM's * spans /); no other key a
 # memory writes has an erasures segment. An explicit Deny outweighs every Allow.
 data "aws_iam_policy_document" "access" {
-  source_policy_documents = [data.aws_iam_policy_document.objects.json]
+  source_policy_documents = [data.aws_iam_policy_document.objects.json, data.aws_iam_policy_document.tenant_guard.json]
   statement {
     sid       = "OnlyOperatorsWriteErasureRecords"
     effect    = "Deny"
     actions   = ["s3:PutObject", "s3:DeleteObject"]
     resources = flatten([for prefix in local.granted : ["${aws_s3_bucket.memory.arn}/${prefix}erasures/*", "${aws_s3_bucket.memory.arn}/${prefix}*/erasures/*"]])
   }
+}
 
-  # With a tenant tag, a session whose tag is missing or names no one segment of its own is refused.
+# With a tenant tag, a session whose tag is missing or names no one segment of its own is refused:
+# in the agents' and the operators' documents alike (no statement without a tag).
+data "aws_iam_policy_document" "tenant_guard" {
   dynamic "statement" {
     for_each = var.tenant_tag == null ? [] : ["TenantTagIsSet"]
     content {
@@ -182,7 +185,7 @@ data "aws_iam_policy_document" "access" {
 # Operators hold the objects grants without the agents' Deny: erase creates erasure records, and
 # deletes one whose commit lost its seq.
 data "aws_iam_policy_document" "operator" {
-  source_policy_documents = [data.aws_iam_policy_document.objects.json]
+  source_policy_documents = [data.aws_iam_policy_document.objects.json, data.aws_iam_policy_document.tenant_guard.json]
   statement {
     sid       = "MemoryVersioningStatus"
     actions   = ["s3:GetBucketVersioning"]
@@ -207,35 +210,5 @@ data "aws_iam_policy_document" "operator" {
     sid       = "EraseMemoryVersions"
     actions   = ["s3:DeleteObjectVersion"] # `bucket-memory erase` removes old versions that hold an erased text
     resources = [for prefix in local.granted : "${aws_s3_bucket.memory.arn}/${prefix}*"]
-  }
-
-  # With a tenant tag, a session whose tag is missing or names no one segment of its own is refused.
-  dynamic "statement" {
-    for_each = var.tenant_tag == null ? [] : ["TenantTagIsSet"]
-    content {
-      sid       = statement.value
-      effect    = "Deny"
-      actions   = ["s3:*"]
-      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
-      condition {
-        test     = "Null"
-        variable = "aws:PrincipalTag/${var.tenant_tag}"
-        values   = ["true"]
-      }
-    }
-  }
-  dynamic "statement" {
-    for_each = var.tenant_tag == null ? [] : ["TenantTagIsOneSegment"]
-    content {
-      sid       = statement.value
-      effect    = "Deny"
-      actions   = ["s3:*"]
-      resources = [aws_s3_bucket.memory.arn, "${aws_s3_bucket.memory.arn}/*"]
-      condition {
-        test     = "StringLike"
-        variable = "aws:PrincipalTag/${var.tenant_tag}"
-        values   = local.hostile_tenants
-      }
-    }
   }
 }
