@@ -121,13 +121,16 @@ class LocalObjectStore:
         except OSError as error:
             raise _os_error(error, self.root / key) from error
 
+    def _stage(self, target: Path, data: bytes) -> str:
+        """`data` in a synced staging file, with `target`'s folder made: ready to link or rename."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (self.root / STAGING).mkdir(parents=True, exist_ok=True)
+        return _write_staged(self.root / STAGING, data)
+
     def _create(self, key: str, data: bytes) -> None:
         target = self.root / key
-        staging = self.root / STAGING
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging.mkdir(parents=True, exist_ok=True)
-            staged = _write_staged(staging, data)
+            staged = self._stage(target, data)
             try:
                 os.link(staged, target)
             except FileExistsError:
@@ -153,11 +156,8 @@ class LocalObjectStore:
     def _overwrite(self, key: str, data: bytes) -> None:
         """Replace `key` whole, or create it, by a staged, synced file renamed into place."""
         target = self.root / key
-        staging = self.root / STAGING
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging.mkdir(parents=True, exist_ok=True)
-            staged = _write_staged(staging, data)
+            staged = self._stage(target, data)
         except OSError as error:
             raise _os_error(error, target) from error
         _rename_into_place(staged, target)
