@@ -96,17 +96,26 @@ def unique_prefix() -> str:
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     """One memory's objects on each backend ("unordered" lists like an S3 Express directory bucket;
     "s3-obstore" is moto through the `fast` extra's obstore layer)."""
-    match request.param:
+    return made_objects(request.param, request, tmp_path)
+
+
+def made_objects(backend: str, request: pytest.FixtureRequest, tmp_path: Path, *, bucket: str = BUCKET) -> ObjectStore:
+    """A fresh prefix's objects on `backend`: the clouds' in `bucket` (obstore's always in BUCKET)."""
+    match backend:
         case "memory":
             return MemoryObjectStore()
         case "unordered":
             return MemoryObjectStore(ordered_listing=False)
+        case "versioned-memory":
+            from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+            return VersionedMemoryObjectStore()
         case "local":
             return LocalObjectStore(tmp_path / "memory")
         case "s3":
             from bucket_memory.objects.s3 import S3ObjectStore
 
-            return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=BUCKET, prefix=unique_prefix())
+            return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=bucket, prefix=unique_prefix())
         case "s3-obstore":
             from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
 
@@ -115,7 +124,7 @@ def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         case _:
             from bucket_memory.objects.gcs import GCSObjectStore
 
-            return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=BUCKET, prefix=unique_prefix())
+            return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=bucket, prefix=unique_prefix())
 
 
 @pytest.fixture

@@ -35,9 +35,8 @@ from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.proxy import Fault, Plan, fault_proxy
-from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
-from .conftest import BUCKET, VERSIONED, unique_prefix
+from .conftest import BUCKET, VERSIONED, made_objects, unique_prefix
 
 BACKENDS = ["memory", "versioned-memory", "local", "s3", "s3-obstore", "gcs"]
 type ModeKind = type[Create] | type[IfMatch] | type[IfHolds] | type[Overwrite]
@@ -51,26 +50,7 @@ LARGE = bytes(range(256)) * (9 * 4096)
 @pytest.fixture(params=BACKENDS)
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     """One fresh prefix on each backend; the clouds' in their bucket that keeps versions."""
-    match request.param:
-        case "memory":
-            return MemoryObjectStore()
-        case "versioned-memory":
-            return VersionedMemoryObjectStore()
-        case "local":
-            return LocalObjectStore(tmp_path / "memory")
-        case "s3":
-            from bucket_memory.objects.s3 import S3ObjectStore
-
-            return S3ObjectStore(request.getfixturevalue("s3_client"), bucket=VERSIONED, prefix=unique_prefix())
-        case "s3-obstore":
-            from bucket_memory.objects.s3_obstore import ObstoreS3ObjectStore
-
-            request.getfixturevalue("s3_endpoint")
-            return ObstoreS3ObjectStore(bucket=BUCKET, prefix=unique_prefix())
-        case _:
-            from bucket_memory.objects.gcs import GCSObjectStore
-
-            return GCSObjectStore(request.getfixturevalue("gcs_client"), bucket=VERSIONED, prefix=unique_prefix())
+    return made_objects(request.param, request, tmp_path, bucket=VERSIONED)
 
 
 def keeps(objects: ObjectStore, kind: ModeKind) -> bool:
