@@ -25,6 +25,7 @@ import resource
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -87,15 +88,17 @@ async def _writers(root: str, cell: Cell, first: int, count: int, start: float, 
     failures: Counter[str] = Counter()
     cpu_before = time.process_time()
 
-    records = {id(store): LogRecordStore(store, origin=ORIGIN) for store in stores} if cell.records else {}
+    def writer(store: LogFileStore) -> Callable[[str], Awaitable[object]]:
+        """How this cell's writer writes through `store`: a file at the path, or a record."""
+        if cell.records:
+            records = LogRecordStore(store, origin=ORIGIN)
+            return lambda path: records.add(TEXT)
+        return lambda path: store.write(path, TEXT, expected=None, origin=ORIGIN)
 
-    async def write(store: LogFileStore, path: str, arrival: float) -> None:
+    async def write(commit: Callable[[str], Awaitable[object]], path: str, arrival: float) -> None:
         await asyncio.sleep(max(0.0, arrival - time.time()))
         try:
-            if cell.records:
-                await records[id(store)].add(TEXT)
-            else:
-                await store.write(path, TEXT, expected=None, origin=ORIGIN)
+            await commit(path)
         except MemoryStoreError as error:
             failures[error.code] += 1
             return
@@ -103,13 +106,14 @@ async def _writers(root: str, cell: Cell, first: int, count: int, start: float, 
 
     tasks = []
     for index, store in enumerate(stores):
+        commit = writer(store)
         moment = start
         for number in range(1_000_000):
             moment += chance.expovariate(per_writer)
             if moment >= start + cell.seconds:
                 break
             path = f"own/{first + index}/{number}.md"
-            tasks.append(asyncio.create_task(write(store, path, moment)))
+            tasks.append(asyncio.create_task(write(commit, path, moment)))
     await asyncio.gather(*tasks)
     for store in stores:
         await store.settle()
