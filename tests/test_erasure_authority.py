@@ -280,16 +280,20 @@ async def test_recover_removes_the_runs_and_intents_no_reader_reads() -> None:
     assert [problem.key for problem in await admin.verify()] == ["pending/notes.txt"]
 
 
-async def test_erasing_a_path_never_adopts_an_agents_forged_erase_of_it_a_later_delete_explains() -> None:
+@pytest.mark.parametrize("later", ["delete", "purge"])
+async def test_erasing_a_path_never_adopts_an_agents_forged_erase_of_it_a_later_delete_explains(later: str) -> None:
     """Was (seed 1739): `erase` adopts an unrecorded erase of the path it erases as an earlier
     release's (one whose next checkpoint lacks the path), and a later delete of the file made the
     agent's forged erase look so: its verdict turned from void to an erasure, years of history after it
-    changed. A checkpoint that lacks the path because a later commit deleted or moved it proves nothing."""
+    changed. A checkpoint that lacks the path because a later commit deleted, moved or purged it proves nothing."""
     objects = VersionedMemoryObjectStore()
     alice = LogFileStore(objects, options=EVERY_COMMIT)
     await alice.write("contract.md", "the acknowledged contract\n", expected=None, origin=ALICE)  # 1
     forged = await forge(alice, Erase(path="contract.md"), origin=OPERATOR)  # 2: void
-    await alice.delete("contract.md", expected="1", origin=ALICE)  # 3, and a checkpoint without it
+    if later == "delete":  # 3, and a checkpoint without it
+        await alice.delete("contract.md", expected="1", origin=ALICE)
+    else:
+        await alice.purge()
     await alice.write("contract.md", "the new contract\n", expected=None, origin=ALICE)  # 4
     admin = MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT))
     await admin.erase("contract.md", origin=OPERATOR)

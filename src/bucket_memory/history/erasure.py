@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
-from ..format.changes import Change, Delete, Edit, Erase, Move, Write
+from ..format.changes import Change, Erase, Purge, Write
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
 from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
@@ -41,7 +41,7 @@ from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .chain import History, Problem, chain_problems
 from .holding import an_intent, holds_any, holds_names
-from .lineage import Lineages
+from .lineage import Lineages, named_paths
 from .rewriting import Redaction, Rewriting
 
 logger = logging.getLogger(__name__)
@@ -437,10 +437,5 @@ def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...
 
 
 def _touches(commit: Commit, names: set[str]) -> bool:
-    """Whether `commit` writes, edits, deletes or moves a file at one of `names`."""
-    for change in commit.changes:
-        if isinstance(change, Move) and {change.source, change.destination} & names:
-            return True
-        if isinstance(change, Write | Edit | Delete) and change.path in names:
-            return True
-    return False
+    """Whether `commit` changes a file at one of `names` (a purge changes every file)."""
+    return any(isinstance(change, Purge) or names & set(named_paths(change)) for change in commit.changes)

@@ -46,7 +46,7 @@ class Lineages:
         self.head = commit.seq
         if (void := self._replay.apply(commit, "the retained log")) is not None:
             self.voids[commit.seq] = void.reason
-            self._void_paths[commit.seq] = {path for change in commit.changes for path in _named(change)}
+            self._void_paths[commit.seq] = {path for change in commit.changes for path in named_paths(change)}
             return
         for index, change in enumerate(commit.changes):
             self._take(commit.seq, index, change)
@@ -153,7 +153,8 @@ class Lineages:
         return file
 
 
-def _named(change: Change) -> tuple[str, ...]:
+def named_paths(change: Change) -> tuple[str, ...]:
+    """The paths `change` names (none for a purge, which names no path and ends every file)."""
     match change:
         case Move(source, destination):
             return (source, destination)
