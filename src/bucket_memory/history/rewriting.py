@@ -104,7 +104,9 @@ class Rewriting:
         """Where `chosen` takes a key's first version: the versions of that key that a later one
         replaced by that first version again (or its erased form). Each is an overwrite a recover put
         right; left, the oldest version once the first is gone, recover would take it for the
-        memory's (seed 314: a forged commit 4 between two true ones, which an erase deleted)."""
+        memory's (seed 314: a forged commit 4 between two true ones, which an erase deleted). Where
+        the current version of such a commit key is another commit, `unavailable`: the first is the
+        only copy of that commit (seed 2736), checked here since the versions are read here anyway."""
         going = {(version.key, version.version) for version in chosen}
         by_key: dict[str, list[ObjectVersion]] = {}
         for version in listed:
