@@ -211,8 +211,8 @@ def test_every_folder_of_the_package_has_a_layer() -> None:
 
 MAX_FUNCTION_LINES, MAX_CLASS_LINES = 70, 250
 # Over the class bound today, each in work of its own (the object interface, the fleet's commit
-# loop, erasure and stored versions): none may join them.
-LONG_CLASSES = {"S3ObjectStore", "Fleet", "Erasure", "StoredVersions"}
+# loop, erasure and stored versions), at most as long as they are now: none may join them or grow.
+LONG_CLASSES = {"S3ObjectStore": 264, "Fleet": 276, "Erasure": 280, "StoredVersions": 268}
 
 
 def too_long(source: str, module: str) -> list[str]:
@@ -231,7 +231,12 @@ def too_long(source: str, module: str) -> list[str]:
 
 def test_no_function_or_class_is_over_its_bound() -> None:
     found = [problem for path, module in modules() for problem in too_long(path.read_text(), module)]
-    assert [problem for problem in found if problem.split(":")[0].rsplit(".", 1)[1] not in LONG_CLASSES] == []
+    grown = []
+    for problem in found:
+        name, lines = problem.split(":")[0].rsplit(".", 1)[1], int(problem.split(": ")[1].split()[0])
+        if lines > LONG_CLASSES.get(name, 0):  # anything else found is over its own bound
+            grown.append(problem)
+    assert grown == []
 
 
 def test_a_long_function_is_caught() -> None:
