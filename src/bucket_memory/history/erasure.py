@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
-from ..format.changes import Change, Erase, Purge, Write
+from ..format.changes import Change, Erase, Write
 from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
-from ..format.erasure_record import erased_paths
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.erasure_records import RecordedAttempts
@@ -40,8 +39,9 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .chain import History, Problem, chain_problems
+from .earlier_erasures import record_earlier_erasures
 from .holding import an_intent, holds_any, holds_names
-from .lineage import Lineages, named_paths
+from .lineage import Lineages
 from .rewriting import Redaction, Rewriting
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class Erasure:
         origin = checked_origin(origin)
         await self.rewriting.check()
         path = checked_path(path, self.store.format)
-        if await _record_earlier(self.store, path):
+        if await record_earlier_erasures(self.store, path):
             logger.warning("%s: recorded the erasure of %s that an earlier release made", self.store.location, path)
         target = await self._target(path)
         erasure = target.lineages.erasure(target.path, target.files)
@@ -396,31 +396,6 @@ class Erasure:
             )
 
 
-async def _record_earlier(store: LogFileStore, path: str) -> bool:
-    """Record the erasures of `path` in the retained log that releases before erasure records
-    committed: an unrecorded erasure whose next checkpoint no longer holds the path (its writer
-    applied it; under this release an unrecorded one is void, and the checkpoint after it keeps
-    the file) and that deleted a file. Whether there were any: the operator, running `erase` on
-    the path, vouches for them."""
-    commits = await History(store).commits()
-    checkpoints = [seq for seq, _ in await store.reader.list_checkpoints()]
-    recorded = False
-    for commit in commits:
-        if commit.erasure_authorized or path not in erased_paths(commit):
-            continue
-        after = next((seq for seq in checkpoints if seq >= commit.seq), None)
-        names = erased_paths(commit)
-        if after is None or names & set((await History(store).state_at(after)).files):
-            continue
-        if any(_touches(later, names) for later in commits if commit.seq < later.seq <= after):
-            continue  # a later change, not the erase, took the path out of that checkpoint (seed 1739)
-        if not names & set((await History(store).state_at(commit.seq - 1)).files):
-            continue  # it deleted nothing: no release's erasure, and nothing to adopt
-        await store.reader.erasures.create(commit, commit.moment.timestamp())
-        recorded = True
-    return recorded
-
-
 def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:
     """The erasure's changes: one per name the file had, but names another file holds now (which
     the erasure must not delete), the first vouching for the commits of old formats it will erase.
@@ -434,8 +409,3 @@ def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...
     paths = sorted(target.names - others)
     vouches = target.vouches(state.head + 1) or None
     return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))
-
-
-def _touches(commit: Commit, names: set[str]) -> bool:
-    """Whether `commit` changes a file at one of `names` (a purge changes every file)."""
-    return any(isinstance(change, Purge) or names & set(named_paths(change)) for change in commit.changes)
