@@ -717,3 +717,22 @@ async def test_a_commit_that_only_settles_refused_intents_moves_no_change_cursor
     assert await LogFileStore(objects).changes(cursor) == Changes(cursor=cursor, paths=())
     await store.write("b.md", "b", expected=None, origin=ORIGIN)
     assert await store.changes(cursor) == Changes(cursor=(await store.changes(None)).cursor, paths=("b.md",))
+
+
+async def test_a_fresh_process_on_s3_express_counts_no_traffic_from_its_cold_start() -> None:
+    """On a store listed unordered (S3 Express), a cold start loads the commits after the checkpoint
+    by GETs; those are history, not others writing now. Counted as traffic, they made a fresh
+    process's writes after its first read take the intent path (an intent's create, a listing and
+    a fold: three round trips, not one PUT) though no one else writes."""
+    objects = MemoryObjectStore(ordered_listing=False)
+    gone = LogFileStore(objects)
+    for number in range(10):
+        await gone.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    now = [0.0]
+    counted = FaultyObjectStore(objects)
+    fresh = LogFileStore(counted, options=LogOptions(clock=lambda: now[0]))
+    assert len(await fresh.list()) == 10  # a cold start: commits 1 to 10 read by GETs
+    now[0] = 1.0  # a second later, as its agent thinks
+    counted.calls.clear()
+    assert await fresh.write("mine.md", "m", expected=None, origin=AUTHOR) == "11"
+    assert counted.calls["create"] == 1 and await pending(objects) == [], "one PUT, no intent"

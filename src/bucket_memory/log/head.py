@@ -109,7 +109,10 @@ class Head:
         self.recent.append(commit)
 
     def apply(self, commit: Commit, state: State | None = None) -> Void | None:
-        """Apply another process's commit to `state` (the cached one by default); `Void` if it is."""
+        """Apply another process's commit to `state` (the cached one by default); `Void` if it is.
+        Only a commit applied to the cached state tells of others writing now: one applied to a
+        state being loaded is history (counted as traffic, a fresh process's writes on S3 Express
+        took the intent path though no one else wrote)."""
         target = state if state is not None else self.current()
         try:
             void = target.apply(commit, self.reader.location)
@@ -117,8 +120,8 @@ class Head:
             if target is self._state:
                 self._state = None
             raise
-        self.traffic.note(commit.moment.timestamp())
         if target is self._state:
+            self.traffic.note(commit.moment.timestamp())
             self._remember(commit)
             self.reload_due = self.reload_due or reloads(commit.origin)
         return void
