@@ -433,7 +433,7 @@ class Writer:
                 await asyncio.sleep(max(0.0, sent + pause * self.round_seconds - self.now))
 
     async def fold(self, intent: Intent, *, impatient: bool) -> tuple[bool, set[int]]:
-        """`fleet.Fleet._fold`: list the log and pending/, catch up and read the intents in one round
+        """`folding.Folder.fold`: list the log and pending/, catch up and read the intents in one round
         trip, step back if an older intent turned up (unless impatient), else race for the next key
         with ours and theirs. Whether ours is settled, and the older intents seen."""
         async with self.lock:

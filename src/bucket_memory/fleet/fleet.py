@@ -4,8 +4,7 @@ One log commits one key per round, whoever races for it; group commit within a p
 helps a fleet of processes. A write that meets other writers (it lost a race, or others commit
 often enough that its head is surely stale) is therefore published as an intent
 (`intents.Intent`) under `pending/`, and whoever creates the next log key folds the pending
-intents into its commit, oldest first, each planned on the state at that point exactly as a
-caller's own plan is (`batch.plan_batch`), and settled by a `Fold` record in the commit.
+intents into its commit (`folding.Folder`), settling each by a `Fold` record in the commit.
 
 An author waits for the commit that settles its intent by polling the next log key, and races
 for the key itself, folding every intent it can read, when its own is the oldest pending, or
@@ -24,23 +23,22 @@ import logging
 import time
 from collections.abc import Sequence
 
-from a13n_harness.providers.memory import FileFormat, MemoryStoreError, Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.changes import Change
 from ..format.codec import Commit
 from ..format.tombstone import MemoryDestroyed, destroyed
-from ..log.batch import Answer, Lost, Plan, Request, consume
+from ..log.batch import Lost
 from ..log.commit_log import CommitLog
-from ..log.committer import Committed, Stale, unconfirmed
+from ..log.committer import unconfirmed
 from ..log.reader import gapless
 from ..objects.retry import retrying
-from ..runtime import deadline, telemetry
+from ..runtime import deadline
 from ..state.folds import FOLD_WINDOW
 from ..state.operations import Operation
-from ..state.state import State
+from .folding import Folder
 from .intents import Intent
 from .pending import PendingIntents
-from .waiting import Outcome, Replan, Settled, Waiting, outcome_of, past_window, settled_at
+from .waiting import Outcome, Replan, Settled, Waiting, outcome_of, past_window
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +62,9 @@ class Fleet:
 
     def __init__(self, log: CommitLog, *, max_bytes: int) -> None:
         self.log = log
-        self.max_bytes = max_bytes  # the quota the intents of others are planned under, as our own writes are
         self.pending = PendingIntents(log)
+        # Others' intents are planned under our quota, as our own writes are.
+        self.folder = Folder(log, self.pending, max_bytes=max_bytes)
         # Intents of ours whose fate we have not learned, by key: one interrupted while pending may
         # still be settled by another writer within its window, which the command line must say.
         self.unsettled: dict[str, Intent] = {}
@@ -244,7 +243,7 @@ class Fleet:
                 # No commit past the window can settle it; one in it may have, unseen by us.
                 return await past_window(self.log.reader, self.log.head.current().folds.settled, waiting.intent)
             if waiting.turn:
-                if (outcome := await self._fold(waiting)) is not None:
+                if (outcome := await self.folder.fold(waiting, round_seconds)) is not None:
                     return outcome
                 continue
             sent = time.monotonic()
@@ -269,85 +268,6 @@ class Fleet:
             if head.cached is not None and head.seq == commit.seq - 1:
                 return head.apply(commit) is not None
             return False
-
-    async def _fold(self, waiting: Waiting) -> Outcome | None:
-        """Race for the next key with our intent and the pending ones we can read, oldest first:
-        what became of ours, or None when another writer won the key without settling it, or an
-        older intent than ours turned up in the listing (its author races; we wait). A refusal of
-        ours, planned on the exact state before our commit, is raised: it is the answer."""
-        log, intent = self.log, waiting.intent
-        impatient = not waiting.first
-        async with log.exclusive():
-            head = log.head
-            # A write of this process that held the lock meanwhile may have folded ours with it.
-            if head.cached is not None and (seq := head.cached.folds.settled.get(intent.id)) is not None:
-                return await settled_at(self.log.reader, seq, intent)
-            others = await self.pending.caught_up_and_read(waiting, self._round_seconds, impatient=impatient)
-            window = head.current().folds
-            if (seq := window.settled.get(intent.id)) is not None:  # another's commit settled it meanwhile
-                return await settled_at(self.log.reader, seq, intent)
-            if others is None:
-                # Others who published as we listed each saw no one older: only the oldest races.
-                return None
-            if waiting.published is not None and not waiting.published.done():
-                # Committed before its own create landed, the intent would be left behind once the
-                # clean-up below ran (one create more a write, never two applications).
-                await asyncio.wait([waiting.published])
-            timeout, genesis = log.options.operation_timeout, head.current().genesis
-            folding = sorted([intent, *(other for other in others if other.belongs_to(genesis))], key=_age)
-            batch = [
-                _request(
-                    one,
-                    one.operation.plan if one is intent else _checked_plan(one, log.format, self.max_bytes),
-                    timeout,
-                )
-                for one in folding
-            ]
-            ours = next(request for request, one in zip(batch, folding, strict=True) if one is intent)
-            since = log.options.clock()
-            try:
-                while isinstance(attempt := await log.committer.attempt(batch, since=since), Stale):
-                    pass  # the head moved under a plan that committed nothing: plan on it again
-            finally:
-                for request in batch:
-                    request.outcome.add_done_callback(consume)
-            commit = attempt.commit if isinstance(attempt, Committed) else None
-            window = head.current().folds
-        waiting.known = max(waiting.known, head.seq)
-        waiting.passed = waiting.idle = 0
-        if commit is not None:
-            log.folded()
-            # Each intent of the batch is settled now, by this commit or (left out of it) before.
-            self.pending.clean([one.key for one in folding])
-        if ours.outcome.done():  # settled by this commit (else left out of it, or the race lost)
-            telemetry.count("folded", len(batch) - 1)
-            result = ours.outcome.result()  # raises our refusal
-            assert result is not None and not isinstance(result, Lost), "an operation's commit names a version"
-            return Settled(result)
-        if (seq := window.settled.get(intent.id)) is not None:
-            return await settled_at(self.log.reader, seq, intent)
-        if not window.foldable(intent.id, intent.base, head.seq + 1):
-            return await past_window(self.log.reader, window.settled, intent)
-        return None
-
-
-def _request(intent: Intent, plan: Plan, timeout: float) -> Request:
-    outcome: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-    end = deadline.end_after(timeout)
-    return Request(plan, intent.origin, outcome, end, intent=intent, operation=intent.operation)
-
-
-def _checked_plan(intent: Intent, fmt: FileFormat, max_bytes: int) -> Plan:
-    """Another's intent planned as its author's store would, after the checks a store of ours makes."""
-
-    def plan(state: State) -> Sequence[Change]:
-        return intent.checked(fmt, max_bytes).plan(state)
-
-    return plan
-
-
-def _age(intent: Intent) -> str:
-    return intent.key
 
 
 def _consumed(task: asyncio.Task[None]) -> None:
