@@ -736,3 +736,43 @@ async def test_a_fresh_process_on_s3_express_counts_no_traffic_from_its_cold_sta
     counted.calls.clear()
     assert await fresh.write("mine.md", "m", expected=None, origin=AUTHOR) == "11"
     assert counted.calls["create"] == 1 and await pending(objects) == [], "one PUT, no intent"
+
+
+class _Outrun(FaultyObjectStore):
+    """A store on which another writer's commit lands at `seq` just before our first create there."""
+
+    def __init__(self, inner: ObjectStore, seq: int) -> None:
+        super().__init__(inner)
+        self.rival: LogFileStore | None = LogFileStore(inner, options=LogOptions(fleet_commit=False))
+        self.seq, self.pending_reads = seq, 0
+
+    async def get(self, key: str) -> bytes | None:
+        self.pending_reads += key.startswith(PENDING_PREFIX)
+        return await super().get(key)
+
+    async def put(self, key: str, data: bytes, mode: Any) -> None:
+        if key == log_key(self.seq) and self.rival is not None:
+            rival, self.rival = self.rival, None
+            await rival.write("rival.md", "r", expected=None, origin=ORIGIN)
+        await super().put(key, data, mode)
+
+
+async def test_a_fold_that_lost_its_race_reads_no_intent_again() -> None:
+    """Intents are created once at a key only their author uses and never change: a fold that lost
+    its key to another writer (who settled none of them) folds them into the next with no second
+    read (before: every fold read every pending intent again, one GET each)."""
+    objects = MemoryObjectStore()
+    await _seeded_with_orphan(objects)
+    genesis = (await LogFileStore(objects).state(proven=True)).genesis
+    orphans = [an_intent(f"orphan-{number}.md", "o", base=1, genesis=genesis) for number in range(3)]
+    for orphan in orphans:
+        await publish(objects, orphan)
+    counted = _Outrun(objects, seq=2)
+    folder = LogFileStore(counted)
+    await folder.list()
+    contend(folder)
+    assert await folder.write("next.md", "n", expected=None, origin=ORIGIN) == "3"
+    _, commits = await replay(objects)
+    assert commits[1].changes[0].path == "rival.md" and not commits[1].folded  # type: ignore[union-attr]
+    assert {fold.id for fold in commits[2].folded or ()} >= {orphan.id for orphan in orphans}
+    assert counted.pending_reads == len(orphans), "each pending intent read once"

@@ -28,13 +28,15 @@ FOLD_BYTES = 8 * 1024 * 1024
 class PendingIntents:
     """The pending intents of `log` for one process: each `publish`ed once at its own key, read
     for a fold up to `FOLD_CAP` intents and `FOLD_BYTES`, and `clean`ed in the background once
-    settled (`settle` waits for those deletions). What lies under `pending/` but is no intent a
-    commit here can settle costs one read: it is deleted, or remembered as such."""
+    settled (`settle` waits for those deletions). Each key is read once while it is listed (an
+    intent is created once at a key only its author uses, and never changed); what lies under
+    `pending/` but is no intent a commit here can settle is deleted, or remembered as such."""
 
     def __init__(self, log: CommitLog) -> None:
         self.log = log
         self._cleaning: set[asyncio.Task[None]] = set()
         self._unfoldable: set[str] = set()  # keys read here and found to hold nothing a commit can settle
+        self._read_here: dict[str, Intent] = {}  # the intents read here, by key, while listed
 
     @property
     def location(self) -> str:
@@ -88,8 +90,11 @@ class PendingIntents:
 
     def worth_reading(self, pending: Sequence[str]) -> list[str]:
         """The keys of a listing of every pending intent, less those this process found never
-        foldable here (forgotten once no longer listed, so what is kept is bounded by the listing)."""
+        foldable here (forgotten once no longer listed, so what is kept is bounded by the listing, as
+        are the intents read here)."""
         self._unfoldable.intersection_update(pending)
+        listed = set(pending)
+        self._read_here = {key: intent for key, intent in self._read_here.items() if key in listed}
         return [key for key in pending if key not in self._unfoldable]
 
     async def readable(self, waiting: Waiting, pending: Sequence[str]) -> list[Intent]:
@@ -130,15 +135,19 @@ class PendingIntents:
         return readable
 
     async def _read(self, key: str) -> Intent | CorruptObjectError | None:
-        """The intent at `key`; None when it is gone; the error naming why the object there is not
-        one a writer made."""
+        """The intent at `key` (read once while listed); None when it is gone; the error naming why
+        the object there is not one a writer made."""
+        if (known := self._read_here.get(key)) is not None:
+            return known
         data = await self.log.reader.get(key)
         if data is None:
             return None
         try:
-            return read_intent(self.location, key, data)
+            intent = read_intent(self.location, key, data)
         except CorruptObjectError as error:
             return error
+        self._read_here[key] = intent
+        return intent
 
     def clean(self, keys: list[str]) -> None:
         """Delete the intents a commit of ours settled, apart from the callers (their results are in)."""
