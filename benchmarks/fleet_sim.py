@@ -220,6 +220,7 @@ class Writer:
         self.round_seconds = round_trip
         self.confirmed_at = 0.0
         self.moments: deque[float] = deque(maxlen=16)  # when others made the last commits seen (`Traffic`)
+        self.intents: dict[tuple[float, int, int], Intent] = {}  # the intents read here, while listed
 
     @property
     def now(self) -> float:
@@ -326,6 +327,19 @@ class Writer:
         task = asyncio.get_running_loop().create_task(run())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    async def read_intents(
+        self, keys: list[tuple[float, int, int]], pending: list[tuple[float, int, int]]
+    ) -> list[Intent | None]:
+        """The intents at `keys`, each read once while listed (`pending.PendingIntents`)."""
+        listed = set(pending)
+        self.intents = {key: found for key, found in self.intents.items() if key in listed}
+        unread = [key for key in keys if key not in self.intents]
+        read = await asyncio.gather(*(self.bucket.get_intent(key) for key in unread))
+        for key, found in zip(unread, read, strict=True):
+            if found is not None:
+                self.intents[key] = found
+        return [self.intents.get(key) for key in keys]
 
     # Writing ---------------------------------------------------------------------------------
 
@@ -452,14 +466,12 @@ class Writer:
                 await self.catch_up(listed)
                 live = unsettled()
                 read = (
-                    await asyncio.gather(*(self.bucket.get_intent(key) for key in live))
+                    await self.read_intents(live, pending)
                     if not (self._older(intent, pending, self.head) - self.settled.keys())
                     else []
                 )
             else:
-                read, _ = await asyncio.gather(
-                    asyncio.gather(*(self.bucket.get_intent(key) for key in live)), self.catch_up(listed)
-                )
+                read, _ = await asyncio.gather(self.read_intents(live, pending), self.catch_up(listed))
             older = self._older(intent, pending, self.head)
             if intent.id in self.settled:
                 return True, older
