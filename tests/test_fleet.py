@@ -776,29 +776,3 @@ async def test_a_fold_that_lost_its_race_reads_no_intent_again() -> None:
     assert commits[1].changes[0].path == "rival.md" and not commits[1].folded  # type: ignore[union-attr]
     assert {fold.id for fold in commits[2].folded or ()} >= {orphan.id for orphan in orphans}
     assert counted.pending_reads == len(orphans), "each pending intent read once"
-
-
-async def test_an_author_catches_up_by_the_listing_it_publishes_with(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An author's listing names the commits after its head: it applies them (through a run, in
-    one round trip) before it waits, so that the commits it polls follow its head and are applied
-    as read, and it folds with no catch-up of its own (before: an author's head stayed where it
-    was, every commit it polled was read for nothing, and its fold read them all again)."""
-    objects = MemoryObjectStore()
-    counted = FaultyObjectStore(objects)
-    mine, other = LogFileStore(counted), LogFileStore(objects)
-    await mine.list()
-    for number in range(5):
-        await other.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
-    waited_on: list[tuple[int, int]] = []
-    wait = mine.fleet._wait
-
-    async def waiting(state: Any, listed: list[str]) -> Replan | Settled:
-        waited_on.append((mine._log.head.seq, state.known))
-        return await wait(state, listed)
-
-    monkeypatch.setattr(mine.fleet, "_wait", waiting)
-    contend(mine)
-    counted.calls.clear()
-    assert await mine.write("mine.md", "m", expected=None, origin=AUTHOR) == "6"
-    assert waited_on == [(5, 5)], "the head caught up before the author waits"
-    assert counted.calls["get"] == 5 and counted.calls["list"] == 2, dict(counted.calls)

@@ -30,8 +30,7 @@ from ..format.tombstone import MemoryDestroyed, destroyed
 from ..log.batch import Lost
 from ..log.commit_log import CommitLog
 from ..log.committer import unconfirmed
-from ..log.reader import Tail, gapless
-from ..log.runs import RUN_COMMITS
+from ..log.reader import gapless
 from ..objects.retry import retrying
 from ..runtime import deadline
 from ..state.folds import FOLD_WINDOW
@@ -175,10 +174,8 @@ class Fleet:
             intent = Intent.create(operation, origin, base=state.head, genesis=state.genesis, made=time.time())
             publishing = self._publish(intent)
         try:
-            # The state is the head's own, which other writes of ours may move as we list.
-            after, sent = state.head, self.log.options.clock()
-            tail = await reader.list_tail(after=after)
-            known = max((seq for seq, _ in gapless(tail.commits, after)), default=after)
+            tail = await reader.list_tail(after=state.head)
+            known = max((seq for seq, _ in gapless(tail.commits, state.head)), default=state.head)
             # Never a second intent for one write while the first may be settled: one whose head was
             # staler than expected has a shorter window, and once past it, provably never applied,
             # is planned again.
@@ -187,8 +184,7 @@ class Fleet:
                 publishing = self._publish(intent)
             assert publishing is not None
             # The intents the head's window settled (ours, their deletion under way, among them) are not older ones.
-            settled = await self._caught_up(tail, after, sent)
-            waiting = Waiting(intent, known, settled=settled, published=publishing)
+            waiting = Waiting(intent, known, settled=set(state.folds.settled), published=publishing)
             outcome = await self._wait(waiting, self.pending.worth_reading(tail.pending))
             del self.unsettled[intent.key]  # settled, or provably never to be
             return outcome
@@ -208,18 +204,6 @@ class Fleet:
         finally:
             if publishing is not None:
                 publishing.add_done_callback(_consumed)
-
-    async def _caught_up(self, tail: Tail, after: int, sent: float) -> set[str]:
-        """The head caught up by the listing of what follows `after` that began at `sent` (unless
-        another write of ours moved the head meanwhile, or it is more than a run behind), and the
-        intents its window settled. An author's head is then current as it waits: the commits it
-        polls follow it, so that it folds with no catch-up of its own (docs/decisions/012-fleet-commit.md)."""
-        head = self.log.head
-        async with self.log.exclusive():
-            state = await head.loaded()
-            if state.head == after and len(tail.commits) <= RUN_COMMITS:
-                await head.follow(tail.commits, tail.runs, sent)
-            return set(head.current().folds.settled)
 
     def _publish(self, intent: Intent) -> asyncio.Task[None]:
         """Begin to create the intent's key; from here on it may be settled, until we learn its fate
