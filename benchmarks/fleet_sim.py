@@ -260,35 +260,45 @@ class Writer:
             self.head = commit.seq
 
     async def catch_up(self, listed: list[int] | None = None) -> None:
-        """Apply every commit after the head: one listing, then the newest run that reaches back to
-        the head and the commits after it in one round trip (or the commits one GET each)."""
+        """Apply every commit after the head (`head.Head.follow`, `runs.commits_through_runs`): one
+        listing, then the runs that reach back to the head, one a `run_span`, and the log's commits
+        from the newest run's seq on, in one round trip; the commits one GET each when no runs
+        reach back, or they do not chain."""
         if listed is None:
             listed, _ = await self.bucket.list_after(self.head)
         newest = max(listed, default=self.head)
         if newest <= self.head:
             return
-        if newest - self.head > self.protocol.run_span and self.bucket.checkpoint > self.head:
-            self.head = await self.bucket.load_checkpoint()
-            self.recent_from = self.head + 1
-        run = newest - newest % self.protocol.run_every
-        if self.protocol.runs and run - self.head >= 2 and run - self.protocol.run_span <= self.head:
+        top = newest - newest % self.protocol.run_every
+        tops = list(range(top, self.head, -self.protocol.run_span))
+        missing, tail = list(range(self.head + 1, newest + 1)), []
+        if self.protocol.runs and top - self.head >= 3 and all(seq in self.bucket.runs for seq in tops):
             found, tail = await asyncio.gather(
-                self.bucket.get_run(run), asyncio.gather(*(self.bucket.get(seq) for seq in range(run + 1, newest + 1)))
+                asyncio.gather(*(self.bucket.get_run(seq) for seq in tops)),
+                asyncio.gather(*(self.bucket.get(seq) for seq in range(top, newest + 1))),
             )
-            if found is not None and found[0] <= self.head + 1:
-                for held in range(self.head + 1, run + 1):
-                    self.apply(self.bucket.log[held])  # the run holds the commits themselves
-                self.recent_from = min(self.recent_from, found[0])
+            reach = self.head + 1  # the first commit the runs, newest first, must still hold
+            for seq, held in sorted(zip(tops, found, strict=True)):
+                if held is None or held[0] > reach:
+                    break
+                reach = seq + 1
+            else:
+                for seq in range(self.head + 1, top):
+                    self.apply(self.bucket.log[seq])  # the runs hold the commits themselves
+                self.recent_from = min(self.recent_from, min(run[0] for run in found if run is not None))
                 for commit in tail:
                     if commit is not None:
                         self.apply(commit)
                 self.confirmed()
                 return
-        missing = list(range(self.head + 1, newest + 1))
+            missing = list(range(self.head + 1, top))
         for chunk in itertools.batched(missing, FETCH_CONCURRENCY, strict=False):
             for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
                 if commit is not None:
                     self.apply(commit)
+        for commit in tail:
+            if commit is not None:
+                self.apply(commit)
         self.confirmed()
 
     async def read_run(self, seq: int, reads: int = 4) -> bool:
