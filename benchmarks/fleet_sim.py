@@ -271,13 +271,14 @@ class Writer:
             return
         top = newest - newest % self.protocol.run_every
         tops = list(range(top, self.head, -self.protocol.run_span))
-        missing, tail = list(range(self.head + 1, newest + 1)), []
+        missing = list(range(self.head + 1, newest + 1))
+        tail: list[Commit | None] = []
         if self.protocol.runs and top - self.head >= 3 and all(seq in self.bucket.runs for seq in tops):
             found, tail = await asyncio.gather(
                 asyncio.gather(*(self.bucket.get_run(seq) for seq in tops)),
                 asyncio.gather(*(self.bucket.get(seq) for seq in range(top, newest + 1))),
             )
-            reach = self.head + 1  # the first commit the runs, newest first, must still hold
+            reach = self.head + 1  # the first commit the runs, oldest first, must each still hold
             for seq, held in sorted(zip(tops, found, strict=True)):
                 if held is None or held[0] > reach:
                     break
