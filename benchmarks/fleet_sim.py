@@ -185,6 +185,7 @@ class Protocol:
     run_every: int = 4  # a run is written at every seq divisible by this
     run_span: int = 32  # commits a run holds at most
     checkpoint_every: int = 32
+    keep_polled: bool = True  # commits read while waiting are kept for the next catch-up
     authors_catch_up: bool = False  # an author applies every commit before it waits (else only its folds)
     defer_reads: bool = True  # a folder that lists an older intent than its own catches up before it reads any
     # A head idle for `contended_for` round trips probed before a direct commit. Rejected: here it
@@ -221,6 +222,7 @@ class Writer:
         self.confirmed_at = 0.0
         self.moments: deque[float] = deque(maxlen=16)  # when others made the last commits seen (`Traffic`)
         self.intents: dict[tuple[float, int, int], Intent] = {}  # the intents read here, while listed
+        self.polled: dict[int, Commit] = {}  # commits past the head read while waiting
 
     @property
     def now(self) -> float:
@@ -269,6 +271,22 @@ class Writer:
         newest = max(listed, default=self.head)
         if newest <= self.head:
             return
+        # The newest commits, read as this writer waited, are not read again (`head.already_read`):
+        # all of them when each was, else those after the newest run when each of those was.
+        read = newest - newest % self.protocol.run_every
+        polled = [seq in self.polled for seq in range(self.head + 1, newest + 1)]
+        if self.protocol.keep_polled and all(polled):
+            read = self.head
+        elif not (self.protocol.keep_polled and read > self.head and all(polled[read - self.head :])):
+            read = newest
+        await self._fetch(read)
+        for seq in range(read + 1, newest + 1):
+            self.apply(self.polled[seq])
+        self.polled = {seq: commit for seq, commit in self.polled.items() if seq > self.head}
+        self.confirmed()
+
+    async def _fetch(self, newest: int) -> None:
+        """Apply the commits after the head up to `newest`, through runs where they reach back."""
         top = newest - newest % self.protocol.run_every
         tops = list(range(top, self.head, -self.protocol.run_span))
         missing = list(range(self.head + 1, newest + 1))
@@ -290,7 +308,6 @@ class Writer:
                 for commit in tail:
                     if commit is not None:
                         self.apply(commit)
-                self.confirmed()
                 return
             missing = list(range(self.head + 1, top))
         for chunk in itertools.batched(missing, FETCH_CONCURRENCY, strict=False):
@@ -300,7 +317,11 @@ class Writer:
         for commit in tail:
             if commit is not None:
                 self.apply(commit)
-        self.confirmed()
+
+    def keep(self, commit: Commit) -> None:
+        """Keep a commit read while waiting that the head could not take, for the next catch-up."""
+        if self.protocol.keep_polled and commit.seq > self.head:
+            self.polled[commit.seq] = commit
 
     async def read_run(self, seq: int, reads: int = 4) -> bool:
         """A loser's read of the winner and the keys after it; whether a 404 proved the head."""
@@ -431,6 +452,7 @@ class Writer:
                 await self.catch_up(listed)
         elif older - self.settled.keys() and known > self.head and (newest := await bucket.get(known)):
             self.apply(newest)  # the newest commit, which may have settled them
+            self.keep(newest)
         passed = idle = 0
         while True:
             if intent.id in self.settled:
@@ -451,6 +473,7 @@ class Writer:
             if commit is not None:
                 known, idle, passed = commit.seq, 0, passed + 1
                 self.apply(commit)
+                self.keep(commit)
             else:
                 idle += 1
             if intent.id not in self.settled and older - self.settled.keys() and passed < protocol.impatience:

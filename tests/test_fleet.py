@@ -19,10 +19,10 @@ from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
-from bucket_memory.fleet.waiting import Replan, Settled
+from bucket_memory.fleet.waiting import Replan, Settled, Waiting
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
-from bucket_memory.format.codec import Commit
+from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.wire_values import (
     LOG_PREFIX,
     PENDING_PREFIX,
@@ -776,3 +776,42 @@ async def test_a_fold_that_lost_its_race_reads_no_intent_again() -> None:
     assert commits[1].changes[0].path == "rival.md" and not commits[1].folded  # type: ignore[union-attr]
     assert {fold.id for fold in commits[2].folded or ()} >= {orphan.id for orphan in orphans}
     assert counted.pending_reads == len(orphans), "each pending intent read once"
+
+
+async def test_a_fold_does_not_read_again_the_commits_its_author_polled() -> None:
+    """An author polls the commits after its base while it waits; its head, further behind, cannot
+    take them. The fold's catch-up applies them from what was read, still checked link by link in
+    the hash chain (before: every one was read again); what was not read, or does not chain, is read
+    or refused as before."""
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects)
+    mine, other = LogFileStore(counted), LogFileStore(objects)
+    await mine.list()
+    for number in range(4):
+        await other.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    head = mine._log.head
+    tail = await mine._log.reader.list_tail(after=0)
+    polled = {commit.seq: commit for commit in commits[2:]}  # 3 and 4, as polls while waiting read them
+    counted.calls.clear()
+    await head.follow(tail.commits, tail.runs, 0.0, read=polled)
+    assert head.seq == 4 and counted.calls["get"] == 4, "no run: read one by one, as before"
+    head.forget()
+    await head.loaded()
+    assert head.seq == 4
+    for number in range(4, 8):
+        await other.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    waiting = Waiting(an_intent("mine.md", "m", base=4, genesis=commits[0].hash), known=4)
+    for commit in commits[4:]:
+        waiting.note(commit)  # as the author's polls read them
+    counted.calls.clear()
+    async with mine._log.exclusive():
+        assert await mine.fleet.pending.caught_up_and_read(waiting, 0.05, impatient=True) == []
+    assert head.seq == 8 and counted.calls["get"] == 0, "every commit at hand: none read again"
+    assert (await mine.read("7.md")).text == "x"
+    forged = commits[6].model_copy(update={"seq": 9})
+    await other.write("8.md", "x", expected=None, origin=ORIGIN)
+    tail = await mine._log.reader.list_tail(after=8)
+    with pytest.raises(CorruptObjectError):
+        await head.follow(tail.commits, tail.runs, 0.0, read={9: forged})

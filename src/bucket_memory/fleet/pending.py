@@ -77,7 +77,7 @@ class PendingIntents:
             reading = asyncio.create_task(self.readable(waiting, pending))
         # The head is only ever changed under the lock: nothing that touches it may outlive this call.
         try:
-            await head.follow(tail.commits, tail.runs, sent)
+            await head.follow(tail.commits, tail.runs, sent, read=waiting.read)
             waiting.settled.update(head.current().folds.settled)
             waiting.known = max(waiting.known, head.seq)
             waiting.rank(pending, round_seconds)

@@ -47,7 +47,7 @@ type Outcome = Settled | Replan
 class Waiting:
     """An author's view while its intent is pending: the newest commit seen (`known`, which the
     cached head may be behind), the older intents it knows of, the intents it knows settled,
-    and the record that settled its own, once seen."""
+    the commits it read, and the record that settled its own, once seen."""
 
     intent: Intent
     known: int
@@ -57,10 +57,13 @@ class Waiting:
     passed: int = 0
     idle: int = 0
     published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
+    # The commits read while waiting, by seq: a fold's catch-up does not read them again.
+    read: dict[int, Commit] = field(default_factory=dict)
 
     def note(self, commit: Commit, *, void: bool = False) -> None:
         """Take in a commit read while waiting; a void one (applied to the head and found so) settles nothing."""
         self.known = max(self.known, commit.seq)
+        self.read[commit.seq] = commit
         for fold in () if void else commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
