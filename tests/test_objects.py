@@ -23,6 +23,7 @@ from bucket_memory.objects.interface import (
     IfHolds,
     IfMatch,
     ObjectStore,
+    ObjectVersion,
     Overwrite,
     PreconditionFailed,
     PutMode,
@@ -33,6 +34,7 @@ from bucket_memory.objects.interface import (
 )
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.objects.s3 import S3ObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.proxy import Fault, Plan, fault_proxy
 
@@ -336,3 +338,27 @@ async def test_an_s3_put_whose_reply_was_lost_is_not_sent_again_and_refused(
             assert await objects.get(KEY) == b"landed"
         finally:
             await objects.aclose()
+
+
+class _RefusingDeletes:
+    """An S3 client whose DeleteObjects answers 200 with every key refused, as S3 does."""
+
+    async def delete_objects(self, **_: object) -> dict[str, object]:
+        return {"Errors": [{"Key": "memory/a.md", "Code": "AccessDenied", "Message": "Access Denied"}]}
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["current", "versions"])
+async def test_an_s3_delete_whose_reply_lists_a_refused_key_raises_for_that_key(history: bool) -> None:
+    """A 200 is no proof of deletion: the first key the reply lists is reported, named under the
+    store's location, with the permission a versions' delete needs of its own."""
+    objects = S3ObjectStore(_RefusingDeletes(), bucket="bucket", prefix="memory")
+    deleting = (
+        objects.delete_stored([ObjectVersion("a.md", "v1", 0.0, "", False, False, 1)])
+        if history
+        else objects.delete(["a.md"])
+    )
+    with pytest.raises(MemoryStoreError) as caught:
+        await deleting
+    assert caught.value.code == "forbidden"
+    assert "s3://bucket/memory/a.md" in str(caught.value)
+    assert ("old versions" in str(caught.value)) is history

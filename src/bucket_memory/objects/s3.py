@@ -141,10 +141,7 @@ class S3ObjectStore:
     async def _delete_batch(self, keys: Sequence[str]) -> None:
         batch = {"Objects": [{"Key": self.prefix + key} for key in keys], "Quiet": True}
         response = await self._call(lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch), keys[0])
-        if errors := response.get("Errors"):
-            first = errors[0]
-            key = first.get("Key", "").removeprefix(self.prefix)  # the bucket's key: the location names the prefix
-            raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"))
+        _check_deleted(response, self.prefix, self.location)
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every content version under the prefix (delete markers left out), each key's oldest first.
@@ -191,10 +188,7 @@ class S3ObjectStore:
                 chosen[0].key,
                 history=True,
             )
-            if errors := response.get("Errors"):
-                first = errors[0]
-                key = first.get("Key", "").removeprefix(self.prefix)
-                raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"), True)
+            _check_deleted(response, self.prefix, self.location, history=True)
 
         await gather_bounded(
             [versions[start : start + _DELETE_BATCH] for start in range(0, len(versions), _DELETE_BATCH)],
@@ -302,6 +296,15 @@ def _condition(mode: Create | IfMatch | Overwrite, location: str) -> dict[str, s
             return {}
         case _:  # a mode its type leaves out (`IfHolds`): a caller's bug, never a write
             raise TypeError(f"{location} does not keep {mode}")
+
+
+def _check_deleted(response: Any, prefix: str, location: str, *, history: bool = False) -> None:
+    """Raise what the first key a DeleteObjects reply lists as not deleted means (the reply is a 200
+    whatever it refused)."""
+    if errors := response.get("Errors"):
+        first = errors[0]
+        key = first.get("Key", "").removeprefix(prefix)  # the bucket's key: the location names the prefix
+        raise s3_error(first.get("Code", ""), 0, f"{location}/{key}", first.get("Message"), history)
 
 
 async def _body(response: Any) -> bytes:
