@@ -10,6 +10,7 @@ from typing import Any
 from a13n_harness.providers.memory import MemoryStoreError
 
 from .objects.credentials import no_aws_credentials
+from .objects.s3_errors import S3Reply
 from .provision import ABORT_MULTIPART_DAYS, InitOptions, Plan, versioning_off
 
 LIFECYCLE_RULE_ID = "expire-noncurrent-versions"
@@ -67,7 +68,7 @@ def init_s3(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
                 step.apply()
             plan.applied = True
     except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
+        code = S3Reply.of(error).code
         if code in ("AccessDenied", "AllAccessDisabled"):
             raise MemoryStoreError("forbidden", f"Setting up s3://{bucket} was denied: {error}.") from None
         raise MemoryStoreError("unavailable", f"Setting up s3://{bucket} failed: {error}.") from None
@@ -78,14 +79,17 @@ def init_s3(bucket: str, options: InitOptions, dry_run: bool) -> Plan:
     return plan
 
 
-def _s3_read(call: Callable[[], dict[str, Any]], *absent: str) -> dict[str, Any] | None:
-    """A bucket setting, or None when S3 answers with one of the `absent` codes (none is set)."""
+def _s3_read(exists: bool, call: Callable[[], dict[str, Any]], *absent: str) -> dict[str, Any] | None:
+    """A bucket setting, or None when the bucket is yet to be made (`exists` false: no request) or S3
+    answers with one of the `absent` codes (none is set)."""
     from botocore.exceptions import ClientError
 
+    if not exists:
+        return None
     try:
         return call()
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") in absent:
+        if S3Reply.of(error).code in absent:
             return None
         raise
 
@@ -105,10 +109,8 @@ def _plan_s3_versioning(s3: Any, plan: Plan, exists: bool, options: InitOptions)
 
 
 def _plan_s3_lifecycle(s3: Any, plan: Plan, exists: bool, noncurrent_days: int) -> None:
-    found = (
-        _s3_read(lambda: s3.get_bucket_lifecycle_configuration(Bucket=plan.bucket), "NoSuchLifecycleConfiguration")
-        if exists
-        else None
+    found = _s3_read(
+        exists, lambda: s3.get_bucket_lifecycle_configuration(Bucket=plan.bucket), "NoSuchLifecycleConfiguration"
     )
     rules: list[dict[str, Any]] = list((found or {}).get("Rules", []))
     ours = s3_lifecycle_rule(noncurrent_days)
@@ -139,10 +141,8 @@ def _same_s3_rule(current: dict[str, Any], ours: dict[str, Any]) -> bool:
 
 
 def _plan_s3_public_access(s3: Any, plan: Plan, exists: bool) -> None:
-    found = (
-        _s3_read(lambda: s3.get_public_access_block(Bucket=plan.bucket), "NoSuchPublicAccessBlockConfiguration")
-        if exists
-        else None
+    found = _s3_read(
+        exists, lambda: s3.get_public_access_block(Bucket=plan.bucket), "NoSuchPublicAccessBlockConfiguration"
     )
     flags = {name: False for name in _PUBLIC_ACCESS_FLAGS} | (found or {}).get("PublicAccessBlockConfiguration", {})
     off = [name for name in _PUBLIC_ACCESS_FLAGS if not flags.get(name)]
@@ -159,10 +159,8 @@ def _plan_s3_public_access(s3: Any, plan: Plan, exists: bool) -> None:
 
 
 def _plan_s3_encryption(s3: Any, plan: Plan, exists: bool) -> None:
-    found = (
-        _s3_read(lambda: s3.get_bucket_encryption(Bucket=plan.bucket), "ServerSideEncryptionConfigurationNotFoundError")
-        if exists
-        else None
+    found = _s3_read(
+        exists, lambda: s3.get_bucket_encryption(Bucket=plan.bucket), "ServerSideEncryptionConfigurationNotFoundError"
     )
     rules = (found or {}).get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
     if rules:
@@ -194,7 +192,7 @@ def _plan_s3_policy(s3: Any, plan: Plan, exists: bool, tls_only: bool | None) ->
             "request (pass --tls-only to add it anyway)",
         )
         return
-    found = _s3_read(lambda: s3.get_bucket_policy(Bucket=plan.bucket), "NoSuchBucketPolicy") if exists else None
+    found = _s3_read(exists, lambda: s3.get_bucket_policy(Bucket=plan.bucket), "NoSuchBucketPolicy")
     document: dict[str, Any] = json.loads(found["Policy"]) if found else {"Version": "2012-10-17", "Statement": []}
     statements = document.get("Statement", [])
     statements = [statements] if isinstance(statements, dict) else list(statements)
@@ -229,7 +227,7 @@ def _s3_bucket_exists(s3: Any, bucket: str) -> bool:
         s3.head_bucket(Bucket=bucket)
         return True
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+        if S3Reply.of(error).code not in ("404", "NoSuchBucket", "NotFound"):
             raise
     return False
 
@@ -244,7 +242,8 @@ def _create_s3_bucket(s3: Any, bucket: str) -> None:
     try:
         s3.create_bucket(Bucket=bucket, **configuration)
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "BucketAlreadyExists":
+        code = S3Reply.of(error).code
+        if code == "BucketAlreadyExists":
             raise MemoryStoreError("forbidden", f"The bucket name {bucket} is taken by another account.") from None
-        if error.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
+        if code != "BucketAlreadyOwnedByYou":
             raise
