@@ -9,25 +9,9 @@ from typing import TYPE_CHECKING, Annotated, TypedDict
 import typer
 from rich.text import Text
 
-from .base import (
-    TIME_HELP,
-    Json,
-    Url,
-    Yes,
-    command,
-    confirm,
-    count,
-    emit,
-    err,
-    keys,
-    moment,
-    origin,
-    out,
-    progress,
-    run,
-    run_each,
-)
+from .base import TIME_HELP, Json, Url, Yes, command, confirm, count, emit, err, keys, moment, origin, out, progress
 from .failures import EXIT_PROBLEMS
+from .running import run, run_each
 from .versioning import versioning_warning
 
 if TYPE_CHECKING:

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, run_each, store_errors
+from .base import URL_FORMS, Json, Url, app, command, emit, err, out
 from .checks import as_usage, checked_url
 from .failures import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, fail
 from .maintenance import Concurrency, Every, reported
+from .running import run, run_each, store_errors
 from .versioning import bucket_of, versioning_warning
 
 if TYPE_CHECKING:
