@@ -20,7 +20,7 @@ import math
 import random
 import selectors
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,12 +55,12 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         return self.virtual_time
 
 
-def run_virtual[T](work: Callable[[], Awaitable[T]]) -> T:
-    loop = VirtualLoop()
-    try:
-        return loop.run_until_complete(work())
-    finally:
-        loop.close()
+def run_virtual[T](work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`work` on a virtual loop, which then ends as `asyncio.run` ends a real one: the writes cut off
+    at the end of the cell and the housekeeping still in flight are cancelled and awaited, not left
+    pending for the garbage collector to complain of."""
+    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
+        return runner.run(work())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from rich.cells import cell_len
 
 from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.cli import EXIT_NO_MEMORY, EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, app
-from bucket_memory.cli.base import store_errors
+from bucket_memory.cli.running import store_errors
 from bucket_memory.cli.tables import age
 from bucket_memory.format.wire_values import log_key
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,8 +28,11 @@ OPERATION_TIMEOUT = 3.0
 # For a write that must succeed: a busy machine can spend seconds of the deadline making the SDK's
 # client (botocore loads its models), and that must not fail a test about what a fault leaves.
 PATIENT = 60.0
-# Cut off at its deadline, an operation still closes its requests: allow that, not another attempt.
-SLACK = 2.0
+# A request timeout past the deadline tests' own (pytest's timeout mark, 120 s): against a fault
+# that hangs, only the operation's deadline can end the operation before the test times out. So
+# those tests prove the deadline by what ends the operation, not by timing it (a busy machine
+# stretches any wall-clock bound).
+BEYOND_THE_TEST = 600.0
 HANGING: list[Fault] = ["never_answers", "drips"]
 # 408 and 429 take the path 503 takes (a transient refusal, retried until the deadline): in the
 # deadline tests, which each wait out an operation's deadline, they run in `make test-slow`.
@@ -97,11 +99,10 @@ def store_on(objects: ObjectStore, *, operation_timeout: float = OPERATION_TIMEO
     return LogFileStore(objects, options=LogOptions(operation_timeout=operation_timeout))
 
 
-async def timed(operation: Callable[[], Awaitable[object]]) -> tuple[float, MemoryStoreError]:
-    started = time.monotonic()
+async def refused(operation: Callable[[], Awaitable[object]]) -> MemoryStoreError:
     with pytest.raises(MemoryStoreError) as caught:
         await operation()
-    return time.monotonic() - started, caught.value
+    return caught.value
 
 
 async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
@@ -121,6 +122,11 @@ async def nothing_left_behind(backend: str, proxy: FaultProxy) -> None:
 BACKENDS = ["s3", "s3-obstore", "gcs"]
 
 
+def hung(fault: Fault) -> float:
+    """The request timeout for a deadline test of `fault`: one no attempt meets if the fault hangs."""
+    return BEYOND_THE_TEST if fault in HANGING else REQUEST_TIMEOUT
+
+
 def waiting(faults: list[Fault]) -> list[Any]:
     """The faults of a test that waits out a deadline each, the ones alike in path marked slow."""
     return [pytest.param(fault, marks=pytest.mark.slow) if fault in ALIKE else fault for fault in faults]
@@ -132,10 +138,10 @@ def waiting(faults: list[Fault]) -> list[Any]:
 async def test_a_read_through_a_faulty_endpoint_is_unavailable_within_its_deadline(
     backend: str, fault: Fault, request: pytest.FixtureRequest
 ) -> None:
-    async with behind_proxy(request, backend, every(fault)) as (objects, proxy):
-        elapsed, error = await timed(lambda: store_on(objects).list())
+    async with behind_proxy(request, backend, every(fault), request_timeout=hung(fault)) as (objects, proxy):
+        error = await refused(lambda: store_on(objects).list())
         assert error.code == "unavailable"
-        assert elapsed < OPERATION_TIMEOUT + SLACK
+        assert fault not in HANGING or "within its deadline" in str(error)
         assert proxy.faults  # the requests met the fault
         await nothing_left_behind(backend, proxy)
 
@@ -147,13 +153,9 @@ async def test_a_write_whose_creates_never_answer_is_unconfirmed_within_its_dead
     backend: str, fault: Fault, request: pytest.FixtureRequest
 ) -> None:
     """The creates may have landed as far as the writer can tell: `write_unconfirmed`, never "not written"."""
-    async with behind_proxy(request, backend, creates(fault)) as (
-        objects,
-        proxy,
-    ):
-        elapsed, error = await timed(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
+    async with behind_proxy(request, backend, creates(fault), request_timeout=hung(fault)) as (objects, proxy):
+        error = await refused(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
         assert error.code == "write_unconfirmed"
-        assert elapsed < OPERATION_TIMEOUT + SLACK
         await nothing_left_behind(backend, proxy)
         state, _ = await replay(objects)
         assert state.head == 0  # the proxy never passed a create on
@@ -196,11 +198,10 @@ async def test_a_write_passes_once_the_fault_does(backend: str, fault: Fault, re
 async def test_the_operation_deadline_bounds_retries_of_slow_requests(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    """Requests allowed 30 s each would take minutes over six attempts; the operation's second ends them."""
-    async with behind_proxy(request, backend, every("drips"), request_timeout=30.0) as (objects, proxy):
-        elapsed, error = await timed(lambda: store_on(objects, operation_timeout=1.0).read("a.md"))
+    """Requests allowed longer than the test would never end in time; the operation's second ends them."""
+    async with behind_proxy(request, backend, every("drips"), request_timeout=BEYOND_THE_TEST) as (objects, proxy):
+        error = await refused(lambda: store_on(objects, operation_timeout=1.0).read("a.md"))
         assert error.code == "unavailable" and "deadline" in str(error)
-        assert elapsed < 1.0 + SLACK
         await nothing_left_behind(backend, proxy)
 
 
@@ -232,7 +233,7 @@ async def test_a_create_that_landed_but_cannot_be_read_back_is_unconfirmed_never
         # The SDKs' clients made first, with time to spare: a busy machine can spend the write's whole
         # deadline making them, and then the write ends `unavailable`, truly, before anything is sent.
         await store_on(objects, operation_timeout=PATIENT).list()
-        _, error = await timed(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
+        error = await refused(lambda: store_on(objects).write("a.md", "a", expected=None, origin=ORIGIN))
         assert error.code == "write_unconfirmed", error
         assert [fault for *_, fault in proxy.faults][:1] == ["lose_reply"]
         plan.healed = True

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from _pytest.mark import ParameterSet
 from a13n_harness.providers.memory import MemoryStoreError
 
 from bucket_memory.objects import local as local_module
@@ -23,6 +24,7 @@ from bucket_memory.objects.interface import (
     IfHolds,
     IfMatch,
     ObjectStore,
+    ObjectVersion,
     Overwrite,
     PreconditionFailed,
     PutMode,
@@ -33,6 +35,7 @@ from bucket_memory.objects.interface import (
 )
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.objects.s3 import S3ObjectStore
 from bucket_memory.testing.faults import Faults, FaultyObjectStore
 from bucket_memory.testing.proxy import Fault, Plan, fault_proxy
 
@@ -47,10 +50,39 @@ KEY = "log/00000000000000000001.json"
 LARGE = bytes(range(256)) * (9 * 4096)
 
 
+# The modes each backend keeps: the `objects` fixture holds this table to what the store's
+# protocols say (`keeps`), so that each test is made for the pairs that apply and none is skipped.
+KEEPS: dict[str, tuple[ModeKind, ...]] = {
+    "memory": (Create, IfHolds, Overwrite),
+    "versioned-memory": (Create, IfMatch, IfHolds, Overwrite),
+    "local": (Create, IfHolds, Overwrite),
+    "s3": (Create, IfMatch, Overwrite),
+    "s3-obstore": (Create,),
+    "gcs": (Create, IfMatch, Overwrite),
+}
+
+
+def pairs(kinds: list[ModeKind], *, kept: bool = True, backends: list[str] = BACKENDS) -> list[ParameterSet]:
+    """`(backend, kind)` for each of `kinds` that each of `backends` keeps (or, not `kept`, does not)."""
+    return [
+        pytest.param(backend, kind, id=f"{backend}-{kind.__name__}")
+        for backend in backends
+        for kind in kinds
+        if (kind in KEEPS[backend]) is kept
+    ]
+
+
+def keeping(kind: ModeKind) -> list[str]:
+    """The backends that keep `kind`."""
+    return [backend for backend in BACKENDS if kind in KEEPS[backend]]
+
+
 @pytest.fixture(params=BACKENDS)
 def objects(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    """One fresh prefix on each backend; the clouds' in their bucket that keeps versions."""
-    return made_objects(request.param, request, tmp_path, bucket=VERSIONED)
+    """One fresh prefix on each backend (or those a test names); the clouds' in their bucket that keeps versions."""
+    made = made_objects(request.param, request, tmp_path, bucket=VERSIONED)
+    assert [kind for kind in MODES if keeps(made, kind)] == list(KEEPS[request.param]), "KEEPS is out of date"
+    return made
 
 
 def keeps(objects: ObjectStore, kind: ModeKind) -> bool:
@@ -62,11 +94,6 @@ def keeps(objects: ObjectStore, kind: ModeKind) -> bool:
     if kind is Overwrite:
         return isinstance(objects, DestroyableObjectStore)
     return True
-
-
-def kept(objects: ObjectStore, kind: ModeKind) -> None:
-    if not keeps(objects, kind):
-        pytest.skip(f"{type(objects).__name__} does not keep {kind.__name__}")
 
 
 async def put(objects: ObjectStore, key: str, data: bytes, mode: PutMode) -> None:
@@ -91,20 +118,18 @@ async def holding(objects: ObjectStore, key: str, kind: ModeKind) -> PutMode:
 
 
 @pytest.mark.parametrize("body", [b"", b'{"n": 1}'], ids=["zero-bytes", "small"])
-@pytest.mark.parametrize("kind", MODES, ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(("objects", "kind"), pairs(MODES), indirect=["objects"])
 async def test_a_put_whose_condition_holds_writes_its_bytes_whole(
     objects: ObjectStore, kind: ModeKind, body: bytes
 ) -> None:
-    kept(objects, kind)
     if kind is not Create:
         await objects.put(KEY, b"old", CREATE)
     await put(objects, KEY, body, await holding(objects, KEY, kind))
     assert await objects.get(KEY) == body  # zero bytes are an object, not a missing key
 
 
-@pytest.mark.parametrize("kind", [Create, *UPDATES], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(("objects", "kind"), pairs([Create, *UPDATES]), indirect=["objects"])
 async def test_a_large_body_is_written_whole(objects: ObjectStore, kind: ModeKind) -> None:
-    kept(objects, kind)
     if kind is not Create:
         await objects.put(KEY, LARGE[::-1], CREATE)
     await put(objects, KEY, LARGE, await holding(objects, KEY, kind))
@@ -120,8 +145,8 @@ async def test_a_create_of_a_taken_key_is_refused_and_leaves_it(objects: ObjectS
     assert await objects.get(KEY) == b"first"
 
 
+@pytest.mark.parametrize("objects", keeping(IfMatch), indirect=True)
 async def test_an_update_naming_a_stale_version_is_refused_and_leaves_the_newer(objects: ObjectStore) -> None:
-    kept(objects, IfMatch)
     await objects.put(KEY, b"one", CREATE)
     stale = await holding(objects, KEY, IfMatch)
     await put(objects, KEY, b"two", await holding(objects, KEY, IfMatch))
@@ -131,20 +156,19 @@ async def test_an_update_naming_a_stale_version_is_refused_and_leaves_the_newer(
 
 
 @pytest.mark.parametrize("expected", [b"one ", b"", b"ONE"], ids=["longer", "zero-bytes", "same-length"])
+@pytest.mark.parametrize("objects", keeping(IfHolds), indirect=True)
 async def test_an_update_expecting_other_bytes_is_refused_and_leaves_them(
     objects: ObjectStore, expected: bytes
 ) -> None:
-    kept(objects, IfHolds)
     await objects.put(KEY, b"one", CREATE)
     with pytest.raises(PreconditionFailed):
         await put(objects, KEY, b"two", IfHolds(expected))
     assert await objects.get(KEY) == b"one"
 
 
-@pytest.mark.parametrize("kind", UPDATES, ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(("objects", "kind"), pairs(UPDATES), indirect=["objects"])
 async def test_an_update_of_a_missing_key_is_refused_and_writes_nothing(objects: ObjectStore, kind: ModeKind) -> None:
     """Deleted since its version was read, or never there (expecting zero bytes is not expecting none)."""
-    kept(objects, kind)
     await objects.put(KEY, b"", CREATE)
     named = await holding(objects, KEY, kind)
     await objects.delete([KEY])
@@ -154,16 +178,15 @@ async def test_an_update_of_a_missing_key_is_refused_and_writes_nothing(objects:
         assert await objects.get(key) is None
 
 
+@pytest.mark.parametrize("objects", keeping(Overwrite), indirect=True)
 async def test_an_overwrite_writes_whatever_the_key_holds(objects: ObjectStore) -> None:
-    kept(objects, Overwrite)
     await put(objects, KEY, b"first", OVERWRITE)  # absent: created
     await put(objects, KEY, b"second", OVERWRITE)
     assert await objects.get(KEY) == b"second"
 
 
-@pytest.mark.parametrize("kind", [Create, *UPDATES], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(("objects", "kind"), pairs([Create, *UPDATES]), indirect=["objects"])
 async def test_of_racing_puts_of_one_condition_exactly_one_lands(objects: ObjectStore, kind: ModeKind) -> None:
-    kept(objects, kind)
     if kind is not Create:
         await objects.put(KEY, b"base", CREATE)
     mode = await holding(objects, KEY, kind)
@@ -175,13 +198,11 @@ async def test_of_racing_puts_of_one_condition_exactly_one_lands(objects: Object
     assert await objects.get(KEY) == landed[0]
 
 
-@pytest.mark.parametrize("kind", MODES, ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(("objects", "kind"), pairs(MODES, kept=False), indirect=["objects"])
 async def test_a_mode_a_store_does_not_keep_is_a_type_error_and_writes_nothing(
     objects: ObjectStore, kind: ModeKind
 ) -> None:
     """The protocols leave such a mode out of `put`'s type; a caller that cast it meets this."""
-    if keeps(objects, kind):
-        pytest.skip(f"{type(objects).__name__} keeps {kind.__name__}")
     mode = IfMatch("1") if kind is IfMatch else IfHolds(b"") if kind is IfHolds else OVERWRITE
     with pytest.raises(TypeError):
         await put(objects, KEY, b"x", mode)
@@ -246,15 +267,12 @@ def first_write(fault: Fault) -> Plan:
 
 
 @pytest.mark.parametrize("fault", ["lose_reply", "cut_body"])
-@pytest.mark.parametrize("kind", [Create, IfMatch, Overwrite], ids=lambda kind: kind.__name__)
-@pytest.mark.parametrize("backend", ["s3", "s3-obstore", "gcs"])
+@pytest.mark.parametrize(("backend", "kind"), pairs([Create, IfMatch, Overwrite], backends=["s3", "s3-obstore", "gcs"]))
 async def test_a_cloud_put_that_landed_and_lost_its_reply_is_never_a_store_error(
     backend: str, kind: ModeKind, fault: Fault, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fault proxy passes the put to the emulator, then drops or cuts its reply: the object is
     written, so the error must say it may have been (transient, or the refusal a resend of it met)."""
-    if backend == "s3-obstore" and kind is not Create:
-        pytest.skip("obstore keeps Create only")
     endpoint = request.getfixturevalue("gcs_endpoint" if backend == "gcs" else "s3_endpoint")
     async with fault_proxy(endpoint, first_write(fault)) as (url, proxy):
         objects = _behind(backend, url, monkeypatch)
@@ -336,3 +354,27 @@ async def test_an_s3_put_whose_reply_was_lost_is_not_sent_again_and_refused(
             assert await objects.get(KEY) == b"landed"
         finally:
             await objects.aclose()
+
+
+class _RefusingDeletes:
+    """An S3 client whose DeleteObjects answers 200 with every key refused, as S3 does."""
+
+    async def delete_objects(self, **_: object) -> dict[str, object]:
+        return {"Errors": [{"Key": "memory/a.md", "Code": "AccessDenied", "Message": "Access Denied"}]}
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["current", "versions"])
+async def test_an_s3_delete_whose_reply_lists_a_refused_key_raises_for_that_key(history: bool) -> None:
+    """A 200 is no proof of deletion: the first key the reply lists is reported, named under the
+    store's location, with the permission a versions' delete needs of its own."""
+    objects = S3ObjectStore(_RefusingDeletes(), bucket="bucket", prefix="memory")
+    deleting = (
+        objects.delete_stored([ObjectVersion("a.md", "v1", 0.0, "", False, False, 1)])
+        if history
+        else objects.delete(["a.md"])
+    )
+    with pytest.raises(MemoryStoreError) as caught:
+        await deleting
+    assert caught.value.code == "forbidden"
+    assert "s3://bucket/memory/a.md" in str(caught.value)
+    assert ("old versions" in str(caught.value)) is history

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, open_store
 from bucket_memory.objects.interface import CREATE, Create, TransientError
-from bucket_memory.objects.s3_obstore import CreateClock, ObstoreS3ObjectStore, _Exists, _mapped, _Missing
+from bucket_memory.objects.s3_errors import Exists, Missing
+from bucket_memory.objects.s3_obstore import CreateClock, ObstoreS3ObjectStore, _mapped
 from bucket_memory.testing.proxy import fault_proxy
 
 from .conftest import BUCKET, unique_prefix
@@ -297,8 +298,8 @@ def test_any_failure_obstore_raises_is_mapped(kind: str, status: int | None, cod
     if status is not None:
         message += f" Server returned non-2xx status code: {status} Reason: <Error><Code>{code or ''}</Code>"
     mapped = _mapped(error_type(message), "s3://bucket/prefix/log/1.json")
-    assert isinstance(mapped, _Missing | _Exists | MemoryStoreError | TransientError)
-    if isinstance(mapped, _Exists):
+    assert isinstance(mapped, Missing | Exists | MemoryStoreError | TransientError)
+    if isinstance(mapped, Exists):
         assert status == 412
     if isinstance(mapped, MemoryStoreError):
         assert "bucket" in str(mapped) and len(str(mapped)) < 700

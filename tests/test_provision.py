@@ -157,7 +157,8 @@ def test_init_gcs_keeps_what_an_existing_bucket_has() -> None:
     checked on the client's bucket object, which is what init patches."""
     from google.cloud import storage
 
-    from bucket_memory.provision import InitOptions, Plan, _plan_gcs, gcs_lifecycle
+    from bucket_memory.provision import InitOptions, Plan
+    from bucket_memory.provision_gcs import _plan_gcs, gcs_lifecycle
 
     owners_rule = {"action": {"type": "Delete"}, "condition": {"age": 9, "matchesPrefix": ["logs/"]}}
     bucket = storage.Bucket(storage.Client.create_anonymous_client(), "owned")

@@ -13,6 +13,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 from .admin import MemoryAdmin
 from .connect import find_memories, open_store
 from .files.store import LogFileStore
+from .format.tombstone import MemoryDestroyed
 from .objects.retry import gather_bounded
 
 DEFAULT_CONCURRENCY = 8
@@ -27,6 +28,11 @@ class Outcome[T]:
     url: str
     result: T | None = None
     error: MemoryStoreError | None = None
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether the memory was destroyed: what `destroy` meant to leave, reported, not a failure."""
+        return isinstance(self.error, MemoryDestroyed)
 
 
 async def each_memory[T](

@@ -1,10 +1,10 @@
 """The `bucket-memory` command: look after a memory at an s3://, gs://, file:// URL or a plain path.
 
-`base` holds what every command shares; `failures` how a command fails; `interrupts` what one
-stopped by Ctrl-C says it left; `tables` how it shows a table; `visible` how what a memory holds is
-printed without the terminal acting on it; `files`, `history`, `erase`, `destroy`, `records` and `browse` hold
-the commands, and the operator's `import_export`, `maintenance` and `provisioning`; `output` the
-models of their --json output.
+`base` holds what every command shares; `running` how one runs its work on a memory; `failures` how
+a command fails; `interrupts` what one stopped by Ctrl-C says it left; `tables` how it shows a
+table; `visible` how what a memory holds is printed without the terminal acting on it; `files`,
+`history`, `erase`, `destroy`, `records` and `browse` hold the commands, and the operator's
+`import_export`, `maintenance` and `provisioning`; `output` the models of their --json output.
 Importing this package registers every command; `--help` and docs/cli.md list them in the order
 `failures.HELP_ORDER` gives, the day's commands first. The commands import the store's modules inside their bodies:
 `--help` and `--version` then import neither the harness's memory package (most of a second) nor

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from .base import Url, command, err, origin, out, run
+from .base import Url, command, err, origin, out
 from .failures import EXIT_USAGE
 from .records import EmbedderName, made_embedder
+from .running import run
 
 
 @command()

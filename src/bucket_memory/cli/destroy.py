@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, Yes, ask, command, emit, err, out, run
+from .base import Json, Url, Yes, ask, command, emit, err, out
+from .running import run
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what would be deleted, and delete nothing.")]
 

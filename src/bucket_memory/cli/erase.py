@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, Yes, ask, command, count, emit, err, listed, origin, out, run
+from .base import Json, Url, Yes, ask, command, count, emit, err, listed, origin, out
 from .checks import checked_path
+from .running import run
 
 if TYPE_CHECKING:
     from ..admin import MemoryAdmin

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, command, emit, err, naming, out, run
+from .base import Json, Url, command, emit, err, naming, out
 from .checks import as_usage, checked_path, checked_version
 from .failures import EXIT_PROBLEMS, EXIT_STORE, fail
+from .running import run
 from .tables import Column, Wide, show
 from .visible import holds_controls, visible
 

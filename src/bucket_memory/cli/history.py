@@ -8,20 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import click
 import typer
 
-from .base import (
-    TIME_HELP,
-    Json,
-    Url,
-    Yes,
-    command,
-    confirm,
-    emit,
-    moment,
-    origin,
-    out,
-    run,
-)
+from .base import TIME_HELP, Json, Url, Yes, command, confirm, emit, moment, origin, out
 from .checks import checked_path, checked_version
+from .running import run
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import Json, Url, Yes, command, confirm, count, emit, origin, out, progress, run, store_errors
+from .base import Json, Url, Yes, command, confirm, count, emit, origin, out, progress
+from .running import run, store_errors
 
 if TYPE_CHECKING:
     from ..admin import MemoryAdmin

@@ -4,36 +4,19 @@ damage lost, from the bucket's object versions)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 from rich.text import Text
 
-from .base import (
-    TIME_HELP,
-    Json,
-    Url,
-    Yes,
-    command,
-    confirm,
-    count,
-    emit,
-    err,
-    keys,
-    moment,
-    origin,
-    out,
-    progress,
-    run,
-    run_each,
-)
+from .base import TIME_HELP, Json, Url, Yes, command, confirm, count, emit, err, keys, moment, origin, out, progress
 from .failures import EXIT_PROBLEMS
+from .running import run, run_each
 from .versioning import versioning_warning
 
 if TYPE_CHECKING:
-    from a13n_harness.providers.memory import MemoryStoreError
-
     from ..admin import MemoryAdmin
+    from ..fanout import Outcome
     from .output import Failure, Problem
 
 
@@ -73,7 +56,6 @@ def verify(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json
 
 
 def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
-    from ..format.tombstone import MemoryDestroyed
     from .output import MemoryVerified, Problem
 
     async def work(admin: MemoryAdmin) -> list[Problem]:
@@ -81,12 +63,10 @@ def _verify_all(url: str, concurrency: int, as_json: bool) -> None:
 
     verdicts = [
         MemoryVerified(
-            url=outcome.url,
+            **reported(outcome),
             # A destroyed memory (a user's data deleted on request) is what `destroy` meant to leave.
-            ok=isinstance(outcome.error, MemoryDestroyed) or (outcome.error is None and not outcome.result),
-            destroyed=isinstance(outcome.error, MemoryDestroyed),
+            ok=outcome.destroyed or (outcome.error is None and not outcome.result),
             problems=outcome.result or [],
-            error=failure(outcome.error),
         )
         for outcome in run_each(work, url, concurrency)
     ]
@@ -111,10 +91,21 @@ def _problems(problems: list[Problem]) -> None:
         out.print(Text(problem.key, style="red"), Text(f": {problem.message}"), sep="")
 
 
-def failure(error: MemoryStoreError | None) -> Failure | None:
+class Reported(TypedDict):
+    """The fields every `--all` command reports of each memory, whatever its work gave."""
+
+    url: str
+    destroyed: bool
+    error: Failure | None
+
+
+def reported(outcome: Outcome[object]) -> Reported:
+    """The memory, whether it was destroyed, and the store error that stopped its work (its code and message)."""
     from .output import Failure
 
-    return Failure(code=error.code, message=str(error), hint=None) if error is not None else None
+    error = outcome.error
+    failed = Failure(code=error.code, message=str(error), hint=None) if error is not None else None
+    return Reported(url=outcome.url, destroyed=outcome.destroyed, error=failed)
 
 
 @command()
@@ -146,7 +137,6 @@ def compact(url: Url, every: Every = False, concurrency: Concurrency = 8, as_jso
 
 
 def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
-    from ..format.tombstone import MemoryDestroyed
     from .output import Compacted, MemoryCompacted
 
     async def work(admin: MemoryAdmin) -> Compacted:
@@ -155,10 +145,8 @@ def _compact_all(url: str, concurrency: int, as_json: bool) -> None:
 
     found = [
         MemoryCompacted(
-            url=outcome.url,
+            **reported(outcome),
             compacted=outcome.result,
-            destroyed=isinstance(outcome.error, MemoryDestroyed),
-            error=failure(outcome.error),
         )
         for outcome in run_each(work, url, concurrency, read_only=False)
     ]
@@ -202,15 +190,12 @@ def stats(url: Url, every: Every = False, concurrency: Concurrency = 8, as_json:
 
 
 def _stats_all(url: str, concurrency: int, as_json: bool) -> None:
-    from ..format.tombstone import MemoryDestroyed
     from .output import MemoryStats
 
     found = [
         MemoryStats(
-            url=outcome.url,
+            **reported(outcome),
             stats=outcome.result,
-            destroyed=isinstance(outcome.error, MemoryDestroyed),
-            error=failure(outcome.error),
         )
         for outcome in run_each(lambda admin: admin.stats(), url, concurrency)
     ]

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .base import URL_FORMS, Json, Url, app, command, emit, err, out, run, run_each, store_errors
+from .base import URL_FORMS, Json, Url, app, command, emit, err, out
 from .checks import as_usage, checked_url
 from .failures import EXIT_PROBLEMS, EXIT_STORE, EXIT_USAGE, fail
-from .maintenance import Concurrency, Every, failure
+from .maintenance import Concurrency, Every, reported
+from .running import run, run_each, store_errors
 from .versioning import bucket_of, versioning_warning
 
 if TYPE_CHECKING:
@@ -252,16 +253,13 @@ async def doctor_checks(admin: MemoryAdmin) -> str | None:
 
 
 def _doctor_all(url: str, concurrency: int, as_json: bool) -> None:
-    from ..format.tombstone import MemoryDestroyed
     from .output import Checked, MemoryChecked
 
     found = [
         MemoryChecked(
-            url=outcome.url,
+            **reported(outcome),
             ok=outcome.error is None and outcome.result in (None, "enabled"),
             checked=Checked(create_only=True, versioning=outcome.result) if outcome.error is None else None,
-            destroyed=isinstance(outcome.error, MemoryDestroyed),
-            error=failure(outcome.error),
         )
         for outcome in run_each(doctor_checks, url, concurrency, read_only=False)
     ]

@@ -11,9 +11,10 @@ import click
 import typer
 
 from ..records.ranking import RANKINGS, Ranking
-from .base import Json, Url, Yes, app, command, emit, err, named, out, run
+from .base import Json, Url, Yes, app, command, emit, err, named, out
 from .erase import DryRun
 from .failures import EXIT_PROBLEMS
+from .running import run
 from .tables import Column, Wide, age, show
 
 if TYPE_CHECKING:

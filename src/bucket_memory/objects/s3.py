@@ -12,36 +12,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from a13n_harness.providers.memory import MemoryStoreError
-from botocore.exceptions import (
-    BaseEndpointResolverError,
-    CapacityNotAvailableError,
-    ClientError,
-    ConnectionError,
-    CredentialRetrievalError,
-    DataNotFoundError,
-    EndpointProviderError,
-    HTTPClientError,
-    InvalidConfigError,
-    InvalidDNSNameError,
-    InvalidS3AddressingStyleError,
-    NoAuthTokenError,
-    NoCredentialsError,
-    ParamValidationError,
-    PartialCredentialsError,
-    ProfileNotFound,
-    SSOError,
-    TokenRetrievalError,
-    UnknownSignatureVersionError,
-    UnsupportedS3AccesspointConfigurationError,
-    UnsupportedS3ArnError,
-    UnsupportedS3ConfigurationError,
-    ValidationError,
-)
 
 from ..runtime.deadline import check_seconds
 from ..runtime.off_loop import off_loop
 from .bulk import RolledPage
-from .credentials import no_aws_credentials
 from .interface import (
     AlreadyExists,
     Create,
@@ -50,12 +24,12 @@ from .interface import (
     ObjectVersion,
     Overwrite,
     PreconditionFailed,
-    TransientError,
     Versioning,
 )
 from .retry import gather_bounded
 from .s3_clients import LoopClient, shared_client
-from .s3_errors import S3Reply, s3_error, wrong_endpoint
+from .s3_errors import Exists, Missing, s3_error, wrong_endpoint
+from .s3_failures import botocore_failure
 from .server_clock import ServerClock
 from .urls import check_prefix
 
@@ -63,29 +37,6 @@ _DELETE_BATCH = 1000
 _DELETE_CONCURRENCY = 4
 type _Request = Callable[[Any], Awaitable[Any]]
 _LISTED_TIME_RESOLUTION = 1.0
-# What botocore raises before it sends a request (settings, parameters, credentials, the endpoint):
-# the request never reached S3. Any other BotoCoreError may come after it did (a checksum or body
-# that failed as the reply was read), so a create's outcome is then unknown: transient.
-_BEFORE_SENDING = (
-    ParamValidationError,
-    ValidationError,
-    BaseEndpointResolverError,
-    EndpointProviderError,
-    CredentialRetrievalError,
-    NoAuthTokenError,
-    TokenRetrievalError,
-    SSOError,
-    InvalidConfigError,
-    DataNotFoundError,
-    ProfileNotFound,
-    UnknownSignatureVersionError,
-    UnsupportedS3ArnError,
-    UnsupportedS3ConfigurationError,
-    UnsupportedS3AccesspointConfigurationError,
-    InvalidS3AddressingStyleError,
-    InvalidDNSNameError,
-    CapacityNotAvailableError,
-)
 
 
 class S3ObjectStore:
@@ -134,11 +85,11 @@ class S3ObjectStore:
                 key,
                 absent_ok=isinstance(mode, IfMatch),
             )
-        except _Exists:
+        except Exists:
             if isinstance(mode, Create):
                 raise AlreadyExists(self.location, key, "the key holds an object (412)") from None
             raise PreconditionFailed(self.location, key, "the key holds another version (412)") from None
-        except _Missing:  # If-Match on a key that holds nothing
+        except Missing:  # If-Match on a key that holds nothing
             raise PreconditionFailed(self.location, key, "the key holds nothing (404)") from None
 
     async def list(
@@ -190,10 +141,7 @@ class S3ObjectStore:
     async def _delete_batch(self, keys: Sequence[str]) -> None:
         batch = {"Objects": [{"Key": self.prefix + key} for key in keys], "Quiet": True}
         response = await self._call(lambda client: client.delete_objects(Bucket=self.bucket, Delete=batch), keys[0])
-        if errors := response.get("Errors"):
-            first = errors[0]
-            key = first.get("Key", "").removeprefix(self.prefix)  # the bucket's key: the location names the prefix
-            raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"))
+        _check_deleted(response, self.prefix, self.location)
 
     async def list_versions(self, prefix: str) -> builtins.list[ObjectVersion]:
         """Every content version under the prefix (delete markers left out), each key's oldest first.
@@ -240,10 +188,7 @@ class S3ObjectStore:
                 chosen[0].key,
                 history=True,
             )
-            if errors := response.get("Errors"):
-                first = errors[0]
-                key = first.get("Key", "").removeprefix(self.prefix)
-                raise s3_error(first.get("Code", ""), 0, f"{self.location}/{key}", first.get("Message"), True)
+            _check_deleted(response, self.prefix, self.location, history=True)
 
         await gather_bounded(
             [versions[start : start + _DELETE_BATCH] for start in range(0, len(versions), _DELETE_BATCH)],
@@ -310,17 +255,17 @@ class S3ObjectStore:
         """The body a GetObject request answers, or None for a missing key."""
         try:
             response = await self._call(request, key, history=history, absent_ok=True)
-        except _Missing:
+        except Missing:
             return None
         data: bytes = await self._guarded(lambda _: _body(response), key)  # a stream can fail too
         return data
 
     async def _call(self, request: _Request, key: str, *, history: bool = False, absent_ok: bool = False) -> Any:
         """One request through the error boundary, its reply's Date kept as the server's clock. A 404
-        raises `_Missing` where the caller asked (`absent_ok`), else it means a wrong endpoint."""
+        raises `Missing` where the caller asked (`absent_ok`), else it means a wrong endpoint."""
         try:
             response = await self._guarded(request, key, history=history)
-        except _Missing:
+        except Missing:
             if absent_ok:
                 raise
             raise wrong_endpoint(self.location, key) from None
@@ -328,30 +273,16 @@ class S3ObjectStore:
         return response
 
     async def _guarded(self, request: _Request, key: str, *, history: bool = False) -> Any:
-        """The error boundary: every failure becomes `TransientError`, a `MemoryStoreError`, or one
-        of the private answers "missing" and "exists". A `history` request reads old versions, which
-        need permissions of their own."""
+        """The error boundary (`botocore_failure`): every failure becomes `TransientError`, a
+        `MemoryStoreError`, or one of the answers `Missing` and `Exists`."""
         client = await self.client()
         try:
             # The whole request, body included: the SDK's timeouts bound each socket read only, so
             # an endpoint that drips a byte at a time would hold the request for ever.
             async with asyncio.timeout(self.request_timeout):
                 return await request(client)
-        except ClientError as error:
-            reply = S3Reply.of(error)
-            if reply.code in ("NoSuchKey", "404") or (reply.status == 404 and reply.code != "NoSuchBucket"):
-                raise _Missing from None
-            if reply.code == "PreconditionFailed" or reply.status == 412:
-                raise _Exists from None
-            raise s3_error(reply.code, reply.status, f"{self.location}/{key}", reply.message, history) from None
-        except (NoCredentialsError, PartialCredentialsError):
-            raise no_aws_credentials(self.location) from None
-        except (ConnectionError, HTTPClientError) as error:
-            raise TransientError(f"{type(error).__name__}: {error}") from None
-        except _BEFORE_SENDING as error:
-            raise MemoryStoreError("unavailable", f"S3 request for {self.location}/{key} failed: {error}") from None
-        except Exception as error:  # body streams, checksums, aiohttp, timeouts: whatever nobody mapped may pass
-            raise TransientError(f"{type(error).__name__}: {error}") from None
+        except Exception as error:
+            raise botocore_failure(error, self.location, key, history) from None
 
 
 def _condition(mode: Create | IfMatch | Overwrite, location: str) -> dict[str, str]:
@@ -367,6 +298,15 @@ def _condition(mode: Create | IfMatch | Overwrite, location: str) -> dict[str, s
             raise TypeError(f"{location} does not keep {mode}")
 
 
+def _check_deleted(response: Any, prefix: str, location: str, *, history: bool = False) -> None:
+    """Raise what the first key a DeleteObjects reply lists as not deleted means (the reply is a 200
+    whatever it refused)."""
+    if errors := response.get("Errors"):
+        first = errors[0]
+        key = first.get("Key", "").removeprefix(prefix)  # the bucket's key: the location names the prefix
+        raise s3_error(first.get("Code", ""), 0, f"{location}/{key}", first.get("Message"), history)
+
+
 async def _body(response: Any) -> bytes:
     async with response["Body"] as body:
         data: bytes = await body.read()
@@ -378,11 +318,3 @@ async def _checksum(data: bytes) -> dict[str, str]:
     checkpoint), computed in a worker thread when the body is large."""
     crc = await off_loop(len(data), functools.partial(zlib.crc32, data))
     return {"ChecksumCRC32": base64.b64encode(crc.to_bytes(4, "big")).decode()}
-
-
-class _Missing(Exception):
-    """The key does not exist."""
-
-
-class _Exists(Exception):
-    """A conditional put found its condition false (412)."""

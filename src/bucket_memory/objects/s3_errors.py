@@ -30,6 +30,14 @@ class S3Reply:
         return cls(details.get("Code", ""), status, details.get("Message"))
 
 
+class Missing(Exception):
+    """The key a request named does not exist (404): a read's None, or a wrong endpoint."""
+
+
+class Exists(Exception):
+    """A conditional put found its condition false (412): the mode's refusal."""
+
+
 def s3_error(code: str, status: int, where: str, message: str | None, history: bool = False) -> Exception:
     """What an S3 error reply means for the store: a `MemoryStoreError` to report, or a
     `TransientError` to retry. `history` requests read old versions, which need permissions of their own."""

@@ -17,7 +17,7 @@ from a13n_harness.providers.memory import MemoryStoreError
 from ..runtime.deadline import check_seconds
 from .credentials import no_aws_credentials
 from .interface import CREATE, AlreadyExists, Create, ObjectInfo, TransientError
-from .s3_errors import S3Reply, s3_client_error, s3_error, wrong_endpoint
+from .s3_errors import Exists, Missing, S3Reply, s3_client_error, s3_error, wrong_endpoint
 from .urls import check_prefix
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class ObstoreS3ObjectStore:
 
         try:
             return await self._guarded(read, key, absent_ok=True)
-        except _Missing:
+        except Missing:
             return None
 
     async def put(self, key: str, data: bytes, mode: Create) -> None:
@@ -76,7 +76,7 @@ class ObstoreS3ObjectStore:
             raise TypeError(f"{self.location} does not keep {mode}")
         try:
             await self._guarded(lambda store: obstore.put_async(store, key, data, mode="create"), key)
-        except _Exists:
+        except Exists:
             raise AlreadyExists(self.location, key, "the key holds an object (412)") from None
         self.clock.created(key, time.time())
 
@@ -170,7 +170,7 @@ class ObstoreS3ObjectStore:
 
         try:
             meta = await self._guarded(lambda store: obstore.head_async(store, key), key, absent_ok=True)
-        except _Missing:
+        except Missing:
             return None
         modified: datetime = meta["last_modified"]
         return modified.timestamp()
@@ -186,7 +186,7 @@ class ObstoreS3ObjectStore:
                 return await request(store)
         except Exception as error:
             mapped = _mapped(error, f"{self.location}/{key}")
-        if isinstance(mapped, _Missing) and not absent_ok:
+        if isinstance(mapped, Missing) and not absent_ok:
             raise wrong_endpoint(self.location, key)
         raise mapped
 
@@ -314,14 +314,6 @@ class _ChainCredentials:
         }
 
 
-class _Missing(Exception):
-    """The key does not exist."""
-
-
-class _Exists(Exception):
-    """A conditional create found the key taken."""
-
-
 def _mapped(error: Exception, where: str) -> Exception:
     """What an obstore failure means. Its exceptions carry the reply's status and body only in the
     message, so those are read from it: a 409 (a concurrent conditional write) raised as "already
@@ -344,9 +336,9 @@ def _mapped(error: Exception, where: str) -> Exception:
     code = (found[1] or found[2]) if (found := _CODE.search(text)) else ""
     # obstore raises a 404 as the built-in FileNotFoundError.
     if isinstance(error, NotFoundError | FileNotFoundError) and code != "NoSuchBucket":
-        return _Missing()
+        return Missing()
     if isinstance(error, AlreadyExistsError | PreconditionError) and status == 412:
-        return _Exists()
+        return Exists()
     if status or code:
         return s3_error(code, status, where, code or f"HTTP {status}")
     if isinstance(error, UnauthenticatedError | PermissionDeniedError):
