@@ -186,6 +186,7 @@ class Protocol:
     run_span: int = 32  # commits a run holds at most
     checkpoint_every: int = 32
     keep_polled: bool = True  # commits read while waiting are kept for the next catch-up
+    kept_read: int = 8  # the newest this many of them (`waiting.KEPT_READ`)
     authors_catch_up: bool = False  # an author applies every commit before it waits (else only its folds)
     defer_reads: bool = True  # a folder that lists an older intent than its own catches up before it reads any
     # A head idle for `contended_for` round trips probed before a direct commit. Rejected: here it
@@ -319,9 +320,12 @@ class Writer:
                 self.apply(commit)
 
     def keep(self, commit: Commit) -> None:
-        """Keep a commit read while waiting that the head could not take, for the next catch-up."""
+        """Keep a commit read while waiting that the head could not take, for the next catch-up
+        (the newest `kept_read`)."""
         if self.protocol.keep_polled and commit.seq > self.head:
             self.polled[commit.seq] = commit
+            if len(self.polled) > self.protocol.kept_read:
+                del self.polled[min(self.polled)]
 
     async def read_run(self, seq: int, reads: int = 4) -> bool:
         """A loser's read of the winner and the keys after it; whether a 404 proved the head."""

@@ -19,7 +19,7 @@ from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
-from bucket_memory.fleet.waiting import Replan, Settled, Waiting
+from bucket_memory.fleet.waiting import KEPT_READ, Replan, Settled, Waiting
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
 from bucket_memory.format.codec import Commit, CorruptObjectError
@@ -815,3 +815,17 @@ async def test_a_fold_does_not_read_again_the_commits_its_author_polled() -> Non
     tail = await mine._log.reader.list_tail(after=8)
     with pytest.raises(CorruptObjectError):
         await head.follow(tail.commits, tail.runs, 0.0, read={9: forged})
+
+
+async def test_an_author_keeps_only_the_newest_commits_it_polled() -> None:
+    """A fold's commit may hold megabytes of others' texts: an author keeps the newest `KEPT_READ`
+    of those it read while waiting for its fold's catch-up, not every one its window passed."""
+    objects = MemoryObjectStore()
+    store = LogFileStore(objects)
+    for number in range(KEPT_READ + 4):
+        await store.write(f"{number}.md", "x", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    waiting = Waiting(an_intent("mine.md", "m", base=0, genesis=commits[0].hash), known=0)
+    for commit in commits:
+        waiting.note(commit)
+    assert sorted(waiting.read) == [commit.seq for commit in commits[-KEPT_READ:]]

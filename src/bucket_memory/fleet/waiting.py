@@ -22,6 +22,10 @@ from .intents import Intent
 IMPATIENCE = 2
 # Polls that find no new commit before an author races for the next key itself.
 IDLE_POLLS = 6
+# Commits read while waiting that are kept for the fold's catch-up: enough for those after the
+# newest run (one every `runs.RUN_EVERY` commits) and a head a few behind, few enough that a fold's
+# commits of megabytes each are not held by the dozen.
+KEPT_READ = 8
 # Create latencies after which an older intent still listed is taken for settled or abandoned: its
 # author would have raced for a key itself by then (only who races first depends on it).
 GHOST_ROUNDS = 8
@@ -57,13 +61,15 @@ class Waiting:
     passed: int = 0
     idle: int = 0
     published: asyncio.Task[None] | None = None  # the create of its intent, under way or done
-    # The commits read while waiting, by seq: a fold's catch-up does not read them again.
+    # The newest commits read while waiting (`KEPT_READ` at most), by seq: a fold's catch-up does not read them again.
     read: dict[int, Commit] = field(default_factory=dict)
 
     def note(self, commit: Commit, *, void: bool = False) -> None:
         """Take in a commit read while waiting; a void one (applied to the head and found so) settles nothing."""
         self.known = max(self.known, commit.seq)
         self.read[commit.seq] = commit
+        if len(self.read) > KEPT_READ:
+            del self.read[min(self.read)]
         for fold in () if void else commit.folded or ():
             self.settled.add(fold.id)
             if fold.id == self.intent.id:
