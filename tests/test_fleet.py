@@ -18,6 +18,7 @@ import pytest
 from a13n_harness.providers.memory import Changes, FileFormat, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.fleet import pending as pending_module
 from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.fleet.waiting import KEPT_READ, Replan, Settled, Waiting
 from bucket_memory.format.canonical_json import canonical
@@ -829,3 +830,21 @@ async def test_an_author_keeps_only_the_newest_commits_it_polled() -> None:
     for commit in commits:
         waiting.note(commit)
     assert sorted(waiting.read) == [commit.seq for commit in commits[-KEPT_READ:]]
+
+
+async def test_the_intents_a_process_keeps_are_no_more_than_a_fold_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process keeps the intents it read while they are listed, but no more bytes of them than a
+    fold takes (`FOLD_BYTES`): intents of megabytes, listed by the hundred, are read again rather
+    than held (before the bound: every one read was held)."""
+    objects = MemoryObjectStore()
+    orphan = await _seeded_with_orphan(objects)
+    big = [an_intent(f"big-{number}.md", "x" * 60_000, base=1, genesis=orphan.genesis) for number in range(6)]
+    for intent in big:
+        await publish(objects, intent)
+    monkeypatch.setattr(pending_module, "FOLD_BYTES", 3 * big[0].encoded_size)
+    folder = LogFileStore(objects)
+    await folder.list()
+    contend(folder)
+    await folder.write("next.md", "n", expected=None, origin=ORIGIN)
+    kept = folder.fleet.pending._read_here
+    assert 0 < len(kept) <= 3 and sum(intent.encoded_size for intent in kept.values()) <= 3 * big[0].encoded_size

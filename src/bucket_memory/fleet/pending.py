@@ -29,14 +29,17 @@ class PendingIntents:
     """The pending intents of `log` for one process: each `publish`ed once at its own key, read
     for a fold up to `FOLD_CAP` intents and `FOLD_BYTES`, and `clean`ed in the background once
     settled (`settle` waits for those deletions). Each key is read once while it is listed (an
-    intent is created once at a key only its author uses, and never changed); what lies under
-    `pending/` but is no intent a commit here can settle is deleted, or remembered as such."""
+    intent is created once at a key only its author uses, and never changed), up to `FOLD_BYTES`
+    of them kept; what lies under `pending/` but is no intent a commit here can settle is deleted,
+    or remembered as such."""
 
     def __init__(self, log: CommitLog) -> None:
         self.log = log
         self._cleaning: set[asyncio.Task[None]] = set()
         self._unfoldable: set[str] = set()  # keys read here and found to hold nothing a commit can settle
-        self._read_here: dict[str, Intent] = {}  # the intents read here, by key, while listed
+        # The intents read here, by key, while listed: at most `FOLD_BYTES` of them (what a fold takes).
+        self._read_here: dict[str, Intent] = {}
+        self._read_bytes = 0
 
     @property
     def location(self) -> str:
@@ -95,6 +98,7 @@ class PendingIntents:
         self._unfoldable.intersection_update(pending)
         listed = set(pending)
         self._read_here = {key: intent for key, intent in self._read_here.items() if key in listed}
+        self._read_bytes = sum(intent.encoded_size for intent in self._read_here.values())
         return [key for key in pending if key not in self._unfoldable]
 
     async def readable(self, waiting: Waiting, pending: Sequence[str]) -> list[Intent]:
@@ -146,7 +150,9 @@ class PendingIntents:
             intent = read_intent(self.location, key, data)
         except CorruptObjectError as error:
             return error
-        self._read_here[key] = intent
+        if self._read_bytes + intent.encoded_size <= FOLD_BYTES:
+            self._read_here[key] = intent
+            self._read_bytes += intent.encoded_size
         return intent
 
     def clean(self, keys: list[str]) -> None:
