@@ -30,7 +30,8 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Write
-from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
+from ..format.checkpoint_content import CheckpointContent, redacted_content
+from ..format.codec import SEALED_FORMAT, Commit
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.erasure_records import RecordedAttempts

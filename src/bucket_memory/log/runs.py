@@ -41,6 +41,7 @@ RUN_BYTES = 4 * 1024 * 1024
 class Run(_Signed):
     """Commits `seq - len(commits) + 1` to `seq`, in order and chained, as the log holds them."""
 
+    _shared = True
     kind: Literal["run"] = "run"
     format: Literal[1] = 1
     commits: tuple[Commit, ...]
@@ -67,6 +68,16 @@ class Run(_Signed):
     def stored_at(self, key: str) -> bool:
         return key == run_key(self.seq)
 
+    def refused(self) -> str | None:
+        """A commit whose hash does not check, or that holds an erased change: a writer forgets what
+        it would pack at an erasure, and a sealed commit's hash does not cover `erased`, so a forged
+        run could otherwise mark a text erased."""
+        if any(not commit.checkable or commit.hash != commit.body_digest() for commit in self.commits):
+            return "a commit it holds does not match its hash"
+        if any(getattr(change, "erased", None) is not None for commit in self.commits for change in commit.changes):
+            return "it holds an erased change"
+        return None
+
 
 def packable(recent: Sequence[Commit]) -> list[Commit]:
     """The longest run of the newest of `recent` (consecutive, ending at the head) that one run holds."""
@@ -82,20 +93,13 @@ def packable(recent: Sequence[Commit]) -> list[Commit]:
 
 def read_run(location: str, seq: int, data: bytes) -> Run | None:
     """The run stored for `seq`, or None when it is not one a writer made (passed over, not an
-    error): larger than a writer makes one, or holding an erased change (a writer forgets what it
-    would pack at an erasure; a sealed commit's hash does not cover `erased`, so a forged run
-    could otherwise mark a text erased)."""
+    error): larger than a writer makes one, or refused by `Run.refused`."""
     if len(data) > 2 * RUN_BYTES:  # JSON's escapes on top of the commits' own bytes
         return None
     try:
-        run = Run.decode(location, run_key(seq), data)
+        return Run.decode(location, run_key(seq), data)
     except CorruptObjectError:
         return None
-    if any(not commit.checkable or commit.hash != commit.body_digest() for commit in run.commits):
-        return None
-    if any(getattr(change, "erased", None) is not None for commit in run.commits for change in commit.changes):
-        return None
-    return run
 
 
 async def commits_through_runs(reader: LogReader, state: State, seqs: list[int], runs: list[int]) -> list[Commit]:

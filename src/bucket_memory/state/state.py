@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
 from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write, text_bytes
-from ..format.codec import GENESIS_HASH, CheckpointContent, Commit, CorruptObjectError, OffChain
+from ..format.checkpoint_content import CheckpointContent
+from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError, OffChain
 from ..format.delta import spliced
 from ..format.directories import parent_directories
 from ..format.wire_values import log_key, stored_size_of, time_text

@@ -1,0 +1,114 @@
+"""Objects decoded once a process (`format/decoded.py`): stores in one process share each decoded
+commit and run, and sharing gives a forger nothing (the key is the bytes; the seq and an erasure's
+verdict are each reader's own)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from a13n_harness.providers.memory import Origin
+
+from bucket_memory import LogFileStore, LogOptions
+from bucket_memory.format.changes import Erase, Write
+from bucket_memory.format.codec import GENESIS_HASH, Commit, CorruptObjectError
+from bucket_memory.format.decoded import DecodedObjects
+from bucket_memory.format.wire_values import log_key
+from bucket_memory.objects.memory import MemoryObjectStore
+
+ALICE = Origin(principal_id="alice")
+NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+
+
+def counted_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The bytes of every commit decoded from here on (strict validation: the cost being shared)."""
+    decoded: list[bytes] = []
+    original = Commit._decoded
+
+    def counting(cls: type[Commit], data: bytes) -> Commit:
+        decoded.append(data)
+        return original.__func__(cls, data)  # type: ignore[attr-defined,no-any-return]
+
+    monkeypatch.setattr(Commit, "_decoded", classmethod(counting))
+    return decoded
+
+
+async def test_a_second_store_in_the_process_decodes_no_commit_the_first_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was: every store decoded every commit it read, so N stores in one process decoded each N times."""
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for number in range(5):
+        await writer.write(f"{number}.md", f"text {number}\n", expected=None, origin=ALICE)
+    decoded = counted_decodes(monkeypatch)
+
+    first = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert len(await first.list()) == 5
+    assert len(decoded) == 5
+    second = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert [entry.path for entry in await second.list()] == [entry.path for entry in await first.list()]
+    assert len(decoded) == 5
+
+
+def commit_bytes(*changes: Any, seq: int = 1) -> bytes:
+    return Commit.create(seq, GENESIS_HASH, changes, ALICE, at=time.time()).encode()
+
+
+def test_other_bytes_at_the_same_key_are_decoded_and_refused_not_served_from_the_cache() -> None:
+    data = commit_bytes(Write(path="a.md", text="the true text\n"))
+    (change,) = Commit.decode("t", log_key(1), data).changes
+    assert isinstance(change, Write) and change.text == "the true text\n"
+    forged = data.replace(b'"a.md"', b'"b.md"')  # the hash no longer covers it
+    with pytest.raises(CorruptObjectError, match="does not match its hash"):
+        Commit.decode("t", log_key(1), forged)
+    spaced = data.replace(b'"kind":"commit"', b'"kind": "commit"')  # the same content, not canonical
+    with pytest.raises(CorruptObjectError, match="canonical form"):
+        Commit.decode("t", log_key(1), spaced)
+
+
+def test_the_same_bytes_at_another_key_are_refused_by_each_reader() -> None:
+    data = commit_bytes(Write(path="a.md", text="one\n"), seq=7)
+    assert Commit.decode("t", log_key(7), data).seq == 7
+    with pytest.raises(CorruptObjectError, match="another seq"):
+        Commit.decode("t", log_key(8), data)
+
+
+def test_an_erasures_verdict_stays_with_the_reader_that_read_it() -> None:
+    """One memory's record authorizes the erasure; the same bytes in another memory, without a
+    record, must still be checked there: the shared decoded commit carries no verdict."""
+    data = commit_bytes(Erase(path="a.md"))
+    authorized = Commit.decode("a", log_key(1), data).authorize(True)
+    assert authorized.erasure_authorized is True
+    elsewhere = Commit.decode("b", log_key(1), data)
+    assert elsewhere.erasure_authorized is None
+    assert elsewhere.authorize(False).erasure_authorized is False
+    assert authorized.erasure_authorized is True
+
+
+def test_the_cache_is_bounded_and_keeps_no_failure() -> None:
+    cache = DecodedObjects(entries=2, size=800)
+    made: list[bytes] = []
+
+    def decode(data: bytes) -> str:
+        made.append(data)
+        if data == b"bad":
+            raise ValueError("refused")
+        return data.decode()
+
+    for data in (b"a", b"b", b"a"):
+        assert cache.once(str, data, lambda data=data: decode(data)) == data.decode()  # type: ignore[misc]
+    assert made == [b"a", b"b"]
+    cache.once(str, b"c", lambda: decode(b"c"))  # evicts b, the least recently used
+    cache.once(str, b"a", lambda: decode(b"a"))
+    cache.once(str, b"b", lambda: decode(b"b"))
+    assert made == [b"a", b"b", b"c", b"b"]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="refused"):
+            cache.once(str, b"bad", lambda: decode(b"bad"))
+    large = b"x" * 101  # over an eighth of the bytes held: decoded every time
+    cache.once(str, large, lambda: decode(large))
+    cache.once(str, large, lambda: decode(large))
+    assert made[-4:] == [b"bad", b"bad", large, large]
+    assert cache.once(bytes, b"a", lambda: b"as bytes") == b"as bytes"  # the type is part of the key
