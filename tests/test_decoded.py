@@ -13,7 +13,7 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, LogOptions
 from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import GENESIS_HASH, Commit, CorruptObjectError
-from bucket_memory.format.decoded import DecodedObjects
+from bucket_memory.format.decoded import DECODED, DecodedObjects
 from bucket_memory.format.wire_values import log_key
 from bucket_memory.objects.memory import MemoryObjectStore
 
@@ -42,6 +42,7 @@ async def test_a_second_store_in_the_process_decodes_no_commit_the_first_decoded
     writer = LogFileStore(objects, options=NO_CHECKPOINTS)
     for number in range(5):
         await writer.write(f"{number}.md", f"text {number}\n", expected=None, origin=ALICE)
+    DECODED.clear()  # as if another process had written them
     decoded = counted_decodes(monkeypatch)
 
     first = LogFileStore(objects, options=NO_CHECKPOINTS)
@@ -50,6 +51,19 @@ async def test_a_second_store_in_the_process_decodes_no_commit_the_first_decoded
     second = LogFileStore(objects, options=NO_CHECKPOINTS)
     assert [entry.path for entry in await second.list()] == [entry.path for entry in await first.list()]
     assert len(decoded) == 5
+
+
+async def test_a_store_decodes_no_commit_another_store_in_the_process_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = MemoryObjectStore()
+    writer = LogFileStore(objects, options=NO_CHECKPOINTS)
+    reader = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert await reader.list() == []
+    decoded = counted_decodes(monkeypatch)
+    for number in range(3):
+        await writer.write(f"{number}.md", f"text {number}\n", expected=None, origin=ALICE)
+    written = len(decoded)  # the writer's own proof that each commit decodes, before it is sent
+    assert [entry.path for entry in await reader.list()] == ["0.md", "1.md", "2.md"]
+    assert len(decoded) == written
 
 
 def commit_bytes(*changes: Any, seq: int = 1) -> bytes:

@@ -141,6 +141,10 @@ class _Signed(Wire):
             raise MemoryStoreError(
                 "too_large", f"This change would make an object readers refuse ({len(encoded)} bytes)."
             )
+        # What every reader in the process will decode these bytes to, once its checks hold: they
+        # need not decode them again (a fleet's stores read each other's commits and intents).
+        if self._shared and not (made.checkable and made.hash != made.body_digest()) and made.refused() is None:
+            DECODED.keep(type(self), encoded, made)
         return made
 
     @classmethod

@@ -47,11 +47,15 @@ class DecodedObjects:
                 return found
         made = decode()
         self.decoded += 1
-        if len(data) <= self._size // 8:
-            self._keep(key, made)
+        self.keep(kind, data, made)
         return made
 
-    def _keep(self, key: tuple[type, bytes], made: object) -> None:
+    def keep(self, kind: type, data: bytes, made: object) -> None:
+        """Hold `made` as what decoding `data` as `kind` makes: decoded here, or its writer's own
+        object, proven to decode from `data` before it was written (`codec._Signed._resigned`)."""
+        if len(data) > self._size // 8:
+            return
+        key = (kind, data)
         with self._lock:
             if key in self._objects:
                 return
