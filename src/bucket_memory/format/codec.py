@@ -126,7 +126,12 @@ class _Signed(Wire):
     def signed(cls, **fields: Any) -> Self:
         """A new object with its hash, proven to decode back to itself before anyone writes it."""
         unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
-        return unsigned._resigned(unsigned.body_digest())
+        made = unsigned._resigned(unsigned.body_digest())
+        # Hashed as readers check it and proven to decode from its bytes: what every reader in the
+        # process decodes them to, so none need to (a fleet's stores read each other's commits).
+        if cls._shared and made.refused() is None:
+            DECODED.keep(cls, made.encode(), made)
+        return made
 
     def _resigned(self, hashed: str) -> Self:
         """This object with `hash` set to `hashed`, proven to decode back to itself."""
@@ -141,10 +146,6 @@ class _Signed(Wire):
             raise MemoryStoreError(
                 "too_large", f"This change would make an object readers refuse ({len(encoded)} bytes)."
             )
-        # What every reader in the process will decode these bytes to, once its checks hold: they
-        # need not decode them again (a fleet's stores read each other's commits and intents).
-        if self._shared and not (made.checkable and made.hash != made.body_digest()) and made.refused() is None:
-            DECODED.keep(type(self), encoded, made)
         return made
 
     @classmethod

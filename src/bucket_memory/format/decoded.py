@@ -52,7 +52,7 @@ class DecodedObjects:
 
     def keep(self, kind: type, data: bytes, made: object) -> None:
         """Hold `made` as what decoding `data` as `kind` makes: decoded here, or its writer's own
-        object, proven to decode from `data` before it was written (`codec._Signed._resigned`)."""
+        object, proven to decode from `data` before it was written (`codec._Signed.signed`)."""
         if len(data) > self._size // 8:
             return
         key = (kind, data)
