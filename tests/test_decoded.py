@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 from a13n_harness.providers.memory import Origin
 
-from bucket_memory import LogFileStore, LogOptions
+from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import GENESIS_HASH, Commit, CorruptObjectError
 from bucket_memory.format.decoded import DECODED, DecodedObjects
 from bucket_memory.format.wire_values import log_key
 from bucket_memory.objects.memory import MemoryObjectStore
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 ALICE = Origin(principal_id="alice")
+OPERATOR = Origin(run_id="bucket-memory erase", principal_id="dpo@example.com")
 NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
 
 
@@ -126,3 +128,27 @@ def test_the_cache_is_bounded_and_keeps_no_failure() -> None:
     cache.once(str, large, lambda: decode(large))
     assert made[-4:] == [b"bad", b"bad", large, large]
     assert cache.once(bytes, b"a", lambda: b"as bytes") == b"as bytes"  # the type is part of the key
+
+
+async def test_an_erasure_leaves_no_erased_text_held_for_the_process() -> None:
+    """The erase reads and rewrites every commit that held the text; what it decoded goes with it,
+    and a store that applies the erasure forgets what it held too."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    agent = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("alice.md", "phone 555 0100\n", expected=None, origin=ALICE)
+    await store.write("bob.md", "bob\n", expected=None, origin=ALICE)
+    assert len(await agent.list()) == 2
+    assert held_with(b"555 0100")
+
+    await MemoryAdmin(store).erase("alice.md", origin=OPERATOR)
+    assert not held_with(b"555 0100")
+    await store.write("carol.md", "carol\n", expected=None, origin=ALICE)
+    DECODED.keep(Commit, b"phone 555 0100", object())  # as if the agent's process held it
+    assert [entry.path for entry in await agent.list()] == ["bob.md", "carol.md"]
+    assert not held_with(b"555 0100")
+
+
+def held_with(text: bytes) -> bool:
+    """Whether any object held for the process was decoded from bytes holding `text`."""
+    return any(text in data for _, data in DECODED._objects)

@@ -6,7 +6,8 @@ input (strict validation, the hash, the canonical form proven by encoding again)
 fleet write's CPU. Decoding is a pure function of the bytes, so the bytes themselves are the key:
 bytes that differ in one bit are another key, decoded and checked in full, and a forger gains
 nothing. Only what depends on where the bytes were read (the key they were stored at, an erasure's
-verdict) is checked by each reader, after the cache (`codec._Signed.decode`).
+verdict) is checked by each reader, after the cache (`codec._Signed.decode`). An erasure, made or
+applied, forgets every object held (`state.State.apply`, `history/erasure.py`): they may hold its texts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 # Enough for the commits and runs a fleet's stores catch up through together (a run holds 32
 # commits of a kilobyte or so), small beside a process's own state.
 MAX_ENTRIES = 1024
-MAX_BYTES = 32 * 1024 * 1024
+MAX_BYTES = 8 * 1024 * 1024
 
 
 class DecodedObjects:
@@ -34,7 +35,6 @@ class DecodedObjects:
         self._held = 0
         self._objects: OrderedDict[tuple[type, bytes], object] = OrderedDict()
         self._lock = threading.Lock()  # `read` decodes large objects in worker threads
-        self.decoded = 0  # decodes run (misses), for tests and benchmarks
 
     def once[T](self, kind: type[T], data: bytes, decode: Callable[[], T]) -> T:
         """The object of type `kind` that `decode` makes of `data`, decoded at most once while held."""
@@ -46,7 +46,6 @@ class DecodedObjects:
                 assert isinstance(found, kind)
                 return found
         made = decode()
-        self.decoded += 1
         self.keep(kind, data, made)
         return made
 
@@ -66,7 +65,7 @@ class DecodedObjects:
                 self._held -= len(evicted)
 
     def clear(self) -> None:
-        """Forget every object (tests that count decodes start from none)."""
+        """Forget every object: after an erasure, whose texts they may hold."""
         with self._lock:
             self._objects.clear()
             self._held = 0
