@@ -11,10 +11,12 @@ import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
+from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import GENESIS_HASH, Commit, CorruptObjectError
 from bucket_memory.format.decoded import DECODED, DecodedObjects
-from bucket_memory.format.wire_values import log_key
+from bucket_memory.format.wire_values import log_key, run_key
+from bucket_memory.log.runs import Run
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -152,3 +154,17 @@ async def test_an_erasure_leaves_no_erased_text_held_for_the_process() -> None:
 def held_with(text: bytes) -> bool:
     """Whether any object held for the process was decoded from bytes holding `text`."""
     return any(text in data for _, data in DECODED._objects)
+
+
+def test_a_run_joined_from_its_commits_encodings_is_the_run_encoded_whole() -> None:
+    """A run is encoded from its commits' own encodings (each kept for the commit's hash); the bytes
+    are the canonical JSON of the whole run, as readers of earlier releases encode it to check it."""
+    commits: list[Commit] = []
+    for seq in range(1, 20):  # more than one 16-item chunk of the array encoded whole
+        prev = commits[-1].hash if commits else GENESIS_HASH
+        changes = (Write(path=f"{seq}.md", text=f'text {seq} \u2615 "quoted"\n'),)
+        commits.append(Commit.create(seq, prev, changes, ALICE, at=time.time()))
+    run = Run.made(commits)
+    assert run.encode() == canonical(run.model_dump(mode="json", by_alias=True))
+    DECODED.clear()
+    assert Run.decode("t", run_key(19), run.encode()) == run

@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Self
 
 from pydantic import model_validator
 
+from ..format.canonical_json import canonical_members
 from ..format.codec import Commit, CorruptObjectError, _Signed
 from ..format.wire_values import run_key
 from ..objects.retry import gather_bounded
@@ -60,6 +62,15 @@ class Run(_Signed):
     @property
     def first(self) -> int:
         return self.commits[0].seq
+
+    @cached_property
+    def _members(self) -> dict[str, bytes]:
+        # The commits' own canonical encodings joined are the bytes of the array encoded whole, and
+        # each commit keeps its encoding for its hash (`refused`): no commit is encoded twice, which
+        # was a third of checking a run.
+        members = canonical_members(self.model_dump(mode="json", by_alias=True, exclude={"commits"}))
+        members["commits"] = b'"commits":[' + b",".join(commit.encode() for commit in self.commits) + b"]"
+        return dict(sorted(members.items()))
 
     @classmethod
     def made(cls, commits: Sequence[Commit]) -> Run:
