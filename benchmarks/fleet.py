@@ -1,4 +1,4 @@
-"""A fleet on one memory, measured: N writers, each its own store, in several OS processes.
+"""A fleet on one memory, measured: N writers, each its own store, in several OS processes (or one).
 
 Each writer is a `LogFileStore` of its own (as every Lambda or Cloud Run instance is), and the
 writers are split over `processes` OS processes against one object store: a local directory,
@@ -61,8 +61,13 @@ class Cell:
 
     @property
     def protocol(self) -> str:
-        """The row's first column: how the writers commit, and what they write."""
-        return ("fleet commit" if self.fleet_commit else "one log") + (", records" if self.records else "")
+        """The row's first column: how the writers commit, what they write, and whether they share
+        one OS process (as separate agents in one host do, each with its own store)."""
+        return (
+            ("fleet commit" if self.fleet_commit else "one log")
+            + (", records" if self.records else "")
+            + (", one process" if self.processes == 1 and self.writers > 1 else "")
+        )
 
     @property
     def rate(self) -> float:
@@ -182,12 +187,15 @@ def measure(cell: Cell, seed: int = 1) -> dict[str, Any]:
 
 
 # The issue's cells, each measured where this machine can drive it: at 50 ms a request up to 64
-# writers; 256 and 1,000 writers with the latency raised (200 and 500 ms) so that the CPU of the two
+# writers, in four processes and in one (every store in one process shares its decoded commits);
+# 256 and 1,000 writers with the latency raised (200 and 500 ms) so that the CPU of the two
 # cores is not the limit. The one serial log (`fleet_commit=False`) beside the first cells.
 CELLS = [
     Cell(1, 0.25),
     Cell(16, 0.5),
     Cell(64, 2.0),
+    Cell(16, 0.5, processes=1),
+    Cell(64, 2.0, processes=1),
     Cell(64, 2.0, sigma=0.5),
     Cell(256, 4.0, latency=0.2),
     Cell(1000, 8.0, latency=0.5),

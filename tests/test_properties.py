@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from bucket_memory import LogFileStore, MemoryAdmin, open_store
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Change, Delete, Move, Purge, Write
-from bucket_memory.format.codec import Checkpoint, CheckpointContent
+from bucket_memory.format.checkpoint_content import CheckpointContent
+from bucket_memory.format.codec import Checkpoint
 from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
 from bucket_memory.format.wire_values import checkpoint_key, stored_size
 from bucket_memory.objects.memory import MemoryObjectStore

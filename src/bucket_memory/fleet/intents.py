@@ -34,6 +34,7 @@ class Intent(_Signed):
     author's clock, in milliseconds: only the order intents are folded in depends on it)."""
 
     _written_when_set = frozenset({"genesis"})
+    _shared = True
     kind: Literal["intent"] = "intent"
     format: Literal[1] = 1
     id: IntentId

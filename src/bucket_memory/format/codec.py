@@ -20,10 +20,10 @@ import functools
 import hashlib
 import secrets
 import typing
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import pydantic_core
 from a13n_harness.providers.memory import MemoryStoreError, Origin
@@ -36,6 +36,8 @@ from pydantic import (
 from ..runtime.off_loop import off_loop
 from .canonical_json import canonical_members, joined
 from .changes import Change, Edit, Erase, Fold, Sealed, SettledIntents, Wire, Write, sealed_form
+from .checkpoint_content import CheckpointContent
+from .decoded import DECODED
 from .tombstone import DESTROYED, FORGED
 from .wire_values import (
     MAX_OBJECT_BYTES,
@@ -81,6 +83,10 @@ class OffChain(CorruptObjectError):
     log under that state was replaced since it was loaded (`recover` put the chain back)."""
 
 
+class _Unsound(Exception):
+    """Why bytes are not an object a writer made (`_Signed._checked`), its one argument."""
+
+
 class _Signed(Wire):
     """An object whose `hash` covers the canonical encoding of every other field, stored at the one
     key `stored_at` accepts: the key its `seq` names for a commit or a checkpoint; runs, intents and
@@ -90,6 +96,8 @@ class _Signed(Wire):
     hash: Hash
     # Whether `hash` covers the bytes as stored, less the `hash` member (see `hashed_as_read`).
     _hash_covers_bytes: ClassVar[bool] = False
+    # Whether one decoded object serves every reader of the same bytes in the process (`decode`).
+    _shared: ClassVar[bool] = False
 
     @property
     def checkable(self) -> bool:
@@ -118,7 +126,12 @@ class _Signed(Wire):
     def signed(cls, **fields: Any) -> Self:
         """A new object with its hash, proven to decode back to itself before anyone writes it."""
         unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
-        return unsigned._resigned(unsigned.body_digest())
+        made = unsigned._resigned(unsigned.body_digest())
+        # Hashed as readers check it and proven to decode from its bytes: what every reader in the
+        # process decodes them to, so none need to (a fleet's stores read each other's commits).
+        if cls._shared and made.refused() is None:
+            DECODED.keep(cls, made.encode(), made)
+        return made
 
     def _resigned(self, hashed: str) -> Self:
         """This object with `hash` set to `hashed`, proven to decode back to itself."""
@@ -142,24 +155,44 @@ class _Signed(Wire):
         `served`: only its parsed content will be used (a cold open), so bytes that hash as read
         need not be proven canonical too. Whoever can write the bucket can craft such bytes (a
         duplicate member the parser drops, spaces); `verify`, erasure and recovery reason about the
-        bytes as stored, so they prove the form."""
+        bytes as stored, so they prove the form. Types that set `_shared` are decoded once a process
+        (`decoded.DECODED`, keyed by the bytes); each reader checks the key."""
         if len(data) > MAX_OBJECT_BYTES:
             raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any object the store writes")
         if data == DESTROYED:  # the reader that read it has found no proof (`LogReader.read_commit`)
             raise CorruptObjectError(location, key, FORGED)
         try:
-            decoded = cls._served(data) if served else cls._decoded(data)
-        except ValueError as error:  # pydantic's ValidationError among them
-            raise CorruptObjectError(location, key, _reason(cls, data, error)) from None
-        if served and decoded.hashed_as_read(data):
-            pass
-        elif decoded.checkable and decoded.hash != decoded.body_digest():
-            raise CorruptObjectError(location, key, "its content does not match its hash")
-        elif decoded.encode() != data:
-            raise CorruptObjectError(location, key, "not in the canonical form the store writes")
+            if cls._shared and not served:
+                decoded = DECODED.once(cls, data, lambda: cls._checked(data, served=False))
+            else:
+                decoded = cls._checked(data, served=served)
+        except _Unsound as unsound:
+            raise CorruptObjectError(location, key, unsound.args[0]) from None
         if not decoded.stored_at(key):
             raise CorruptObjectError(location, key, "it holds another seq than its key names")
         return decoded
+
+    @classmethod
+    def _checked(cls, data: bytes, *, served: bool) -> Self:
+        """The object in `data` with its hash and form checked as `decode` says, whatever key it was
+        read from: a pure function of the bytes. `_Unsound` names what is wrong."""
+        try:
+            decoded = cls._served(data) if served else cls._decoded(data)
+        except ValueError as error:  # pydantic's ValidationError among them
+            raise _Unsound(_reason(cls, data, error)) from None
+        if served and decoded.hashed_as_read(data):
+            pass
+        elif decoded.checkable and decoded.hash != decoded.body_digest():
+            raise _Unsound("its content does not match its hash")
+        elif decoded.encode() != data:
+            raise _Unsound("not in the canonical form the store writes")
+        if (refused := decoded.refused()) is not None:
+            raise _Unsound(refused)
+        return decoded
+
+    def refused(self) -> str | None:
+        """What a reader refuses in this object although it decodes and hashes; None for most types."""
+        return None
 
     def stored_at(self, key: str) -> bool:
         """Whether `key` is the one a writer stores this object at."""
@@ -208,6 +241,7 @@ class Commit(_Signed):
     erased with the chain intact, and may carry erasures; 4 is 3 settling intents (`folded`)."""
 
     _written_when_set = frozenset({"folded", "void"})
+    _shared = True
     kind: Literal["commit"] = "commit"
     format: Literal[1, 2, 3, 4] = 1
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
@@ -300,10 +334,14 @@ class Commit(_Signed):
         return verdict if isinstance(verdict, bool) else None
 
     def authorize(self, authorized: bool) -> Self:
-        """Note what the operator's records say of this commit's erasure (kept outside the model's
-        fields: it is a fact about the bucket, not part of the object)."""
-        self.__dict__["_erasure_authorized"] = authorized
-        return self
+        """This commit noted with what the operator's records say of its erasure (outside the
+        model's fields: a fact about the bucket, not part of the object). A copy, when it erases:
+        the decoded commit is shared by every reader in the process (`decode`), of any bucket."""
+        if self.erasure_authorized is authorized:
+            return self
+        made = self.model_copy()
+        made.__dict__["_erasure_authorized"] = authorized
+        return made
 
     def recorded_void(self, reason: str) -> Commit:
         """This commit with its verdict, void for `reason`, recorded outside the hash."""
@@ -393,40 +431,6 @@ class Checkpoint(_Signed):
     def made(cls, content: CheckpointContent) -> Checkpoint:
         """A new checkpoint holding `content`, signed (of format 2 when it holds an erased file)."""
         return cls.signed(**content._asdict(), format=2 if content.erased else 1)
-
-
-class CheckpointContent(NamedTuple):
-    """What a checkpoint holds in either layout (`Checkpoint`, `packed.PackedCheckpoint`): the
-    live files as (path, text or None once erased, version), in path order, and the rest as the
-    fields of `Checkpoint` name them (`folds`: the intents settled in the last `folds.FOLD_WINDOW`
-    commits, None when there are none)."""
-
-    seq: int
-    head_hash: str
-    floor: int
-    time: str
-    files: Sequence[tuple[str, str | None, int]]
-    deleted: Sequence[tuple[str, int]]
-    genesis: str | None
-    descriptions: Sequence[str | None] | None
-    described_with: tuple[int, int, int] | None
-    erased: Sequence[tuple[str, int]] | None
-    folds: Sequence[tuple[str, int]] | None
-
-
-def redacted_content(content: CheckpointContent, paths: Collection[str], erasure: int) -> CheckpointContent | None:
-    """`content` with the texts and descriptions of the files at `paths` erased by commit `erasure`,
-    or None when it holds no text at any of them."""
-    erasing = {path for path, text, _ in content.files if path in paths and text is not None}
-    if not erasing:
-        return None
-    files = tuple((path, None if path in erasing else text, seq) for path, text, seq in content.files)
-    descriptions = content.descriptions and tuple(
-        None if path in erasing else description
-        for (path, _, _), description in zip(content.files, content.descriptions, strict=True)
-    )
-    erased = tuple(sorted({**dict(content.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
-    return content._replace(files=files, descriptions=descriptions, erased=erased)
 
 
 def _reason(model: type[_Signed], data: bytes, error: ValueError) -> str:

@@ -27,7 +27,8 @@ from pydantic import PrivateAttr, model_validator
 
 from .canonical_json import canonical
 from .changes import SettledIntents
-from .codec import Checkpoint, CheckpointContent, CorruptObjectError, _Signed
+from .checkpoint_content import CheckpointContent
+from .codec import Checkpoint, CorruptObjectError, _Signed
 from .directories import counted, directory_counts, located, names_a_file, row_of
 from .tombstone import DESTROYED, FORGED
 from .wire_values import MAX_OBJECT_BYTES, Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key

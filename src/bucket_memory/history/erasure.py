@@ -30,7 +30,9 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Write
-from ..format.codec import SEALED_FORMAT, CheckpointContent, Commit, redacted_content
+from ..format.checkpoint_content import CheckpointContent, redacted_content
+from ..format.codec import SEALED_FORMAT, Commit
+from ..format.decoded import DECODED
 from ..format.packed import decode_checkpoint
 from ..format.wire_values import LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.erasure_records import RecordedAttempts
@@ -118,8 +120,7 @@ class Erasure:
     """Erases one file's texts from a memory's whole past (see the module's docstring for the steps).
 
     It needs the operator's permissions on a bucket: listing, reading and deleting object versions
-    (`bucket-memory policy --operator`); a local memory keeps no versions and is rewritten in place.
-    """
+    (`bucket-memory policy --operator`); a local memory keeps no versions and is rewritten in place."""
 
     def __init__(self, store: LogFileStore) -> None:
         self.store = store
@@ -188,6 +189,7 @@ class Erasure:
             await self.rewriting.delete_versions(more)
             deleted += more
         staged = await self.rewriting.staged_leftovers(lambda name, data: holds_any(data, target.names))
+        DECODED.clear()  # the objects rewritten were decoded, texts and all, for this process's readers
         logger.info(
             "%s: erased %s: commit %d, %d objects rewritten", self.store.location, path, erasure, len(rewritten)
         )

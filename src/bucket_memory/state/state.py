@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
 from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write, text_bytes
-from ..format.codec import GENESIS_HASH, CheckpointContent, Commit, CorruptObjectError, OffChain
+from ..format.checkpoint_content import CheckpointContent
+from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError, OffChain
+from ..format.decoded import DECODED
 from ..format.delta import spliced
 from ..format.directories import parent_directories
 from ..format.wire_values import log_key, stored_size_of, time_text
@@ -115,6 +117,8 @@ class State:
                 reason = str(error)
         self.advance(commit, void=reason is not None)
         if reason is None:
+            if any(isinstance(change, Erase) for change in commit.changes):
+                DECODED.clear()  # commits and runs held for the process may hold the erased texts
             return None
         logger.warning("%s: %s is void (%s): no reader applies it; `verify` names it", location, key, reason)
         return Void(commit.seq, reason)
