@@ -30,7 +30,7 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, same_checkpoint
-from .erase_rewrites import pinned_by_erasures, rewrite_fitting
+from .erase_rewrites import pinned_by_erasures
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class StoredVersions:
                     checkpoint_key(commit.seq),
                 )
                 verdicts[commit.seq] = False
-            if not verdicts.get(commit.seq, True) and (rewrite := await rewrite_fitting(self, replay)) is not None:
+            if not verdicts.get(commit.seq, True) and (rewrite := await _later_fitting(self, replay)) is not None:
                 states[commit.seq], self._in_place[checkpoint_key(commit.seq)] = rewrite
                 verdicts[commit.seq] = True
         return replay
@@ -303,6 +303,24 @@ class StoredVersions:
                 state.apply(commits[seq], self.location)
             return state
         return None
+
+
+async def _later_fitting(stored: StoredVersions, replay: State) -> tuple[State, ObjectVersion] | None:
+    """A later version of checkpoint `replay.head` that holds what the log replays to (`replay`), for
+    where its first version does not: an erase's rewrite (it rewrote the forgery that was current,
+    then, once a recover had put the true one back, the true one, and deleted the first version;
+    seed 129), or the checkpoint made again at a seq where a recover re-applied a fork's commit
+    (the first was made on the fork's commit there, which the recover removed; seed 883). Checked
+    against the replay, a later version is taken only where the log vouches for all it holds."""
+    key = checkpoint_key(replay.head)
+    for version in stored.versions[key][1:]:
+        try:
+            state = await read_checkpoint(stored.location, key, await stored.read(version), stored.format)
+        except CorruptObjectError:
+            continue
+        if state.head_hash == replay.head_hash and same_checkpoint(state, replay):
+            return state, version
+    return None
 
 
 def _oldest_fitting(states: dict[int, State], verdicts: dict[int, bool], *, after: int) -> State | None:
