@@ -5,7 +5,7 @@ version that holds the erased text, a key's first among them, and leaves its rew
 that put a version at the key before (a forged erase after deleting the commit, a forged
 checkpoint) then holds the oldest one. Found by the simulator: seeds 76 and 225 (commits), 129
 (a checkpoint), 218 (a forged erase left as a fork), 303 (recover erased a file written after
-an erasure).
+an erasure), 1321 (an erase's rewrite of a forged checkpoint left its only version).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dataclasses
 import time
 
 import pytest
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
@@ -25,6 +25,8 @@ from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .test_erase import SECRET, every_stored_version, leaks
 
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory erase")
@@ -221,3 +223,38 @@ async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_era
     assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
     files = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))  # the forgery's write re-applied
     assert files["b.md"] == "B\n" and "the erased text\n" not in files.values()
+
+
+async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_removes_it() -> None:
+    """Was (seed 1321): an agent created checkpoint 3 with notes.md rewritten, and compaction took
+    it for the floor. The erase of alice.md rewrote the forgery and deleted its first version and
+    commit 2's (both hold the text): with commit 2 gone nothing was left to disprove the rewrite,
+    which `verify` then passed, `recover` kept, and cold readers served. Now the erase refuses,
+    rewriting nothing; after `recover` removes the forgery, erasing again finishes."""
+    objects = VersionedMemoryObjectStore()
+    compacting = dataclasses.replace(NO_CHECKPOINTS, retain_commits=1, retain_seconds=0, grace_period=0)
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("notes.md", "the true note\n", expected=None, origin=ALICE)
+    await store.write("alice.md", SECRET, expected=None, origin=ALICE)
+    await store.write("x.md", "X\n", expected=None, origin=ALICE)
+    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
+    state.apply_change(Write(path="notes.md", text="Pay Mallory $10000.\n"), state.head)
+    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+    await objects.put(checkpoint_key(3), forged, CREATE)
+    assert (await LogFileStore(objects, options=compacting).compact()).floor == 3
+
+    with pytest.raises(MemoryStoreError) as refused:
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    assert refused.value.code == "unavailable" and checkpoint_key(3) in str(refused.value)
+    assert "recover" in str(refused.value)
+    (left,) = await objects.list_versions(checkpoint_key(3))
+    assert await objects.get_version(left.key, left.version) == forged  # not rewritten
+
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.changed
+    true_files = {"notes.md": "the true note\n", "x.md": "X\n"}
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == true_files == await files_of(store)
+    assert leaks(every_stored_version(objects)) == []

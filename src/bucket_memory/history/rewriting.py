@@ -13,7 +13,7 @@ from typing import cast
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
-from ..format.wire_values import LOG_PREFIX, is_owned
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, is_owned
 from ..objects.interface import (
     CREATE,
     AlreadyExists,
@@ -27,6 +27,7 @@ from ..objects.interface import (
 from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
+from .recovery import Recovery
 from .versions import StoredVersions
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,10 @@ class Rewriting:
 
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys
-        this call rewrote (not those gone, or left with nothing to redact, meanwhile)."""
+        this call rewrote (not those gone, or left with nothing to redact, meanwhile). Refuses
+        (`unavailable`), rewriting nothing, where a checkpoint found is one `recover` removes as
+        disproved by its log: see `_refuse_disproved`."""
+        await self._refuse_disproved([key for key, _ in found if key.startswith(CHECKPOINT_PREFIX)])
         current = await self._current()
         done = await gather_bounded(list(found), lambda item: self._rewrite(item[0], item[1], current.get(item[0])))
         return [key for (key, _), landed in zip(found, done, strict=True) if landed]
@@ -99,6 +103,19 @@ class Rewriting:
         marks = await gather_bounded(candidates, held)
         chosen = [version for version, mark in zip(candidates, marks, strict=True) if mark]
         return chosen + await self._put_right(listed, chosen)
+
+    async def _refuse_disproved(self, checkpoints: list[str]) -> None:
+        """`unavailable` where one of `checkpoints` is a forgery (or made on one) that the first
+        versions of the log disprove. Its rewrite would stand once the erase deleted the versions
+        that hold the text, the forgery's first among them: the only version of the key, with
+        nothing left to disprove it where the erase also deleted commits below it (compacted ones
+        that wrote the text), so `recover` took it for the memory's and cold readers served it
+        (seed 1321). A checkpoint is derived data, but deleting it here would not do either:
+        processes that loaded it serve it until `recover` commits the mark that makes them load again."""
+        if not checkpoints or not isinstance(self.objects, VersionedObjectStore):
+            return
+        if disproved := sorted(set(checkpoints) & set(await Recovery(self.store).strays())):
+            raise _disproved(self.store.location, disproved[0])
 
     async def _put_right(self, listed: list[ObjectVersion], chosen: list[ObjectVersion]) -> list[ObjectVersion]:
         """Where `chosen` takes a key's first version: the versions of that key that a later one
@@ -236,4 +253,15 @@ def _overwritten(location: str, key: str) -> MemoryStoreError:
         f"holding the agents' grants), and erasing would delete the only copy of that commit. Run "
         f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, then "
         "`erase` again.",
+    )
+
+
+def _disproved(location: str, key: str) -> MemoryStoreError:
+    """An erase about to rewrite checkpoint `key`, which the log disproves (seed 1321)."""
+    return MemoryStoreError(
+        "unavailable",
+        f"{location}/{key} is not the state its log replays to (a checkpoint written by hand or by a writer holding "
+        f"the agents' grants, or made on such a one), and erasing would leave its rewrite as the memory's. Run "
+        f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, which removes "
+        "it, then `erase` again to finish.",
     )
