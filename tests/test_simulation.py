@@ -47,8 +47,10 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # path as an earlier release's, a later delete making it look so), 883 (a checkpoint made again
 # where recover re-applied a fork was named disproved, its first version the fork's), 1321 (an
 # erase's rewrite of a forged checkpoint left it the key's only version, past a gap the erase
-# made below it). The slow range (200-2999), scanned once after those fixes, still finds these,
-# not yet diagnosed but for the first line of each (issue 53 stays open):
+# made below it), 715 (an erase killed after rewriting a checkpoint, before the void commit above
+# it, turned the commit valid; reached once 1321's fix moved the kill). The slow range
+# (200-2999), scanned once after those fixes, still finds these, not yet diagnosed but for the
+# first line of each (issue 53 stays open):
 FOUND: dict[int, str] = {
     2760: "a warm writer and a cold reader disagree on a file an agent forged",
 }
