@@ -24,6 +24,7 @@ from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.state.checkpoint_state import read_checkpoint
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 from .test_erase import SECRET, every_stored_version, leaks
@@ -195,6 +196,53 @@ async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -
     assert forged.encode() not in [await objects.get_version(version.key, version.version) for version in versions]
     assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied
     assert await files_of(LogFileStore(objects, options=compacting)) == {"b.md": "B\n", "c.md": "C3\n"}
+
+
+def killed_from_the_delete(target: int) -> Faults:
+    """A process killed at its `target`-th deletion of a version: it sends nothing after."""
+    deletes: list[str] = []
+
+    def script(operation: Operation, key: str, n: int) -> Fault | None:
+        if operation == "delete_version":
+            deletes.append(key)
+        return "crash_before" if len(deletes) >= target else None
+
+    return Faults(script=script)
+
+
+async def test_an_erase_killed_while_deleting_never_leaves_an_overwrite_recover_put_right_oldest() -> None:
+    """Was (seed 2629): as in the test above, log/2's versions are honest, forged, honest; the
+    erase deleted the versions together, and killed after deleting both honest ones but not the
+    forgery, it left the forgery the oldest, which no later run could tell from the memory's: the
+    next recover took every commit above for a fork. The forgery goes first now."""
+    compacting = dataclasses.replace(EVERY_COMMIT, retain_commits=1, retain_seconds=0, grace_period=0)
+    target = 1
+    while True:
+        objects = VersionedMemoryObjectStore()
+        store = LogFileStore(objects, options=EVERY_COMMIT)
+        await store.write("b.md", "B\n", expected=None, origin=ALICE)
+        await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+        first = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
+        forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+        await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+        await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+        await store.write("d.md", "D\n", expected=None, origin=ALICE)
+        await store.settle()
+        await LogFileStore(objects, options=compacting).compact()
+        dying = LogFileStore(FaultyObjectStore(objects, killed_from_the_delete(target)), options=compacting)
+        try:
+            await MemoryAdmin(dying).erase("a.md", origin=OPERATOR)
+            break  # fewer deletions than `target`: every point was tried
+        except BaseException:  # the kill, alone or in a group
+            pass
+        await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("a.md", origin=OPERATOR)
+        admin = MemoryAdmin(LogFileStore(objects, options=compacting))
+        assert await admin.verify() == [], target
+        assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied, target
+        files = await files_of(LogFileStore(objects, options=compacting))
+        assert files == {"b.md": "B\n", "c.md": "Pay Mallory\n", "d.md": "D\n"}, target  # c.md: re-applied
+        target += 1
+    assert target > 3
 
 
 async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_erase_left(

@@ -48,14 +48,11 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # where recover re-applied a fork was named disproved, its first version the fork's), 1321 (an
 # erase's rewrite of a forged checkpoint left it the key's only version, past a gap the erase
 # made below it), 715 (an erase killed after rewriting a checkpoint, before the void commit above
-# it, turned the commit valid; reached once 1321's fix moved the kill). The slow range
-# (200-2999), scanned once after those fixes, still finds these, not yet diagnosed but for the
-# first line of each (issue 53 stays open):
+# it, turned the commit valid; reached once 1321's fix moved the kill), 2629 (an erase killed
+# while deleting versions left an agent's overwrite a commit's oldest version; reached so too).
+# The slow range (200-2999), scanned once after those fixes, still finds these, not yet
+# diagnosed but for the first line of each (issue 53 stays open):
 FOUND: dict[int, str] = {
-    # Reached once cf853a1's extra requests moved its kill (main passes it): an erase killed while
-    # deleting old versions deleted commit 3's first version and recover's copy of it but not the
-    # agent's overwrite between them, left the oldest; recover then took it and lost every commit above.
-    2629: "an erase killed mid-deletion leaves an agent's overwrite a commit's oldest version",
     2760: "a warm writer and a cold reader disagree on a file an agent forged",
 }
 
