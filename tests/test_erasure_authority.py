@@ -8,6 +8,7 @@ checked against, so no later erasure can turn it live.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -22,8 +23,9 @@ from bucket_memory.format.changes import Change, Edit, Erase, Write
 from bucket_memory.format.codec import Commit, CorruptObjectError
 from bucket_memory.format.erasure_record import ErasureRecord
 from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
-from bucket_memory.objects.interface import CREATE, VersionedObjectStore
-from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
+from bucket_memory.history.rewriting import Redaction, Rewriting
+from bucket_memory.objects.interface import CREATE, ObjectVersion, VersionedObjectStore
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation, SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 from bucket_memory.transfer import export_snapshot, read_directory
 
@@ -162,6 +164,48 @@ async def test_an_unrelated_erasure_never_turns_a_void_commit_live() -> None:
     ] == before
     # The erasure took the void commit's texts of alice.md too: no stored version holds them.
     assert await texts_held(objects, b"not her text") == []
+
+
+async def test_an_erase_killed_before_rewriting_a_void_commit_leaves_it_void(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was (seed 715): the erase rewrote commits and checkpoints all at once; killed before it
+    rewrote the void commit (which records its verdict) but after it rewrote the checkpoint below
+    it, the retained log replayed from that checkpoint applied the void edit to an erased text,
+    which it no longer failed: the commit turned valid, and `verify` called the erasure's honest
+    checkpoint disproved instead (recover would have removed it)."""
+    objects = VersionedMemoryObjectStore()
+    writer = LogFileStore(objects, options=EVERY_COMMIT)
+    await writer.write("alice.md", "alice's notes\n", expected=None, origin=ALICE)
+    await writer.write("notes.md", "notes\n", expected=None, origin=ALICE)
+    await writer.settle()
+    compacting = dataclasses.replace(NO_CHECKPOINTS, retain_commits=1, retain_seconds=0, grace_period=0)
+    assert (await LogFileStore(objects, options=compacting).compact()).floor == 2  # read from checkpoint 2 on
+    void = await forge(
+        writer,
+        Edit(path="alice.md", at=0, removed="not her text", inserted="x", size=5),
+        Write(path="payroll.md", text="pay mallory\n"),
+    )
+    rewrite = Rewriting._rewrite
+
+    async def killed_at_the_void_commit(
+        self: Rewriting, key: str, redact: Redaction, current: ObjectVersion | None
+    ) -> bool:
+        if key == log_key(void.seq):
+            raise SimulatedCrash("the erase's process was killed before it rewrote the void commit")
+        return await rewrite(self, key, redact, current)
+
+    monkeypatch.setattr(Rewriting, "_rewrite", killed_at_the_void_commit)
+    with pytest.raises(BaseException):  # noqa: B017, PT011 (the crash, alone or in a group)
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    monkeypatch.undo()
+    for finished in (False, True):  # killed, then run again to the end
+        admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+        problems = await admin.verify()  # killed: also the objects the erase has still to rewrite
+        assert [problem.key for problem in problems if "void" in problem.message] == [log_key(void.seq)], finished
+        assert not [problem for problem in problems if "replays to" in problem.message or "disprove" in problem.message]
+        with pytest.raises(MemoryStoreError):
+            await admin.read_at("payroll.md", str(void.seq))
+        assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"notes.md": "notes\n"}
+        await admin.erase("alice.md", origin=OPERATOR)
 
 
 async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_path: Path) -> None:

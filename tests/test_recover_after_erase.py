@@ -5,7 +5,7 @@ version that holds the erased text, a key's first among them, and leaves its rew
 that put a version at the key before (a forged erase after deleting the commit, a forged
 checkpoint) then holds the oldest one. Found by the simulator: seeds 76 and 225 (commits), 129
 (a checkpoint), 218 (a forged erase left as a fork), 303 (recover erased a file written after
-an erasure).
+an erasure), 1321 (an erase's rewrite of a forged checkpoint left its only version).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dataclasses
 import time
 
 import pytest
-from a13n_harness.providers.memory import Origin
+from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
@@ -24,7 +24,10 @@ from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.history.rewriting import Rewriting
 from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.state.checkpoint_state import read_checkpoint
+from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .test_erase import SECRET, every_stored_version, leaks
 
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory erase")
@@ -195,6 +198,53 @@ async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -
     assert await files_of(LogFileStore(objects, options=compacting)) == {"b.md": "B\n", "c.md": "C3\n"}
 
 
+def killed_from_the_delete(target: int) -> Faults:
+    """A process killed at its `target`-th deletion of a version: it sends nothing after."""
+    deletes: list[str] = []
+
+    def script(operation: Operation, key: str, n: int) -> Fault | None:
+        if operation == "delete_version":
+            deletes.append(key)
+        return "crash_before" if len(deletes) >= target else None
+
+    return Faults(script=script)
+
+
+async def test_an_erase_killed_while_deleting_never_leaves_an_overwrite_recover_put_right_oldest() -> None:
+    """Was (seed 2629): as in the test above, log/2's versions are honest, forged, honest; the
+    erase deleted the versions together, and killed after deleting both honest ones but not the
+    forgery, it left the forgery the oldest, which no later run could tell from the memory's: the
+    next recover took every commit above for a fork. The forgery goes first now."""
+    compacting = dataclasses.replace(EVERY_COMMIT, retain_commits=1, retain_seconds=0, grace_period=0)
+    target = 1
+    while True:
+        objects = VersionedMemoryObjectStore()
+        store = LogFileStore(objects, options=EVERY_COMMIT)
+        await store.write("b.md", "B\n", expected=None, origin=ALICE)
+        await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
+        first = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
+        forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+        await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+        await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+        await store.write("d.md", "D\n", expected=None, origin=ALICE)
+        await store.settle()
+        await LogFileStore(objects, options=compacting).compact()
+        dying = LogFileStore(FaultyObjectStore(objects, killed_from_the_delete(target)), options=compacting)
+        try:
+            await MemoryAdmin(dying).erase("a.md", origin=OPERATOR)
+            break  # fewer deletions than `target`: every point was tried
+        except BaseException:  # the kill, alone or in a group
+            pass
+        await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("a.md", origin=OPERATOR)
+        admin = MemoryAdmin(LogFileStore(objects, options=compacting))
+        assert await admin.verify() == [], target
+        assert not (await admin.recover(None, origin=OPERATOR)).restoration.reapplied, target
+        files = await files_of(LogFileStore(objects, options=compacting))
+        assert files == {"b.md": "B\n", "c.md": "Pay Mallory\n", "d.md": "D\n"}, target  # c.md: re-applied
+        target += 1
+    assert target > 3
+
+
 async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_erase_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -221,3 +271,38 @@ async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_era
     assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
     files = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))  # the forgery's write re-applied
     assert files["b.md"] == "B\n" and "the erased text\n" not in files.values()
+
+
+async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_removes_it() -> None:
+    """Was (seed 1321): an agent created checkpoint 3 with notes.md rewritten, and compaction took
+    it for the floor. The erase of alice.md rewrote the forgery and deleted its first version and
+    commit 2's (both hold the text): with commit 2 gone nothing was left to disprove the rewrite,
+    which `verify` then passed, `recover` kept, and cold readers served. Now the erase refuses,
+    rewriting nothing; after `recover` removes the forgery, erasing again finishes."""
+    objects = VersionedMemoryObjectStore()
+    compacting = dataclasses.replace(NO_CHECKPOINTS, retain_commits=1, retain_seconds=0, grace_period=0)
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("notes.md", "the true note\n", expected=None, origin=ALICE)
+    await store.write("alice.md", SECRET, expected=None, origin=ALICE)
+    await store.write("x.md", "X\n", expected=None, origin=ALICE)
+    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
+    state.apply_change(Write(path="notes.md", text="Pay Mallory $10000.\n"), state.head)
+    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+    await objects.put(checkpoint_key(3), forged, CREATE)
+    assert (await LogFileStore(objects, options=compacting).compact()).floor == 3
+
+    with pytest.raises(MemoryStoreError) as refused:
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    assert refused.value.code == "unavailable" and checkpoint_key(3) in str(refused.value)
+    assert "recover" in str(refused.value)
+    (left,) = await objects.list_versions(checkpoint_key(3))
+    assert await objects.get_version(left.key, left.version) == forged  # not rewritten
+
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.changed
+    true_files = {"notes.md": "the true note\n", "x.md": "X\n"}
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == true_files == await files_of(store)
+    assert leaks(every_stored_version(objects)) == []

@@ -3,8 +3,9 @@
 A process that loaded a forged commit (it started cold while the forgery stood) built its own
 commits on it. `recover` puts the honest commit back and re-applies what was written on the
 forgery at the next keys; the process's head is then off the chain, and a recover killed part-way
-leaves its re-applications at keys whose first versions are the process's own. Found by the
-simulator: seed 475.
+leaves its re-applications at keys whose first versions are the process's own, as a checkpoint
+made again there leaves a later version at a key whose first is the fork's. Found by the
+simulator: seeds 475 and 883.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Write
 from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import log_key
+from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.objects.interface import IfMatch
 from bucket_memory.testing.faults import SimulatedCrash
@@ -26,6 +27,7 @@ from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
 NO_CHECKPOINTS = LogOptions(checkpoint_min_commits=1000, checkpoint_max_commits=1000)
+EVERY_COMMIT = LogOptions(checkpoint_min_commits=1, checkpoint_max_commits=1)
 
 
 async def files_of(store: LogFileStore) -> dict[str, str]:
@@ -90,3 +92,29 @@ async def test_a_recover_killed_after_reapplying_at_the_forks_own_key_reapplies_
     commits = await fresh.reader.fetch_commits(await fresh.reader.list_log())
     written = [change.text or "" for commit in commits for change in commit.changes if isinstance(change, Write)]
     assert sorted(written) == sorted(["A\n", "the acknowledged text\n", "Pay Mallory\n", "D\n", "E\n"])
+
+
+async def test_a_checkpoint_made_again_where_a_fork_was_reapplied_is_the_memorys() -> None:
+    """Was (seed 883): the process on the forgery checkpointed its commit 3; recover removed both
+    and re-applied the fork there, and a checkpoint 3 was made again on the re-applied commit. Its
+    first version is still the fork's, so every `verify` after named the true checkpoint "disproved
+    by its log", and the next recover removed it."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
+    await alice.write("b.md", "the acknowledged text\n", expected=None, origin=ALICE)
+    honest = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
+    forged = Commit.create(2, honest.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
+    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    late = LogFileStore(objects, options=EVERY_COMMIT)
+    await late.write("d.md", "D\n", expected=None, origin=ALICE)
+    await late.settle()  # checkpoint 3, of the fork
+    await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
+    assert len(await objects.list_versions(checkpoint_key(3))) == 2  # the fork's, and the one made again
+
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.changed
+    assert await objects.get(checkpoint_key(3)) is not None
+    cold = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert cold == {"a.md": "A\n", "b.md": "the acknowledged text\n", "c.md": "Pay Mallory\n", "d.md": "D\n"}

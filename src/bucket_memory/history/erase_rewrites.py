@@ -3,8 +3,10 @@
 Recovery takes the first stored version of each key for the memory's own. An erase deletes every
 version that holds the erased text, a key's first among them, and leaves its rewrite; where an
 agent put a version at the key before (a forged commit after deleting the true one, a forged
-checkpoint), that forgery is then the oldest version left. These find the rewrite that takes the
-deleted first version's place. Only a rewrite stands in: a first version still kept is never displaced.
+checkpoint), that forgery is then the oldest version left. This finds the rewrite of a commit that
+takes the deleted first version's place (for a checkpoint, any later version that holds what the
+log replays to stands in: `versions.py`). Only a rewrite stands in for a commit: a first version
+still kept is never displaced.
 """
 
 from __future__ import annotations
@@ -13,10 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..format.changes import Edit, Erase, Write
 from ..format.codec import Commit, CorruptObjectError
-from ..format.wire_values import checkpoint_key, log_key
+from ..format.wire_values import log_key
 from ..objects.interface import ObjectVersion
-from ..state.checkpoint_state import read_checkpoint
-from ..state.state import State, same_checkpoint
 
 if TYPE_CHECKING:
     from .versions import StoredVersions
@@ -76,19 +76,3 @@ def _erased_paths(erasure: Commit | None, recorded: str) -> frozenset[str]:
     if erasure is None or erasure.hash != recorded:
         return frozenset()
     return frozenset(change.path for change in erasure.changes if isinstance(change, Erase))
-
-
-async def rewrite_fitting(stored: StoredVersions, replay: State) -> tuple[State, ObjectVersion] | None:
-    """An erase's rewrite of checkpoint `replay.head` that holds what the log replays to (`replay`),
-    for where its first version does not: an erase rewrote the forgery that was current, then
-    (once a recover had put the true one back) the true one, and deleted the first version."""
-    key = checkpoint_key(replay.head)
-    for version in stored.versions[key][1:]:
-        try:
-            state = await read_checkpoint(stored.location, key, await stored.read(version), stored.format)
-        except CorruptObjectError:
-            continue
-        erased = any(live.erased is not None for live in state.files.values())
-        if erased and state.head_hash == replay.head_hash and same_checkpoint(state, replay):
-            return state, version
-    return None

@@ -7,7 +7,9 @@ The order makes it safe while writers run and resumable after a crash at any poi
    deletes the file. Every writer must apply it before it can commit anything after it, so none
    writes the old text back from a cached head; a checkpoint follows at once, so a cold start
    never needs an older one.
-2. The current objects holding its texts are rewritten with those texts erased, several at a time:
+2. The current objects holding its texts are rewritten with those texts erased, several at a time
+   (commits, then checkpoints: a void commit's rewrite records its verdict before any replay may
+   start from an erased checkpoint below it):
    an edit of an erased text leaves it erased, so a replay through any mix of erased and unerased
    objects serves, and a crash part-way leaves a memory that opens. A commit of format 3 keeps
    its hash (it covers a salted digest of each text); an older one keeps its stored hash, which

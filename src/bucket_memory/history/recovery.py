@@ -183,6 +183,11 @@ class Recovery:
             found = [problem for problem in found if problem in again]
         return found
 
+    async def strays(self) -> list[str]:
+        """The live keys `restore` removes as off the memory's chain: checkpoints the first versions
+        of its log disprove, commits and runs off the chain (one look, changing nothing)."""
+        return (await self._plan()).stray
+
     async def _findings(self) -> list[Problem]:
         plan = await self._plan()
         reader = self.store.reader

@@ -13,7 +13,7 @@ from typing import cast
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
-from ..format.wire_values import LOG_PREFIX, is_owned
+from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, is_owned
 from ..objects.interface import (
     CREATE,
     AlreadyExists,
@@ -27,6 +27,7 @@ from ..objects.interface import (
 from ..objects.local import STAGING, LocalObjectStore
 from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
+from .recovery import Recovery
 from .versions import StoredVersions
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class Rewriting:
     def __init__(self, store: LogFileStore) -> None:
         self.store = store
         self.objects = store.objects
+        # The overwrites `_put_right` found ("key", "version"): `delete_versions` deletes them first.
+        self._put_right_first: set[tuple[str, str]] = set()
 
     async def check(self) -> None:
         """Refuse now what would be refused half-way: on a bucket, listing versions, and reading and
@@ -78,10 +81,21 @@ class Rewriting:
 
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys
-        this call rewrote (not those gone, or left with nothing to redact, meanwhile)."""
+        this call rewrote (not those gone, or left with nothing to redact, meanwhile). Refuses
+        (`unavailable`), rewriting nothing, where a checkpoint found is one `recover` removes as
+        disproved by its log: see `_refuse_disproved`."""
+        await self._refuse_disproved([key for key, _ in found if key.startswith(CHECKPOINT_PREFIX)])
         current = await self._current()
-        done = await gather_bounded(list(found), lambda item: self._rewrite(item[0], item[1], current.get(item[0])))
-        return [key for (key, _), landed in zip(found, done, strict=True) if landed]
+        rewritten: list[str] = []
+        # Commits first, then checkpoints: a void commit's rewrite records its verdict, and one not
+        # rewritten yet, replayed from a checkpoint rewritten before it (a run killed between the
+        # two), has its edit applied to an erased text, which it no longer fails: void turned
+        # valid (seed 715).
+        commits = [item for item in found if item[0].startswith(LOG_PREFIX)]
+        for batch in (commits, [item for item in found if not item[0].startswith(LOG_PREFIX)]):
+            done = await gather_bounded(batch, lambda item: self._rewrite(item[0], item[1], current.get(item[0])))
+            rewritten += [key for (key, _), landed in zip(batch, done, strict=True) if landed]
+        return rewritten
 
     async def old_versions(self, holds: Callable[[ObjectVersion, bytes], bool]) -> list[ObjectVersion]:
         """The stored versions of the memory's own keys, other than the current ones, that `holds`
@@ -98,7 +112,22 @@ class Rewriting:
 
         marks = await gather_bounded(candidates, held)
         chosen = [version for version, mark in zip(candidates, marks, strict=True) if mark]
-        return chosen + await self._put_right(listed, chosen)
+        put_right = await self._put_right(listed, chosen)
+        self._put_right_first.update((version.key, version.version) for version in put_right)
+        return put_right + chosen
+
+    async def _refuse_disproved(self, checkpoints: list[str]) -> None:
+        """`unavailable` where one of `checkpoints` is a forgery (or made on one) that the first
+        versions of the log disprove. Its rewrite would stand once the erase deleted the versions
+        that hold the text, the forgery's first among them: the only version of the key, with
+        nothing left to disprove it where the erase also deleted commits below it (compacted ones
+        that wrote the text), so `recover` took it for the memory's and cold readers served it
+        (seed 1321). A checkpoint is derived data, but deleting it here would not do either:
+        processes that loaded it serve it until `recover` commits the mark that makes them load again."""
+        if not checkpoints or not isinstance(self.objects, VersionedObjectStore):
+            return
+        if disproved := sorted(set(checkpoints) & set(await Recovery(self.store).strays())):
+            raise _disproved(self.store.location, disproved[0])
 
     async def _put_right(self, listed: list[ObjectVersion], chosen: list[ObjectVersion]) -> list[ObjectVersion]:
         """Where `chosen` takes a key's first version: the versions of that key that a later one
@@ -144,7 +173,10 @@ class Rewriting:
         return removed
 
     async def delete_versions(self, versions: Sequence[ObjectVersion]) -> None:
-        """Delete these stored versions for good (`old_versions` finds them: none on a local memory)."""
+        """Delete these stored versions for good (`old_versions` finds them: none on a local memory),
+        the overwrites `_put_right` found before the rest: killed after deleting a key's first
+        version and the copy a recover put back but not the overwrite between them, a run left that
+        the oldest, and no later run could tell it from the memory's (seed 2629)."""
         if not versions:
             return
         objects = self.objects
@@ -156,7 +188,9 @@ class Rewriting:
                 what=f"Deleting {version.key}@{version.version}",
             )
 
-        await gather_bounded(list(versions), delete)
+        first = [version for version in versions if (version.key, version.version) in self._put_right_first]
+        await gather_bounded(first, delete)
+        await gather_bounded([version for version in versions if version not in first], delete)
 
     async def _rewrite(self, key: str, redact: Redaction, current: ObjectVersion | None) -> bool:
         """Replace the object at `key` by the redacted form of the very version read (`current`, when
@@ -236,4 +270,15 @@ def _overwritten(location: str, key: str) -> MemoryStoreError:
         f"holding the agents' grants), and erasing would delete the only copy of that commit. Run "
         f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, then "
         "`erase` again.",
+    )
+
+
+def _disproved(location: str, key: str) -> MemoryStoreError:
+    """An erase about to rewrite checkpoint `key`, which the log disproves (seed 1321)."""
+    return MemoryStoreError(
+        "unavailable",
+        f"{location}/{key} is not the state its log replays to (a checkpoint written by hand or by a writer holding "
+        f"the agents' grants, or made on such a one), and erasing would leave its rewrite as the memory's. Run "
+        f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, which removes "
+        "it, then `erase` again to finish.",
     )

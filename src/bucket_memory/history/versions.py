@@ -30,7 +30,7 @@ from ..objects.retry import gather_bounded, retrying
 from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
 from ..state.state import State, same_checkpoint
-from .erase_rewrites import pinned_by_erasures, rewrite_fitting
+from .erase_rewrites import pinned_by_erasures
 
 logger = logging.getLogger(__name__)
 
@@ -275,16 +275,8 @@ class StoredVersions:
                 await off_loop(commit.size, functools.partial(replay.apply, commit, self.location))
             except CorruptObjectError:
                 break  # a damaged text below: what follows cannot be checked from here
-            if verdicts.get(commit.seq) and not same_checkpoint(states[commit.seq], replay):
-                logger.warning(
-                    "%s: the first version of %s is not the state its log replays to",
-                    self.location,
-                    checkpoint_key(commit.seq),
-                )
-                verdicts[commit.seq] = False
-            if not verdicts.get(commit.seq, True) and (rewrite := await rewrite_fitting(self, replay)) is not None:
-                states[commit.seq], self._in_place[checkpoint_key(commit.seq)] = rewrite
-                verdicts[commit.seq] = True
+            if commit.seq in verdicts:
+                await _judge(self, states, verdicts, replay)
         return replay
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
@@ -303,6 +295,44 @@ class StoredVersions:
                 state.apply(commits[seq], self.location)
             return state
         return None
+
+
+async def _judge(stored: StoredVersions, states: dict[int, State], verdicts: dict[int, bool], replay: State) -> None:
+    """Mark checkpoint `replay.head` by what the log replays to. Where its first version differs,
+    a later version that holds it stands in (`_later_fitting`); else the first is the memory's
+    still where it differs only by texts the log erased: an erase stopped before it rewrote the
+    checkpoint, and running it again does (taken for disproved, the erase refused to finish)."""
+    seq = replay.head
+    unerased = False
+    if verdicts[seq] and not same_checkpoint(states[seq], replay):
+        verdicts[seq], unerased = False, same_checkpoint(states[seq], replay, unerased=True)
+        if not unerased:
+            logger.warning(
+                "%s: the first version of %s is not the state its log replays to", stored.location, checkpoint_key(seq)
+            )
+    if not verdicts[seq] and (later := await _later_fitting(stored, replay)) is not None:
+        states[seq], stored._in_place[checkpoint_key(seq)] = later
+        verdicts[seq] = True
+    elif unerased:
+        verdicts[seq] = True
+
+
+async def _later_fitting(stored: StoredVersions, replay: State) -> tuple[State, ObjectVersion] | None:
+    """A later version of checkpoint `replay.head` that holds what the log replays to (`replay`), for
+    where its first version does not: an erase's rewrite (it rewrote the forgery that was current,
+    then, once a recover had put the true one back, the true one, and deleted the first version;
+    seed 129), or the checkpoint made again at a seq where a recover re-applied a fork's commit
+    (the first was made on the fork's commit there, which the recover removed; seed 883). Checked
+    against the replay, a later version is taken only where the log vouches for all it holds."""
+    key = checkpoint_key(replay.head)
+    for version in stored.versions[key][1:]:
+        try:
+            state = await read_checkpoint(stored.location, key, await stored.read(version), stored.format)
+        except CorruptObjectError:
+            continue
+        if state.head_hash == replay.head_hash and same_checkpoint(state, replay):
+            return state, version
+    return None
 
 
 def _oldest_fitting(states: dict[int, State], verdicts: dict[int, bool], *, after: int) -> State | None:

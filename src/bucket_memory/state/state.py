@@ -329,17 +329,25 @@ async def texts_of(files: Iterable[tuple[str, LiveFile]], size: int) -> dict[str
     return await off_loop(size, lambda: {path: live.text for path, live in taken})
 
 
-def same_checkpoint(checkpoint: State, replayed: State) -> bool:
+def same_checkpoint(checkpoint: State, replayed: State, *, unerased: bool = False) -> bool:
     """Whether a checkpoint holds what the log replays to at its seq: the files, and the intents
-    settled lately (on which it depends which later commits are void)."""
-    return same_files(checkpoint, replayed) and dict(checkpoint.folds.settled) == dict(replayed.folds.settled)
+    settled lately (on which it depends which later commits are void). `unerased`: a file the
+    replay has erased may still hold a text in the checkpoint, at the same version (an erase
+    stopped before it rewrote the checkpoint; running it again does)."""
+    files = same_files(checkpoint, replayed, unerased=unerased)
+    return files and dict(checkpoint.folds.settled) == dict(replayed.folds.settled)
 
 
-def same_files(one: State, other: State) -> bool:
-    """The same files with the same versions and descriptions (a checkpoint's are taken on trust)."""
-    return {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()} == {
-        path: (live.text, live.version, live.description, live.erased) for path, live in other.files.items()
-    }
+def same_files(one: State, other: State, *, unerased: bool = False) -> bool:
+    """The same files with the same versions and descriptions (a checkpoint's are taken on trust);
+    `unerased`: or a file of `one` not erased where `other` holds it erased at its version."""
+    mine = {path: (live.text, live.version, live.description, live.erased) for path, live in one.files.items()}
+    theirs = {path: (live.text, live.version, live.description, live.erased) for path, live in other.files.items()}
+    if unerased:
+        for path, (_, version, _, erased) in mine.items():
+            if erased is None and path in theirs and theirs[path][3] is not None and theirs[path][1] == version:
+                mine[path] = theirs[path]
+    return mine == theirs
 
 
 def describing(fmt: FileFormat) -> tuple[int, int, int]:
