@@ -169,7 +169,7 @@ class Recovery:
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which no reader reads", location, key)
             self.store.forget()
-        reapplying = Reapplying(self.store, plan.head)
+        reapplying = Reapplying(self.store, plan.head, (await plan.stored.first_commits())[log_key(plan.head)].hash)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
         return bool(plan.stray) or await _mark_owed(plan)
