@@ -388,8 +388,9 @@ async def _mark_owed(plan: _Plan) -> bool:
     key compaction never deletes (from the oldest live checkpoint on): a process may have loaded it,
     and no mark has told it since. A recover stopped between its removal and its mark leaves one
     (seed 2760), as does an agent that deletes its own forged checkpoint; a first version a wipe
-    deleted and `restore` put back is the chain's own, and owes nothing. Limit: a mark the agent
-    commits after its forgery and before a recover stopped so hides it, as any mark of its own does."""
+    deleted and `restore` put back is the chain's own, and owes nothing. Limits: a version made in
+    the mark's own second (listings tell seconds) is taken for older, so that a second recover does
+    not mark again; a mark the agent commits after its forgery and before a recover stopped so hides it."""
     stored = plan.stored
     marks = [
         version.modified
