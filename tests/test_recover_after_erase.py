@@ -138,7 +138,7 @@ async def test_a_fork_whose_text_an_erase_removed_is_reapplied_without_it() -> N
         2, head.hash, (Write(path="b.md", text="erased\n"), Write(path="c.md", text="C\n")), ALICE, at=time.time()
     )
     fork = written.redacted(lambda index, _: index == 0, 3).authorize(True)
-    seq = await Reapplying(store, 1).commit(fork, fork.changes)
+    seq = await Reapplying(store, 1, head.hash).commit(fork, fork.changes)
     assert seq == 2
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"a.md": "A\n", "c.md": "C\n"}
 

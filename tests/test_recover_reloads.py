@@ -5,22 +5,25 @@ commits on it. `recover` puts the honest commit back and re-applies what was wri
 forgery at the next keys; the process's head is then off the chain, and a recover killed part-way
 leaves its re-applications at keys whose first versions are the process's own, as a checkpoint
 made again there leaves a later version at a key whose first is the fork's. Found by the
-simulator: seeds 475 and 883.
+simulator: seeds 475 and 883. A process that loaded a forged checkpoint is told by `recover`'s
+reload mark, which a later recover still owes when the removal was not followed by one: seed 2760.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 from a13n_harness.providers.memory import Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Write
-from bucket_memory.format.codec import Commit
-from bucket_memory.format.wire_values import checkpoint_key, log_key
+from bucket_memory.format.codec import Checkpoint, Commit
+from bucket_memory.format.wire_values import checkpoint_key, log_key, run_key
 from bucket_memory.history.reapplying import Reapplying
-from bucket_memory.objects.interface import IfMatch
+from bucket_memory.log.runs import Run
+from bucket_memory.objects.interface import CREATE, IfMatch
 from bucket_memory.testing.faults import SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
@@ -118,3 +121,93 @@ async def test_a_checkpoint_made_again_where_a_fork_was_reapplied_is_the_memorys
     assert await objects.get(checkpoint_key(3)) is not None
     cold = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))
     assert cold == {"a.md": "A\n", "b.md": "the acknowledged text\n", "c.md": "Pay Mallory\n", "d.md": "D\n"}
+
+
+class DyingAfterRemoval(VersionedMemoryObjectStore):
+    """A bucket whose deleting process is killed once the delete has landed, while `dying`."""
+
+    dying = False
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        await super().delete(keys)
+        if self.dying:
+            raise SimulatedCrash(f"killed after removing {keys}, before anything else")
+
+
+@pytest.mark.parametrize("remover", ["a recover killed before its mark", "the agent itself"])
+async def test_a_process_that_loaded_a_forged_checkpoint_since_removed_is_told_by_the_next_recover(
+    remover: str,
+) -> None:
+    """Was (seed 2760): a recover killed after removing the forged checkpoint and before its reload
+    mark left the next recover nothing to repair, so it made no mark, and the process that had
+    loaded the forgery served it for good. The same when the agent deletes its own forgery."""
+    objects = DyingAfterRemoval()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for n in range(3):
+        await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+    state = (await alice.state(proven=True)).copy()
+    state.apply_change(Write(path="0.md", text="Pay Mallory $10000.\n"), state.head)
+    forged = checkpoint_key(state.head)
+    await objects.put(forged, Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode(), CREATE)
+    late = LogFileStore(objects, options=NO_CHECKPOINTS)
+    assert (await late.read("0.md")).text == "Pay Mallory $10000.\n"  # live reads trust checkpoints
+    if remover == "the agent itself":
+        await objects.delete([forged])
+    else:
+        objects.dying = True
+        with pytest.raises(SimulatedCrash):
+            await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+        objects.dying = False
+    assert await objects.get(forged) is None
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    marked = (await admin.recover(None, origin=OPERATOR)).restoration.head
+    assert marked == 4  # the mark the stopped recover owed
+    assert await files_of(late) == await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))
+    # Owed once: a recover on the memory as the mark left it commits nothing more.
+    assert (await admin.recover(None, origin=OPERATOR)).restoration.head == marked
+
+
+async def test_a_run_a_writer_made_off_the_restored_chain_never_becomes_recovers_base(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (the wipe race of test_recover, under load): while `recover` re-applied forks, a writer
+    still on the fork committed after the fork's last commit and stored a run of its lineage. The
+    recover's store met that commit off its chain and loaded again: the run, vouched for by that
+    commit, took it past the break, and the forks' re-applications went on on the fork's lineage,
+    off the chain recover had put back; verify named them all after a second recover."""
+    objects = VersionedMemoryObjectStore()
+    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
+    for n in range(3):
+        await alice.write(f"{n}.md", f"note {n}\n", expected=None, origin=ALICE)
+    commits = {commit.seq: commit for commit in await alice.reader.fetch_commits(await alice.reader.list_log())}
+    # The fork: commit 3 overwritten (as after a wipe), and 4 on it.
+    three = Commit.create(3, commits[2].hash, (Write(path="f3.md", text="fork 3\n"),), ALICE, at=time.time())
+    await objects.put(log_key(3), three.encode(), IfMatch((await objects.list_versions(log_key(3)))[-1].tag))
+    four = Commit.create(4, three.hash, (Write(path="f4.md", text="fork 4\n"),), ALICE, at=time.time())
+    await objects.put(log_key(4), four.encode(), CREATE)
+    original, calls = Reapplying.commit, 0
+
+    async def writer_on_the_fork_meanwhile(self: Reapplying, *args: object, **kwargs: object) -> int | None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # after the first re-application landed at 4: the fork's writer commits 5
+            five = Commit.create(5, four.hash, (Write(path="f5.md", text="fork 5\n"),), ALICE, at=time.time())
+            await objects.put(log_key(5), five.encode(), CREATE)
+            run = Run.made([commits[1], commits[2], three, four, five])
+            await objects.put(run_key(5), run.encode(), CREATE)
+        return await original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Reapplying, "commit", writer_on_the_fork_meanwhile)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    await admin.recover(None, origin=OPERATOR)
+    monkeypatch.undo()
+    assert await admin.verify() == []
+    cold = await files_of(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert cold == {
+        "0.md": "note 0\n",
+        "1.md": "note 1\n",
+        "2.md": "note 2\n",
+        "f3.md": "fork 3\n",
+        "f4.md": "fork 4\n",
+        "f5.md": "fork 5\n",
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import pytest
 from a13n_harness.providers.memory import Origin
@@ -49,11 +49,14 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # erase's rewrite of a forged checkpoint left it the key's only version, past a gap the erase
 # made below it), 715 (an erase killed after rewriting a checkpoint, before the void commit above
 # it, turned the commit valid; reached once 1321's fix moved the kill), 2629 (an erase killed
-# while deleting versions left an agent's overwrite a commit's oldest version; reached so too).
-# The slow range (200-2999), scanned once after those fixes, still finds these, not yet
-# diagnosed but for the first line of each (issue 53 stays open):
+# while deleting versions left an agent's overwrite a commit's oldest version; reached so too),
+# 2760 (a recover killed between removing a forged checkpoint and its reload mark: the next
+# recover now owes the mark).
+# The slow range (200-2999), scanned once after those fixes, found no more. Past it, seeds
+# 3000-4199 (scanned once on the merged fixes) find one, run in `make test-slow` beside the range
+# until fixed:
 FOUND: dict[int, str] = {
-    2760: "a warm writer and a cold reader disagree on a file an agent forged",
+    3859: "recover re-applied an erasure at a new seq; verify names a commit marked erased at the old one",
 }
 
 
@@ -67,7 +70,7 @@ def _quiet_logs() -> None:
     logging.getLogger("bucket_memory").setLevel(logging.CRITICAL)
 
 
-def seeds(numbers: range) -> list[object]:
+def seeds(numbers: Iterable[int]) -> list[object]:
     return [
         pytest.param(seed, marks=pytest.mark.xfail(strict=True, reason=FOUND[seed])) if seed in FOUND else seed
         for seed in numbers
@@ -80,7 +83,7 @@ def test_a_seeded_history_holds_every_promise(seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", seeds(range(SEEDS, 3000)))
+@pytest.mark.parametrize("seed", seeds([*range(SEEDS, 3000), *(seed for seed in sorted(FOUND) if seed >= 3000)]))
 def test_a_seeded_history_holds_every_promise_at_scale(seed: int) -> None:
     check(simulate(seed, skip=KNOWN))
 

@@ -10,14 +10,15 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Sealed
-from ..format.codec import Commit
-from ..format.wire_values import LOG_PREFIX
+from ..format.codec import Commit, CorruptObjectError
+from ..format.wire_values import LOG_PREFIX, log_key
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import VersionedObjectStore
 from ..state.state import State
 from .versions import StoredVersions, reapplied
 
 logger = logging.getLogger(__name__)
+_OFF_CHAIN = "it is not of the chain recover put back: a writer committed off it while forks were re-applied"
 
 
 class _Behind(MemoryStoreError):
@@ -34,12 +35,14 @@ class Reapplying:
     The marks of re-applications are read from every commit up to `read`; a re-application is
     planned only on a head no newer than that (else the plan refuses, the commits past it are read,
     and the fork is looked at again), and it lands at that head + 1 (invariant 1). So a fork that
-    another run re-applied meanwhile is seen before a second re-application could land.
+    another run re-applied meanwhile is seen before a second re-application could land. The commits
+    read must chain from `read_hash` (the head put back), and the head planned on must be theirs:
+    else a writer committed off the restored chain, and `CorruptObjectError` asks to restore again.
     """
 
-    def __init__(self, store: LogFileStore, read: int) -> None:
+    def __init__(self, store: LogFileStore, read: int, read_hash: str) -> None:
         self.store = store
-        self.read = read
+        self.read, self.read_hash = read, read_hash
         self.done: set[str] = set()
 
     async def commit(self, fork: Commit, changes: tuple[Change, ...]) -> int | None:
@@ -58,6 +61,10 @@ class Reapplying:
         def plan(state: State) -> Sequence[Change]:
             if state.head != self.read:
                 raise _Behind(state.head)
+            if state.head_hash != self.read_hash:
+                # Loaded past a break in the log (a run a writer off the chain stored vouches for
+                # its lineage): re-applied there, every fork would land off the chain again.
+                raise CorruptObjectError(self.store.location, log_key(state.head), _OFF_CHAIN)
             scratch, kept = state.copy(), []
             for change in changes:
                 if isinstance(change, Sealed) and change.is_erased:
@@ -97,5 +104,10 @@ class Reapplying:
             assert isinstance(objects, VersionedObjectStore)
             stored = await StoredVersions.listed(objects, self.store.format, LOG_PREFIX)
             commits = [commit for commit in (await stored.first_commits()).values() if self.read < commit.seq <= head]
+        previous = self.read_hash
+        for commit in sorted(commits, key=lambda commit: commit.seq):
+            if commit.prev != previous:
+                raise CorruptObjectError(self.store.location, log_key(commit.seq), _OFF_CHAIN)
+            previous = commit.hash
         self.done |= reapplied(commits)
-        self.read = head
+        self.read, self.read_hash = head, previous

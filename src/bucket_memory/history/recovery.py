@@ -31,6 +31,7 @@ from ..format.wire_values import (
     key_seq,
     log_key,
     reload_mark,
+    reloads,
     run_key,
     run_seq,
 )
@@ -135,9 +136,10 @@ class Recovery:
                 logger.warning("%s; restoring again (a writer committed off the restored chain meanwhile)", error)
                 self.store.forget()
         # A process may have loaded a checkpoint or applied a commit repaired, removed or replaced
-        # here, and nothing else tells it: a process at the head's seq reads no commit after it
-        # (seed 475), and a forged checkpoint names the chain's hash. The mark is a commit after
-        # every one, which makes each process that applies it (or finds it off its chain) load again.
+        # (here, or by a run stopped before its mark), and nothing else tells it: a process at the
+        # head's seq reads no commit after it (seed 475), and a forged checkpoint names the chain's
+        # hash. The mark is a commit after every one, which makes each process that applies it (or
+        # finds it off its chain) load again.
         if removed or repaired or any(new is not None for _, new in reapplied):
             await self.store.commit(lambda state: (), reload_mark())
         head = (await self.store.state(proven=True)).head
@@ -146,8 +148,9 @@ class Recovery:
     async def _restore_once(
         self, restored: list[str], repaired: list[str], reapplied: list[tuple[int, int | None]]
     ) -> bool:
-        """One round of `restore`, adding what it did to the lists as it goes; whether it removed a
-        key off the chain (a forged checkpoint, a commit a process may have applied)."""
+        """One round of `restore`, adding what it did to the lists as it goes; whether a process may
+        hold a key off the chain: one it removed (a forged checkpoint, a commit a process may have
+        applied), or one gone since the newest reload mark (`_mark_owed`)."""
         objects, location = self._versioned(), self.store.location
         async with self.store.exclusive():
             plan = await self._plan()
@@ -166,10 +169,10 @@ class Recovery:
                 await retrying(functools.partial(objects.delete, [key]), what=f"Removing {location}/{key}")
                 logger.info("%s: removed %s, which no reader reads", location, key)
             self.store.forget()
-        reapplying = Reapplying(self.store, plan.head)
+        reapplying = Reapplying(self.store, plan.head, (await plan.stored.first_commits())[log_key(plan.head)].hash)
         for commit, changes in sorted(plan.forks, key=_made):
             reapplied.append((commit.seq, await reapplying.commit(commit, changes)))
-        return bool(plan.stray)
+        return bool(plan.stray) or await _mark_owed(plan)
 
     async def survey(self) -> list[Problem]:
         """What `restore` would change, found without changing anything: for `verify` on a bucket
@@ -383,6 +386,37 @@ async def _garbage(reader: LogReader) -> list[str]:
         except CorruptObjectError:
             garbage.append(key)
     return garbage
+
+
+async def _mark_owed(plan: _Plan) -> bool:
+    """Whether a version off the chain, made since the newest reload mark, is no longer current at a
+    key compaction never deletes (from the oldest live checkpoint on): a process may have loaded it,
+    and no mark has told it since. A recover stopped between its removal and its mark leaves one
+    (seed 2760), as does an agent that deletes its own forged checkpoint; a first version a wipe
+    deleted and `restore` put back is the chain's own, and owes nothing. Limits: a version made in
+    the mark's own second (listings tell seconds) is taken for older, so that a second recover does
+    not mark again; a mark the agent commits after its forgery and before a recover stopped so hides it."""
+    stored = plan.stored
+    marks = [
+        version.modified
+        for key, commit in (await stored.first_commits()).items()
+        if reloads(commit.origin) and (version := stored.first(key)) is not None
+    ]
+    since = max(marks, default=float("-inf"))
+    floor = min((key_seq(key) or 0 for key in plan.live if key.startswith(CHECKPOINT_PREFIX)), default=0)
+    for key, versions in stored.versions.items():
+        seq, own = key_seq(key) or 0, stored.first(key)
+        for version in versions:
+            if version.current or version.modified <= since or seq < floor:
+                continue
+            if (
+                own is None
+                or version.version != own.version
+                or seq > plan.head
+                or (key.startswith(CHECKPOINT_PREFIX) and not await stored.fits(seq))
+            ):
+                return True
+    return False
 
 
 def _deleted_records(stored: StoredVersions) -> list[str]:
