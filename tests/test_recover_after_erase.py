@@ -19,6 +19,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Erase, Write
 from bucket_memory.format.codec import GENESIS_HASH, Checkpoint, Commit
+from bucket_memory.format.packed import decode_checkpoint
 from bucket_memory.format.wire_values import checkpoint_key, log_key
 from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.history.rewriting import Rewriting
@@ -306,3 +307,42 @@ async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_r
     true_files = {"notes.md": "the true note\n", "x.md": "X\n"}
     assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == true_files == await files_of(store)
     assert leaks(every_stored_version(objects)) == []
+
+
+@pytest.mark.parametrize("options", [NO_CHECKPOINTS, EVERY_COMMIT], ids=["log", "checkpoints"])
+async def test_an_erasure_recover_reapplies_at_a_new_seq_takes_its_marks_along(options: LogOptions) -> None:
+    """Was (seed 3859): an agent replaced commit 2 with a commit of its own and the operator's
+    erase landed on it at 3; recover re-applied both (at 3 and 4), but commit 1's erased text still
+    named commit 3, now the agent's re-applied write, and verify named it "marked erased by a commit
+    that erased no such file" after every recover. The mark must follow the erasure, and the text
+    must stay erased. So must a checkpoint's mark (else verify says it differs from the log's state)."""
+    objects = VersionedMemoryObjectStore()
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("a.md", SECRET, expected=None, origin=ALICE)
+    await store.write("b.md", "B\n", expected=None, origin=ALICE)
+    first = await store.reader.commit(1)
+    assert first is not None
+    await objects.delete([log_key(2)])
+    forged = Commit.create(
+        2, first.hash, (Write(path="c.md", text="C\n"),), Origin(principal_id="agent"), at=time.time()
+    )
+    await objects.put(log_key(2), forged.encode(), CREATE)
+    assert (
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
+    ).erasure == 3
+
+    # With checkpoints, recover's store writes one at 3 (the re-applied write) with the mark as it was.
+    done = await MemoryAdmin(LogFileStore(objects, options=options)).recover(None, origin=OPERATOR)
+    assert done.restoration.reapplied == ((2, 3), (3, 4))
+    marked = await Commit.read("m", log_key(1), await objects.get(log_key(1)) or b"")
+    assert [change.erased for change in marked.changes if isinstance(change, Write)] == [4]
+    if options is EVERY_COMMIT:
+        checkpoint = decode_checkpoint("m", checkpoint_key(3), await objects.get(checkpoint_key(3)) or b"")
+        assert checkpoint.content().erased == (("a.md", 4),)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    # A second recover takes the re-marked commit for the erase's rewrite it is: nothing to put back.
+    assert not (await admin.recover(None, origin=OPERATOR)).restoration.changed
+    assert await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).verify() == []
+    assert leaks(every_stored_version(objects)) == []
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"b.md": "B\n", "c.md": "C\n"}

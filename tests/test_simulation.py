@@ -51,13 +51,13 @@ SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_SEEDS", "200"))
 # it, turned the commit valid; reached once 1321's fix moved the kill), 2629 (an erase killed
 # while deleting versions left an agent's overwrite a commit's oldest version; reached so too),
 # 2760 (a recover killed between removing a forged checkpoint and its reload mark: the next
-# recover now owes the mark).
-# The slow range (200-2999), scanned once after those fixes, found no more. Past it, seeds
-# 3000-4199 (scanned once on the merged fixes) find one, run in `make test-slow` beside the range
-# until fixed:
-FOUND: dict[int, str] = {
-    3859: "recover re-applied an erasure at a new seq; verify names a commit marked erased at the old one",
-}
+# recover now owes the mark), and past the slow range 3859 (recover re-applied an erasure at a new
+# seq, and the marks its erase wrote in commits and checkpoints still named the old one: the erase
+# recover finishes now moves them to it), run in `make test-slow` beside the range (PAST_THE_RANGE).
+# The slow range (200-2999), scanned once after those fixes, found no more; seeds 3000-4199
+# found only 3859. None is known to fail:
+FOUND: dict[int, str] = {}
+PAST_THE_RANGE = (3859,)
 
 
 def check(outcome: Outcome, skip: frozenset[str] = KNOWN) -> None:
@@ -83,7 +83,9 @@ def test_a_seeded_history_holds_every_promise(seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", seeds([*range(SEEDS, 3000), *(seed for seed in sorted(FOUND) if seed >= 3000)]))
+@pytest.mark.parametrize(
+    "seed", seeds([*range(SEEDS, 3000), *sorted({*PAST_THE_RANGE, *(seed for seed in FOUND if seed >= 3000)})])
+)
 def test_a_seeded_history_holds_every_promise_at_scale(seed: int) -> None:
     check(simulate(seed, skip=KNOWN))
 

@@ -26,16 +26,19 @@ class CheckpointContent(NamedTuple):
     folds: Sequence[tuple[str, int]] | None
 
 
-def redacted_content(content: CheckpointContent, paths: Collection[str], erasure: int) -> CheckpointContent | None:
+def redacted_content(
+    content: CheckpointContent, paths: Collection[str], erasure: int, remark: Collection[str] = ()
+) -> CheckpointContent | None:
     """`content` with the texts and descriptions of the files at `paths` erased by commit `erasure`,
-    or None when it holds no text at any of them."""
+    and the erased files at `remark` marked erased by it, or None when that changes nothing."""
     erasing = {path for path, text, _ in content.files if path in paths and text is not None}
-    if not erasing:
+    remarking = {path for path, by in content.erased or () if path in remark and by != erasure}
+    if not erasing and not remarking:
         return None
     files = tuple((path, None if path in erasing else text, seq) for path, text, seq in content.files)
     descriptions = content.descriptions and tuple(
         None if path in erasing else description
         for (path, _, _), description in zip(content.files, content.descriptions, strict=True)
     )
-    erased = tuple(sorted({**dict(content.erased or ()), **dict.fromkeys(erasing, erasure)}.items()))
+    erased = tuple(sorted({**dict(content.erased or ()), **dict.fromkeys(erasing | remarking, erasure)}.items()))
     return content._replace(files=files, descriptions=descriptions, erased=erased)

@@ -20,7 +20,7 @@ import functools
 import hashlib
 import secrets
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -351,12 +351,17 @@ class Commit(_Signed):
         made.__dict__.pop("_members", None)
         return made._resigned(self.hash)
 
-    def redacted(self, erase: Callable[[int, Change], bool], erasure: int) -> Commit:
+    def redacted(self, erase: Callable[[int, Change], bool], erasure: int, remark: Collection[int] = ()) -> Commit:
         """This commit with the texts of the changes `erase` names (by index) erased by commit
-        `erasure`. Of format 3 its hash still checks; of formats 1 and 2 it can no longer be checked."""
+        `erasure`. Of format 3 its hash still checks; of formats 1 and 2 it can no longer be checked.
+        The erased changes at `remark` come to name `erasure` too (format 3 only: the hash leaves the
+        mark out, where an old format's vouched digest covers it)."""
+        remark = remark if self.sealed else ()
         changes = tuple(
             change.redacted(erasure)
             if isinstance(change, Sealed) and not change.is_erased and erase(index, change)
+            else change.model_copy(update={"erased": erasure})
+            if isinstance(change, Sealed) and change.is_erased and index in remark
             else change
             for index, change in enumerate(self.changes)
         )

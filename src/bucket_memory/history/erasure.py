@@ -110,11 +110,31 @@ class _Target:
         indexes = self.lineages.texts(self.files).get(seq, set())
         return lambda index, _: index in indexes
 
+    def stale_marks(self) -> dict[int, set[int]]:
+        """Per seq, the indexes of the file's erased texts whose marks name no erasure of it: an
+        erasure `recover` re-applied at a new seq left them naming the old one (seed 3859), or an
+        agent hid the text by hand. The erasure of the file erases them all, so they come to name it."""
+        found: dict[int, set[int]] = {}
+        for seq, index in self.lineages.unfounded_erasures(self.files):
+            found.setdefault(seq, set()).add(index)
+        return found
+
     def checkpoint_paths(self, checkpoint: CheckpointContent) -> set[str]:
         return {
             path
             for path, text, _ in checkpoint.files
             if text is not None and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
+        }
+
+    def stale_checkpoint_marks(self, checkpoint: CheckpointContent) -> set[str]:
+        """The paths where `checkpoint` holds the file erased by a commit of the retained log that
+        erased none of its names (as `stale_marks`, for the state the log replays to)."""
+        return {
+            path
+            for path, by in checkpoint.erased or ()
+            if by > self.lineages.base
+            and not self.lineages.erased_names(by) & self.names
+            and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
         }
 
 
@@ -323,9 +343,9 @@ class Erasure:
         reader, lineages = self.store.reader, target.lineages
         texts = lineages.texts(target.files)
         found: list[tuple[int, int, str, Redaction]] = []
-        voids = lineages.voids_naming(target.names)
+        voids, stale = lineages.voids_naming(target.names), target.stale_marks()
         for seq, info in await reader.list_log():
-            if seq < erasure and (seq in texts or seq in voids or seq <= lineages.base):
+            if seq < erasure and (seq in texts or seq in voids or seq in stale or seq <= lineages.base):
                 found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
         for seq, info in await reader.list_checkpoints():
             if seq < erasure and any(lineages.holds(name, seq, target.files, target.names) for name in target.names):
@@ -350,7 +370,7 @@ class Erasure:
         """The commit with the file's texts erased; a void one also keeps its verdict, which a
         replay over the erased texts could no longer reach (its edit checked against them, say)."""
         commit = Commit.decode(self.store.location, key, data)
-        redacted = commit.redacted(target.erases(commit.seq), erasure)
+        redacted = commit.redacted(target.erases(commit.seq), erasure, target.stale_marks().get(commit.seq, ()))
         if (void := target.lineages.voids_naming(target.names).get(commit.seq)) is not None:
             redacted = redacted.recorded_void(void)
         return None if redacted is commit else redacted.encode()
@@ -358,7 +378,8 @@ class Erasure:
     def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
         checkpoint = decode_checkpoint(self.store.location, key, data)
         content = checkpoint.content()
-        redacted = redacted_content(content, target.checkpoint_paths(content), erasure)
+        paths, stale = target.checkpoint_paths(content), target.stale_checkpoint_marks(content)
+        redacted = redacted_content(content, paths, erasure, stale)
         # In the layout it was written in: a reader that could read it can read it still.
         return None if redacted is None else type(checkpoint).made(redacted).encode()
 

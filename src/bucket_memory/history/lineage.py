@@ -74,13 +74,15 @@ class Lineages:
                 found.setdefault(seq, set()).add(index)
         return found
 
-    def unfounded_erasures(self) -> list[tuple[int, int]]:
-        """(seq, change index) of each erased text whose `erased` names no erasure of one of its
-        file's names (before `base`, of its path): a text hidden by hand, not erased."""
+    def unfounded_erasures(self, files: set[int] | None = None) -> list[tuple[int, int]]:
+        """(seq, change index) of each erased text (of `files`, if given) whose `erased` names no
+        erasure of one of its file's names (before `base`, of its path): a text hidden by hand, not
+        erased, or one whose erasure `recover` re-applied at another seq (seed 3859)."""
         return [
             (seq, index)
             for seq, index, file, path, erasure in self._erased_texts
-            if not (self._erased_by.get(erasure, set()) & (self._names[file] | {path}))
+            if (files is None or file in files)
+            and not (self._erased_by.get(erasure, set()) & (self._names[file] | {path}))
         ]
 
     def voids_naming(self, names: set[str]) -> dict[int, str]:
@@ -91,6 +93,10 @@ class Lineages:
     def changed_after(self, path: str, seq: int) -> bool:
         """Whether a commit after `seq` wrote, moved or deleted a file at `path`."""
         return any(at > seq for at, _ in self._held.get(path, ()))
+
+    def erased_names(self, seq: int) -> set[str]:
+        """The paths erasure commit `seq` of the retained log names (none: no such erasure)."""
+        return set(self._erased_by.get(seq, set()))
 
     def ended_by(self, seq: int) -> dict[str, int]:
         """The files the erasure commit `seq` deleted, by path."""

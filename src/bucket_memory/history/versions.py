@@ -342,7 +342,8 @@ def _oldest_fitting(states: dict[int, State], verdicts: dict[int, bool], *, afte
 
 def _erased_form(first: Commit, current: Commit) -> bool:
     """Whether `current` is `first` with the texts of some changes erased (each by the erasure its
-    `erased` names), and nothing else changed."""
+    `erased` names), and nothing else changed; a text `first` holds erased may name another erasure
+    now (an erase moves the mark of one `recover` re-applied at a new seq to it: seed 3859)."""
     erased_by = {
         index: change.erased
         for index, change in enumerate(current.changes)
@@ -351,7 +352,7 @@ def _erased_form(first: Commit, current: Commit) -> bool:
     candidate = first
     for erasure in set(erased_by.values()):
         named = {index for index, by in erased_by.items() if by == erasure}
-        candidate = candidate.redacted(lambda index, _: index in named, erasure)  # noqa: B023 (used at once)
+        candidate = candidate.redacted(lambda index, _: index in named, erasure, named)  # noqa: B023 (used at once)
     if current.void is not None:
         candidate = candidate.recorded_void(current.void)
     return (bool(erased_by) or current.void is not None) and candidate == current
