@@ -126,7 +126,7 @@ class _Target:
             if text is not None and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
         }
 
-    def stale_checkpoint_marks(self, checkpoint: CheckpointContent) -> set[str]:
+    def stale_in(self, checkpoint: CheckpointContent) -> set[str]:
         """The paths where `checkpoint` holds the file erased by a commit of the retained log that
         erased none of its names (as `stale_marks`, for the state the log replays to)."""
         return {
@@ -378,8 +378,7 @@ class Erasure:
     def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
         checkpoint = decode_checkpoint(self.store.location, key, data)
         content = checkpoint.content()
-        paths, stale = target.checkpoint_paths(content), target.stale_checkpoint_marks(content)
-        redacted = redacted_content(content, paths, erasure, stale)
+        redacted = redacted_content(content, target.checkpoint_paths(content), erasure, target.stale_in(content))
         # In the layout it was written in: a reader that could read it can read it still.
         return None if redacted is None else type(checkpoint).made(redacted).encode()
 
