@@ -212,7 +212,7 @@ def test_every_folder_of_the_package_has_a_layer() -> None:
 MAX_FUNCTION_LINES, MAX_CLASS_LINES = 70, 250
 # Over the class bound today, each in work of its own (erasure and stored versions), at most as
 # long as they are now: none may join them or grow.
-LONG_CLASSES = {"Erasure": 280, "StoredVersions": 268}
+LONG_CLASSES = {"Erasure": 280}
 
 
 def too_long(source: str, module: str) -> list[str]:

@@ -18,7 +18,6 @@ from ..format.erasure_record import ErasureRecord
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
-    checkpoint_key,
     erasure_record_key,
     erasure_record_parts,
     key_seq,
@@ -27,9 +26,9 @@ from ..format.wire_values import (
 )
 from ..objects.interface import ObjectVersion, VersionedObjectStore
 from ..objects.retry import gather_bounded, retrying
-from ..runtime.off_loop import off_loop
 from ..state.checkpoint_state import read_checkpoint
-from ..state.state import State, same_checkpoint
+from ..state.state import State
+from .checkpoint_verdicts import checkpoint_verdicts
 from .erase_rewrites import pinned_by_erasures
 
 logger = logging.getLogger(__name__)
@@ -58,8 +57,9 @@ class StoredVersions:
         self._firsts: dict[str, Commit] | None = None
         self._checkpoints: dict[int, State] | None = None
         self._verdicts: dict[int, bool] | None = None  # by checkpoint seq, once `fits` is first asked
-        # Keys whose chain version is a later one than their first (`_through_reapplications`).
-        self._in_place: dict[str, ObjectVersion] = {}
+        # Keys whose chain version is a later one than their first (`_through_reapplications`, and
+        # a checkpoint's version that stands in for a first the log disproves: checkpoint_verdicts).
+        self.in_place: dict[str, ObjectVersion] = {}
 
     @classmethod
     async def listed(cls, objects: VersionedObjectStore, format: FileFormat, prefix: str = "") -> StoredVersions:
@@ -83,7 +83,7 @@ class StoredVersions:
         """The key's first version, or the re-application the chain takes in its place (once
         `first_commits` has read them: every caller reads those first)."""
         found = self.versions.get(key)
-        return self._in_place.get(key) or (found[0] if found else None)
+        return self.in_place.get(key) or (found[0] if found else None)
 
     def keys(self, prefix: str) -> list[tuple[int, str]]:
         return sorted((seq, key) for key in self.versions if key.startswith(prefix) and (seq := key_seq(key)))
@@ -143,7 +143,7 @@ class StoredVersions:
             except CorruptObjectError as error:
                 logger.warning("%s: the first version of %s is not usable: %s", self.location, key, error.reason)
         for key, (commit, version) in (await pinned_by_erasures(self, decoded)).items():
-            decoded[key], self._in_place[key] = commit, version
+            decoded[key], self.in_place[key] = commit, version
         return await self._through_reapplications(decoded)
 
     async def _through_reapplications(self, firsts: dict[str, Commit]) -> dict[str, Commit]:
@@ -167,7 +167,7 @@ class StoredVersions:
                 except CorruptObjectError:
                     continue
                 if later.prev == before.hash and reapplied([later]):
-                    chain[key], self._in_place[key] = later, version
+                    chain[key], self.in_place[key] = later, version
                     break
         return chain
 
@@ -232,52 +232,8 @@ class StoredVersions:
         `seq`, of the memory whose first commit 1 the bucket keeps (when it still does), and holds
         the files the first versions of the log replay to (where they reach back that far)."""
         if self._verdicts is None:
-            self._verdicts = await self._checkpoint_verdicts(await self.first_commits())
+            self._verdicts = await checkpoint_verdicts(self, await self.first_commits())
         return self._verdicts.get(seq, False)
-
-    async def _checkpoint_verdicts(self, firsts: dict[str, Commit]) -> dict[int, bool]:
-        """For each stored checkpoint, whether its first version fits the log's first versions: it
-        names its commit's hash and commit 1's, and holds what a replay of them gives, from commit 1
-        where the bucket keeps it (else from the oldest checkpoint that names its commit) and, past
-        a gap (versions an erase deleted, or expired), from the oldest checkpoint after the gap that
-        names its commit; and is not past where they turn into another lineage. (A checkpoint an
-        agent created below every other after such a gap is that replay's start: the admitted
-        limit, which only a gap opens.)"""
-        by_seq = {commit.seq: commit for commit in firsts.values()}
-        genesis = by_seq.get(1)
-        states = await self.first_checkpoints()
-        verdicts = {
-            seq: seq in by_seq
-            and state.head_hash == by_seq[seq].hash
-            and (genesis is None or state.genesis in (None, genesis.hash))
-            for seq, state in states.items()
-        }
-        # Where commit 1's versions are gone, the oldest checkpoint naming its commit starts.
-        replay = State(format=self.format) if genesis is not None else _oldest_fitting(states, verdicts, after=0)
-        while replay is not None:
-            replay = await self._replay_segment(by_seq, states, verdicts, replay)
-            if (following := by_seq.get(replay.head + 1)) is not None and following.prev != replay.head_hash:
-                # The first versions go on as another lineage (a writer whose head was older than a
-                # wipe, or a log begun again): its checkpoints are no base; its commits are forks.
-                for seq in verdicts:
-                    verdicts[seq] = verdicts[seq] and seq <= replay.head
-                break
-            replay = _oldest_fitting(states, verdicts, after=replay.head)
-        return verdicts
-
-    async def _replay_segment(
-        self, by_seq: dict[int, Commit], states: dict[int, State], verdicts: dict[int, bool], replay: State
-    ) -> State:
-        """Replay the first versions of the log on `replay` while they chain, marking each checkpoint
-        met that differs from the state replayed; the state where they stop."""
-        while (commit := by_seq.get(replay.head + 1)) is not None and commit.prev == replay.head_hash:
-            try:
-                await off_loop(commit.size, functools.partial(replay.apply, commit, self.location))
-            except CorruptObjectError:
-                break  # a damaged text below: what follows cannot be checked from here
-            if commit.seq in verdicts:
-                await _judge(self, states, verdicts, replay)
-        return replay
 
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
         """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
@@ -295,49 +251,6 @@ class StoredVersions:
                 state.apply(commits[seq], self.location)
             return state
         return None
-
-
-async def _judge(stored: StoredVersions, states: dict[int, State], verdicts: dict[int, bool], replay: State) -> None:
-    """Mark checkpoint `replay.head` by what the log replays to. Where its first version differs,
-    a later version that holds it stands in (`_later_fitting`); else the first is the memory's
-    still where it differs only by texts the log erased: an erase stopped before it rewrote the
-    checkpoint, and running it again does (taken for disproved, the erase refused to finish)."""
-    seq = replay.head
-    unerased = False
-    if verdicts[seq] and not same_checkpoint(states[seq], replay):
-        verdicts[seq], unerased = False, same_checkpoint(states[seq], replay, unerased=True)
-        if not unerased:
-            logger.warning(
-                "%s: the first version of %s is not the state its log replays to", stored.location, checkpoint_key(seq)
-            )
-    if not verdicts[seq] and (later := await _later_fitting(stored, replay)) is not None:
-        states[seq], stored._in_place[checkpoint_key(seq)] = later
-        verdicts[seq] = True
-    elif unerased:
-        verdicts[seq] = True
-
-
-async def _later_fitting(stored: StoredVersions, replay: State) -> tuple[State, ObjectVersion] | None:
-    """A later version of checkpoint `replay.head` that holds what the log replays to (`replay`), for
-    where its first version does not: an erase's rewrite (it rewrote the forgery that was current,
-    then, once a recover had put the true one back, the true one, and deleted the first version;
-    seed 129), or the checkpoint made again at a seq where a recover re-applied a fork's commit
-    (the first was made on the fork's commit there, which the recover removed; seed 883). Checked
-    against the replay, a later version is taken only where the log vouches for all it holds."""
-    key = checkpoint_key(replay.head)
-    for version in stored.versions[key][1:]:
-        try:
-            state = await read_checkpoint(stored.location, key, await stored.read(version), stored.format)
-        except CorruptObjectError:
-            continue
-        if state.head_hash == replay.head_hash and same_checkpoint(state, replay):
-            return state, version
-    return None
-
-
-def _oldest_fitting(states: dict[int, State], verdicts: dict[int, bool], *, after: int) -> State | None:
-    """A copy of the oldest checkpoint past seq `after` that names its commit (so far), to replay from."""
-    return next((states[seq].copy() for seq in sorted(verdicts) if seq > after and verdicts[seq]), None)
 
 
 def _erased_form(first: Commit, current: Commit) -> bool:
