@@ -25,28 +25,24 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Write
-from ..format.checkpoint_content import CheckpointContent, redacted_content
-from ..format.codec import SEALED_FORMAT, Commit
 from ..format.decoded import DECODED
-from ..format.packed import decode_checkpoint
 from ..format.wire_values import LOG_PREFIX, checked_origin, checked_path, key_seq, log_key, run_seq
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import ObjectVersion
 from ..objects.retry import gather_bounded, retrying
-from ..runtime.off_loop import off_loop
 from ..state.state import State
 from .chain import History, Problem, chain_problems
 from .earlier_erasures import record_earlier_erasures
+from .erased_file import ErasedFile, candidates, holding_now
 from .holding import an_intent, holds_any, holds_names
 from .lineage import Lineages
-from .rewriting import Redaction, Rewriting
+from .rewriting import Rewriting
 
 logger = logging.getLogger(__name__)
 
@@ -68,76 +64,6 @@ class ErasurePlan:
     versions: tuple[str, ...]
 
 
-@dataclass(slots=True)
-class _Target:
-    """The file being erased, as the retained log and the erasure commit tell of it; `old` keeps
-    the log's commits of formats 1 and 2, for which the erasure vouches (`Erase.unchecked`)."""
-
-    path: str
-    lineages: Lineages
-    files: set[int] = field(default_factory=set)
-    names: set[str] = field(default_factory=set)
-    old: dict[int, Commit] = field(default_factory=dict)
-
-    def feed(self, commits: Iterable[Commit]) -> None:
-        """Take in commits of the log in seq order (those at or below the lineages' base only kept)."""
-        for commit in commits:
-            if commit.format < SEALED_FORMAT:
-                self.old[commit.seq] = commit
-            if commit.seq > self.lineages.head:
-                self.lineages.feed(commit)
-        self.refresh()
-
-    def vouches(self, erasure: int) -> tuple[tuple[int, str], ...]:
-        """Each commit of formats 1 and 2 that erasure commit `erasure` will erase texts of, with the
-        SHA-256 of its body once erased."""
-        found = []
-        for seq, commit in sorted(self.old.items()):
-            redacted = commit.redacted(self.erases(seq), erasure)
-            if redacted is not commit:
-                found.append((seq, redacted.body_digest()))
-        return tuple(found)
-
-    def refresh(self) -> None:
-        self.files = self.lineages.files_named(self.path)
-        self.names = self.lineages.names(self.files) | {self.path}
-
-    def erases(self, seq: int) -> Callable[[int, Change], bool]:
-        """Which changes of commit `seq` carry one of the file's texts (of a void commit, which no
-        file holds, every text written at one of its names)."""
-        if seq <= self.lineages.base or seq in self.lineages.voids:
-            return lambda _, change: getattr(change, "path", None) in self.names
-        indexes = self.lineages.texts(self.files).get(seq, set())
-        return lambda index, _: index in indexes
-
-    def stale_marks(self) -> dict[int, set[int]]:
-        """Per seq, the indexes of the file's erased texts whose marks name no erasure of it: an
-        erasure `recover` re-applied at a new seq left them naming the old one (seed 3859), or an
-        agent hid the text by hand. The erasure of the file erases them all, so they come to name it."""
-        found: dict[int, set[int]] = {}
-        for seq, index in self.lineages.unfounded_erasures(self.files):
-            found.setdefault(seq, set()).add(index)
-        return found
-
-    def checkpoint_paths(self, checkpoint: CheckpointContent) -> set[str]:
-        return {
-            path
-            for path, text, _ in checkpoint.files
-            if text is not None and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
-        }
-
-    def stale_in(self, checkpoint: CheckpointContent) -> set[str]:
-        """The paths where `checkpoint` holds the file erased by a commit of the retained log that
-        erased none of its names (as `stale_marks`, for the state the log replays to)."""
-        return {
-            path
-            for path, by in checkpoint.erased or ()
-            if by > self.lineages.base
-            and not self.lineages.erased_names(by) & self.names
-            and self.lineages.holds(path, checkpoint.seq, self.files, self.names)
-        }
-
-
 class Erasure:
     """Erases one file's texts from a memory's whole past (see the module's docstring for the steps).
 
@@ -152,7 +78,7 @@ class Erasure:
         """What `erase(path)` would rewrite and delete now, changing nothing."""
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
-        rewrites = await self._rewrites(target, erasure or target.lineages.head + 1)
+        rewrites = await holding_now(self.store, target, erasure or target.lineages.head + 1)
         copies = await self._copies(target)
         versions = await self._old_versions(target, erasure)
         self._check_something(target, erasure, rewrites, versions)
@@ -190,7 +116,7 @@ class Erasure:
         looked_at: set[str] = set()
         dropped: list[str] = []
         for _ in range(_SWEEPS):  # then again for checkpoints and runs written meanwhile below the erasure
-            found = await self._candidates(target, erasure, looked_at)
+            found = await candidates(self.store, target, erasure, looked_at)
             copies = await self._copies(target)
             if not found and not copies:
                 break
@@ -204,9 +130,9 @@ class Erasure:
         # A recover in another process may have put back a version it listed before the erasure
         # (and stopped, perhaps, part-way through erasing it again): what holds a text now, current
         # or not, goes too.
-        if again := await self._rewrites(target, erasure):
+        if again := await holding_now(self.store, target, erasure):
             logger.warning("%s: %s held a text of %s again; erased again", self.store.location, again, path)
-            rewritten.extend(await self.rewriting.rewrite_all(await self._candidates(target, erasure, set())))
+            rewritten.extend(await self.rewriting.rewrite_all(await candidates(self.store, target, erasure, set())))
         if more := await self._old_versions(target, erasure):
             await self.rewriting.delete_versions(more)
             deleted += more
@@ -229,9 +155,9 @@ class Erasure:
         erasure in the retained log erased."""
         target = await self._target(checked_path(path, self.store.format))
         erasure = target.lineages.erasure(target.path, target.files)
-        return None if erasure is None else (erasure, await self._rewrites(target, erasure))
+        return None if erasure is None else (erasure, await holding_now(self.store, target, erasure))
 
-    async def _target(self, path: str) -> _Target:
+    async def _target(self, path: str) -> ErasedFile:
         """The file at `path` through the retained log, from the oldest checkpoint it starts from."""
         reader = self.store.reader
         for _ in range(self.store.options.request_attempts):
@@ -249,11 +175,11 @@ class Erasure:
                 f"{self.store.location}'s log starts at commit {commits[0].seq}, and no checkpoint holds the state "
                 "before it (or each one was compacted as it was read). Run `bucket-memory verify` on it.",
             )
-        target = _Target(path, Lineages(base))
+        target = ErasedFile(path, Lineages(base))
         target.feed(commits)
         return target
 
-    async def _commit_erasure(self, target: _Target, origin: Origin) -> int:
+    async def _commit_erasure(self, target: ErasedFile, origin: Origin) -> int:
         """Commit the erasure, planned on the head or a newer one where the file kept its paths; its seq.
 
         Writers that keep appending to the file would starve a plan that waited for a head with no
@@ -295,7 +221,7 @@ class Erasure:
             "unavailable", f"{self.store.location} kept changing while the erasure was planned; try again."
         )
 
-    async def _read_on(self, target: _Target, head: int, erasure: int | None) -> None:
+    async def _read_on(self, target: ErasedFile, head: int, erasure: int | None) -> None:
         """Feed the lineages the commits after `head`. A writer whose cached head holds a commit
         that was deleted since (by hand: no writer deletes the newest commit) commits past the gap
         it left; the file's history then cannot be followed until `recover` repairs the log."""
@@ -315,7 +241,7 @@ class Erasure:
             )
         target.feed(commits)
 
-    async def _put_back(self, target: _Target, erasure: int, origin: Origin) -> None:
+    async def _put_back(self, target: ErasedFile, erasure: int, origin: Origin) -> None:
         """Write back the files erasure commit `erasure` deleted that are not the erased file's, where
         nothing changed their paths since (so also when a run that made the erasure stopped before it
         could, but never over a later delete)."""
@@ -336,53 +262,7 @@ class Erasure:
         if await self.store.commit(plan, origin) is not None:
             logger.warning("%s: the erasure deleted %s, written meanwhile: put back", self.store.location, others)
 
-    async def _candidates(self, target: _Target, erasure: int, looked_at: set[str]) -> list[tuple[str, Redaction]]:
-        """The current objects below the erasure that the lineages say may hold a text of the file
-        and that were not looked at yet (`looked_at` collects them), newest first, each with how to
-        erase it from the bytes read (None: nothing to erase). Listing only: nothing is read."""
-        reader, lineages = self.store.reader, target.lineages
-        texts = lineages.texts(target.files)
-        found: list[tuple[int, int, str, Redaction]] = []
-        voids, stale = lineages.voids_naming(target.names), target.stale_marks()
-        for seq, info in await reader.list_log():
-            if seq < erasure and (seq in texts or seq in voids or seq in stale or seq <= lineages.base):
-                found.append((seq, 1, info.key, functools.partial(self._erased_commit, target, erasure, info.key)))
-        for seq, info in await reader.list_checkpoints():
-            if seq < erasure and any(lineages.holds(name, seq, target.files, target.names) for name in target.names):
-                found.append((seq, 0, info.key, functools.partial(self._erased_checkpoint, target, erasure, info.key)))
-        found = sorted(item for item in found if item[2] not in looked_at)
-        found.reverse()
-        looked_at.update(key for _, _, key, _ in found)
-        return [(key, redact) for _, _, key, redact in found]
-
-    async def _rewrites(self, target: _Target, erasure: int) -> list[str]:
-        """The candidates that do hold a text of the file now (each read once), for a plan."""
-        candidates = await self._candidates(target, erasure, set())
-
-        async def dirty(item: tuple[str, Redaction]) -> bool:
-            data = await self.store.reader.get(item[0])
-            return data is not None and await off_loop(len(data), functools.partial(item[1], data)) is not None
-
-        marks = await gather_bounded(candidates, dirty)
-        return [key for (key, _), mark in zip(candidates, marks, strict=True) if mark]
-
-    def _erased_commit(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
-        """The commit with the file's texts erased; a void one also keeps its verdict, which a
-        replay over the erased texts could no longer reach (its edit checked against them, say)."""
-        commit = Commit.decode(self.store.location, key, data)
-        redacted = commit.redacted(target.erases(commit.seq), erasure, target.stale_marks().get(commit.seq, ()))
-        if (void := target.lineages.voids_naming(target.names).get(commit.seq)) is not None:
-            redacted = redacted.recorded_void(void)
-        return None if redacted is commit else redacted.encode()
-
-    def _erased_checkpoint(self, target: _Target, erasure: int, key: str, data: bytes) -> bytes | None:
-        checkpoint = decode_checkpoint(self.store.location, key, data)
-        content = checkpoint.content()
-        redacted = redacted_content(content, target.checkpoint_paths(content), erasure, target.stale_in(content))
-        # In the layout it was written in: a reader that could read it can read it still.
-        return None if redacted is None else type(checkpoint).made(redacted).encode()
-
-    async def _copies(self, target: _Target) -> list[str]:
+    async def _copies(self, target: ErasedFile) -> list[str]:
         """The runs and pending intents that spell a name of the file: copies of its texts
         (`runs.py`) and writes not yet committed, which are deleted rather than rewritten (a
         deleted run is read again from the log; a deleted intent's author commits it itself).
@@ -400,7 +280,7 @@ class Erasure:
         marks = await gather_bounded(keys, holds)
         return [key for key, mark in zip(keys, marks, strict=True) if mark]
 
-    async def _old_versions(self, target: _Target, erasure: int | None) -> list[ObjectVersion]:
+    async def _old_versions(self, target: ErasedFile, erasure: int | None) -> list[ObjectVersion]:
         """Stored versions other than the current ones that hold a text of the file: whose commit or
         checkpoint below the erasure writes a text at one of its names (the old versions of rewritten
         objects among them). Those past it hold another file's texts, written after (seed 303)."""
@@ -410,7 +290,7 @@ class Erasure:
         )
 
     def _check_something(
-        self, target: _Target, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]
+        self, target: ErasedFile, erasure: int | None, rewrites: list[str], versions: list[ObjectVersion]
     ) -> None:
         if not (target.files or erasure or rewrites or versions):
             raise MemoryStoreError(
@@ -420,7 +300,7 @@ class Erasure:
             )
 
 
-def _erasure_plan(target: _Target, head: int, state: State) -> tuple[Change, ...]:
+def _erasure_plan(target: ErasedFile, head: int, state: State) -> tuple[Change, ...]:
     """The erasure's changes: one per name the file had, but names another file holds now (which
     the erasure must not delete), the first vouching for the commits of old formats it will erase.
     Planned on `head`, whose every commit the lineages took in, or on a newer head where the file is
