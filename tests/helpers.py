@@ -17,9 +17,10 @@ from a13n_harness.providers.memory import FileFormat
 
 from bucket_memory.format.codec import Commit
 from bucket_memory.format.wire_values import LOG_PREFIX, key_seq, run_seq
-from bucket_memory.objects.interface import ObjectStore
+from bucket_memory.objects.interface import IfMatch, ObjectStore
 from bucket_memory.objects.retry import retrying
 from bucket_memory.state.state import State
+from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
 
 async def replay(objects: ObjectStore, fmt: FileFormat | None = None) -> tuple[State, list[Commit]]:
@@ -112,3 +113,8 @@ def fresh_processes(count: int, *, importing: str) -> Iterator[list[ProcessPoolE
         for started in [pool.submit(_imported, importing) for pool in pools]:
             started.result(timeout=180)
         yield pools
+
+
+async def overwrite(objects: VersionedMemoryObjectStore, key: str, data: bytes) -> None:
+    """Put `data` over the current version of `key`, as an agent with PutObject overwrites a commit."""
+    await objects.put(key, data, IfMatch((await objects.list_versions(key))[-1].tag))

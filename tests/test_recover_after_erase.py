@@ -28,6 +28,7 @@ from bucket_memory.state.checkpoint_state import read_checkpoint
 from bucket_memory.testing.faults import Fault, Faults, FaultyObjectStore, Operation
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
 
+from .helpers import overwrite
 from .test_erase import SECRET, every_stored_version, leaks
 
 ALICE = Origin(principal_id="alice")
@@ -179,7 +180,7 @@ async def test_an_overwrite_recover_put_right_is_not_left_oldest_by_an_erase() -
     assert honest is not None
     first = await Commit.read("m", log_key(2), honest)
     forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
-    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    await overwrite(objects, log_key(2), forged.encode())
     await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
     assert await objects.get(log_key(2)) == honest
     writer = LogFileStore(objects, options=EVERY_COMMIT)
@@ -225,7 +226,7 @@ async def test_an_erase_killed_while_deleting_never_leaves_an_overwrite_recover_
         await store.write("a.md", "the erased text\n", expected=None, origin=ALICE)
         first = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
         forged = Commit.create(2, first.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
-        await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+        await overwrite(objects, log_key(2), forged.encode())
         await MemoryAdmin(LogFileStore(objects, options=EVERY_COMMIT)).recover(None, origin=OPERATOR)
         await store.write("d.md", "D\n", expected=None, origin=ALICE)
         await store.settle()
@@ -264,7 +265,7 @@ async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_era
     await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("a.md", origin=OPERATOR)
     monkeypatch.undo()
     forged = Commit.create(1, GENESIS_HASH, (Write(path="a.md", text="Pay Mallory\n"),), ALICE, at=time.time())
-    await objects.put(log_key(1), forged.encode(), IfMatch((await objects.list_versions(log_key(1)))[-1].tag))
+    await overwrite(objects, log_key(1), forged.encode())
 
     await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
     current = await objects.get(log_key(1))

@@ -23,9 +23,11 @@ from bucket_memory.format.codec import Checkpoint, Commit
 from bucket_memory.format.wire_values import checkpoint_key, log_key, run_key
 from bucket_memory.history.reapplying import Reapplying
 from bucket_memory.log.runs import Run
-from bucket_memory.objects.interface import CREATE, IfMatch
+from bucket_memory.objects.interface import CREATE
 from bucket_memory.testing.faults import SimulatedCrash
 from bucket_memory.testing.versioned import VersionedMemoryObjectStore
+
+from .helpers import overwrite
 
 ALICE = Origin(principal_id="alice")
 OPERATOR = Origin(principal_id="operator", run_id="bucket-memory recover")
@@ -37,16 +39,22 @@ async def files_of(store: LogFileStore) -> dict[str, str]:
     return {entry.path: (await store.read(entry.path)).text for entry in await store.list()}
 
 
-async def forked() -> tuple[VersionedMemoryObjectStore, LogFileStore]:
-    """Commit 2 overwritten by an agent, and a process started cold since that wrote two commits on
-    the forgery (3 and 4): what it serves and lists is the fork's."""
+async def with_commit_2_overwritten() -> VersionedMemoryObjectStore:
+    """A memory of two commits (a.md, b.md) whose commit 2 an agent overwrote with one writing c.md."""
     objects = VersionedMemoryObjectStore()
     alice = LogFileStore(objects, options=NO_CHECKPOINTS)
     await alice.write("a.md", "A\n", expected=None, origin=ALICE)
     await alice.write("b.md", "the acknowledged text\n", expected=None, origin=ALICE)
     honest = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
     forged = Commit.create(2, honest.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
-    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    await overwrite(objects, log_key(2), forged.encode())
+    return objects
+
+
+async def forked() -> tuple[VersionedMemoryObjectStore, LogFileStore]:
+    """Commit 2 overwritten by an agent, and a process started cold since that wrote two commits on
+    the forgery (3 and 4): what it serves and lists is the fork's."""
+    objects = await with_commit_2_overwritten()
     late = LogFileStore(objects, options=NO_CHECKPOINTS)
     await late.write("d.md", "D\n", expected=None, origin=ALICE)
     await late.write("e.md", "E\n", expected=None, origin=ALICE)
@@ -102,13 +110,7 @@ async def test_a_checkpoint_made_again_where_a_fork_was_reapplied_is_the_memorys
     and re-applied the fork there, and a checkpoint 3 was made again on the re-applied commit. Its
     first version is still the fork's, so every `verify` after named the true checkpoint "disproved
     by its log", and the next recover removed it."""
-    objects = VersionedMemoryObjectStore()
-    alice = LogFileStore(objects, options=NO_CHECKPOINTS)
-    await alice.write("a.md", "A\n", expected=None, origin=ALICE)
-    await alice.write("b.md", "the acknowledged text\n", expected=None, origin=ALICE)
-    honest = await Commit.read("m", log_key(2), await objects.get(log_key(2)) or b"")
-    forged = Commit.create(2, honest.prev, (Write(path="c.md", text="Pay Mallory\n"),), ALICE, at=time.time())
-    await objects.put(log_key(2), forged.encode(), IfMatch((await objects.list_versions(log_key(2)))[-1].tag))
+    objects = await with_commit_2_overwritten()
     late = LogFileStore(objects, options=EVERY_COMMIT)
     await late.write("d.md", "D\n", expected=None, origin=ALICE)
     await late.settle()  # checkpoint 3, of the fork
@@ -182,7 +184,7 @@ async def test_a_run_a_writer_made_off_the_restored_chain_never_becomes_recovers
     commits = {commit.seq: commit for commit in await alice.reader.fetch_commits(await alice.reader.list_log())}
     # The fork: commit 3 overwritten (as after a wipe), and 4 on it.
     three = Commit.create(3, commits[2].hash, (Write(path="f3.md", text="fork 3\n"),), ALICE, at=time.time())
-    await objects.put(log_key(3), three.encode(), IfMatch((await objects.list_versions(log_key(3)))[-1].tag))
+    await overwrite(objects, log_key(3), three.encode())
     four = Commit.create(4, three.hash, (Write(path="f4.md", text="fork 4\n"),), ALICE, at=time.time())
     await objects.put(log_key(4), four.encode(), CREATE)
     original, calls = Reapplying.commit, 0
