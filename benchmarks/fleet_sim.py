@@ -266,36 +266,36 @@ class Writer:
         """Apply every commit after the head (`head.Head.follow`, `runs.commits_through_runs`): one
         listing, then the runs that reach back to the head, one a `run_span`, and the log's commits
         from the newest run's seq on, in one round trip; the commits one GET each when no runs
-        reach back, or they do not chain."""
+        reach back, or they do not chain. A commit read while waiting is not read again."""
         if listed is None:
             listed, _ = await self.bucket.list_after(self.head)
         newest = max(listed, default=self.head)
         if newest <= self.head:
             return
-        # The newest commits, read as this writer waited, are not read again (`head.already_read`):
-        # all of them when each was, else those after the newest run when each of those was.
-        read = newest - newest % self.protocol.run_every
-        polled = [seq in self.polled for seq in range(self.head + 1, newest + 1)]
-        if self.protocol.keep_polled and all(polled):
-            read = self.head
-        elif not (self.protocol.keep_polled and read > self.head and all(polled[read - self.head :])):
-            read = newest
-        await self._fetch(read)
-        for seq in range(read + 1, newest + 1):
+        if not all(seq in self.polled for seq in range(self.head + 1, newest + 1)):
+            await self._fetch(newest)
+        for seq in range(self.head + 1, newest + 1):
             self.apply(self.polled[seq])
         self.polled = {seq: commit for seq, commit in self.polled.items() if seq > self.head}
         self.confirmed()
+
+    async def _log_commits(self, seqs: range) -> list[Commit]:
+        """The log's commits at `seqs`: those polled as they are, the rest one GET each, in chunks."""
+        unread = [seq for seq in seqs if seq not in self.polled]
+        for chunk in itertools.batched(unread, FETCH_CONCURRENCY, strict=False):
+            for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
+                if commit is not None:
+                    self.polled[commit.seq] = commit
+        return [self.polled[seq] for seq in seqs]
 
     async def _fetch(self, newest: int) -> None:
         """Apply the commits after the head up to `newest`, through runs where they reach back."""
         top = newest - newest % self.protocol.run_every
         tops = list(range(top, self.head, -self.protocol.run_span))
-        missing = list(range(self.head + 1, newest + 1))
-        tail: list[Commit | None] = []
         if self.protocol.runs and top - self.head >= 3 and all(seq in self.bucket.runs for seq in tops):
             found, tail = await asyncio.gather(
                 asyncio.gather(*(self.bucket.get_run(seq) for seq in tops)),
-                asyncio.gather(*(self.bucket.get(seq) for seq in range(top, newest + 1))),
+                self._log_commits(range(top, newest + 1)),
             )
             reach = self.head + 1  # the first commit the runs, oldest first, must each still hold
             for seq, held in sorted(zip(tops, found, strict=True)):
@@ -307,17 +307,10 @@ class Writer:
                     self.apply(self.bucket.log[seq])  # the runs hold the commits themselves
                 self.recent_from = min(self.recent_from, min(run[0] for run in found if run is not None))
                 for commit in tail:
-                    if commit is not None:
-                        self.apply(commit)
-                return
-            missing = list(range(self.head + 1, top))
-        for chunk in itertools.batched(missing, FETCH_CONCURRENCY, strict=False):
-            for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
-                if commit is not None:
                     self.apply(commit)
-        for commit in tail:
-            if commit is not None:
-                self.apply(commit)
+                return
+        for commit in await self._log_commits(range(self.head + 1, newest + 1)):
+            self.apply(commit)
 
     def keep(self, commit: Commit) -> None:
         """Keep a commit read while waiting that the head could not take, for the next catch-up

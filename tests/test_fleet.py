@@ -796,7 +796,7 @@ async def test_a_fold_does_not_read_again_the_commits_its_author_polled() -> Non
     polled = {commit.seq: commit for commit in commits[2:]}  # 3 and 4, as polls while waiting read them
     counted.calls.clear()
     await head.follow(tail.commits, tail.runs, 0.0, read=polled)
-    assert head.seq == 4 and counted.calls["get"] == 4, "no run: read one by one, as before"
+    assert head.seq == 4 and counted.calls["get"] == 2, "no run: those not polled read one by one"
     head.forget()
     await head.loaded()
     assert head.seq == 4
@@ -816,6 +816,37 @@ async def test_a_fold_does_not_read_again_the_commits_its_author_polled() -> Non
     tail = await mine._log.reader.list_tail(after=8)
     with pytest.raises(CorruptObjectError):
         await head.follow(tail.commits, tail.runs, 0.0, read={9: forged})
+
+
+@pytest.mark.parametrize("run", ["genuine", "forged"])
+async def test_a_polled_commit_vouches_for_a_run_without_a_second_read(run: str) -> None:
+    """A run is trusted because the log's own commit at its seq holds its last commit. One an author
+    polled while it waited is that commit, read from its key: the catch-up reads the run alone
+    (before: the commit at the run's seq again). A forged run still fails the comparison and the
+    commits are read one by one."""
+    objects = MemoryObjectStore()
+    counted = FaultyObjectStore(objects)
+    mine, other = LogFileStore(counted), LogFileStore(objects)
+    await mine.list()
+    top = 2 * RUN_EVERY
+    for number in range(top):
+        await other.write(f"{number}.md", "true", expected=None, origin=ORIGIN)
+    _, commits = await replay(objects)
+    packed = list(commits[:top])
+    if run == "forged":  # re-chained from commit 1 with another text: the log's commit at `top` differs
+        prev = packed[0].hash
+        for index in range(1, top):
+            changes = (Write(path=f"{index}.md", text="forged"),)
+            packed[index] = Commit.create(index + 1, prev, changes, ORIGIN, at=0)
+            prev = packed[index].hash
+    await objects.put(run_key(top), Run.made(packed).encode(), CREATE)
+    head = mine._log.head
+    tail = await mine._log.reader.list_tail(after=0)
+    counted.calls.clear()
+    await head.follow(tail.commits, tail.runs, 0.0, read={top: commits[top - 1]})
+    assert head.seq == top
+    assert counted.calls["get"] == (1 if run == "genuine" else 1 + top - 1), dict(counted.calls)
+    assert (await mine.read("0.md")).text == "true"
 
 
 async def test_an_author_keeps_only_the_newest_commits_it_polled() -> None:

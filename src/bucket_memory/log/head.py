@@ -193,8 +193,7 @@ class Head:
     ) -> None:
         """Apply the commits a listing sent at `sent` found after the cached head (the listing began
         after it: the head moves only under the log's lock); reload if compaction left a gap. The
-        newest of them that are in `read` (commits of the log the caller read already) are not
-        read again (`already_read`)."""
+        commits in `read` (commits of the log the caller read already) are not read again."""
         state = self.current()
         if listed and listed[0][0] != state.head + 1 and not await self.reader.strays_past(state.head):
             logger.info(
@@ -203,9 +202,7 @@ class Head:
             await self.cold_start()
             return
         seqs = [seq for seq, _ in gapless(listed, state.head)]
-        held = already_read(seqs, runs, read)
-        fetched = await commits_through_runs(self.reader, state, seqs[: len(seqs) - len(held)], runs)
-        for commit in [*fetched, *held]:
+        for commit in await commits_through_runs(self.reader, state, seqs, runs, read=read):
             self.apply(commit)  # each checked to follow the one before in the hash chain
         self.prove(sent)
         if self.reload_due:
@@ -310,19 +307,6 @@ async def run_from(
             return run, None if head.is_old(since=since) else sent
         run.append(await head.reader.read_commit(log_key(number), data))
     return run, None
-
-
-def already_read(seqs: list[int], runs: list[int], read: Mapping[int, Commit]) -> list[Commit]:
-    """The newest commits at `seqs` (listed after a head, in order, with the `runs` beside them)
-    that need not be read again, taken from `read`: all of them when each is there, else those
-    after the newest run when each of those is (the log's own commit at a run's seq vouches for
-    it, and is read with it), else none."""
-    if all(seq in read for seq in seqs):
-        return [read[seq] for seq in seqs]
-    newest = seqs[-1] if seqs else 0
-    top = max((run for run in runs if run <= newest), default=None)
-    after = [seq for seq in seqs if top is not None and seq > top]
-    return [read[seq] for seq in after] if all(seq in read for seq in after) else []
 
 
 def _unbegun(listed: list[tuple[int, ObjectInfo]]) -> bool:

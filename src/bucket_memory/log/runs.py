@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Self
 
@@ -113,28 +113,38 @@ def read_run(location: str, seq: int, data: bytes) -> Run | None:
         return None
 
 
-async def commits_through_runs(reader: LogReader, state: State, seqs: list[int], runs: list[int]) -> list[Commit]:
+async def commits_through_runs(
+    reader: LogReader, state: State, seqs: list[int], runs: list[int], *, read: Mapping[int, Commit] = {}
+) -> list[Commit]:
     """The commits at `seqs` (listed after `state`'s head, in order, with the `runs` beside
     them): through the runs that reach back to the head and the commits from the newest run's
     seq on, in one round trip, when that saves GETs; one by one when no runs were listed that
-    reach back, or they do not all check."""
+    reach back, or they do not all check. A commit in `read` (one this process read from the log
+    lately, at its own key) is not read again: the log's own commit at the newest run's seq
+    vouches for the runs whether it is read now or was read while its reader waited."""
     head = state.head
     newest = seqs[-1] if seqs else head
     listed = set(runs)
     top = max((seq for seq in listed if seq <= newest), default=head)
     tops = list(range(top, head, -RUN_COMMITS))  # each run reaches back RUN_COMMITS from its seq
-    if top - head < 3 or not listed.issuperset(tops):
-        return await reader.commits_at(seqs)
+    if all(seq in read for seq in seqs) or top - head < 3 or not listed.issuperset(tops):
+        return await _log_commits(reader, seqs, read)
     found, tail = await asyncio.gather(
         gather_bounded(tops, lambda seq: reader.get(run_key(seq))),
-        reader.commits_at([seq for seq in seqs if seq >= top]),
+        _log_commits(reader, [seq for seq in seqs if seq >= top], read),
     )
     location = reader.location
     runs_read = [None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)]
     commits = _chained(state.head_hash, head, runs_read[::-1], tail)
     if commits is None:
-        return [*await reader.commits_at([seq for seq in seqs if seq < top]), *tail]
+        return [*await _log_commits(reader, [seq for seq in seqs if seq < top], read), *tail]
     return [await reader.erasures.authorize(commit) for commit in commits]  # a GET only for an erasure
+
+
+async def _log_commits(reader: LogReader, seqs: list[int], read: Mapping[int, Commit]) -> list[Commit]:
+    """The log's commits at `seqs`, in order: those in `read` as they are, the rest read now."""
+    fetched = iter(await reader.commits_at([seq for seq in seqs if seq not in read]))
+    return [read[seq] if seq in read else next(fetched) for seq in seqs]
 
 
 def _chained(head_hash: str, head: int, runs: list[Run | None], tail: list[Commit]) -> list[Commit] | None:
