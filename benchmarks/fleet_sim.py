@@ -183,7 +183,7 @@ class Protocol:
     poll_after_commit: float = 3.0  # ... and after a commit that did not settle its intent
     ghost_rounds: float = 8.0  # an older intent listed this long after it was made is not waited for
     run_every: int = 4  # a run is written at every seq divisible by this
-    run_span: int = 32  # commits a run holds at most
+    run_span: int = 64  # commits a run holds at most
     checkpoint_every: int = 32
     keep_polled: bool = True  # commits read while waiting are kept for the next catch-up
     kept_read: int = 8  # the newest this many of them (`waiting.KEPT_READ`)

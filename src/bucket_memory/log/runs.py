@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .reader import LogReader
 
 RUN_EVERY = 4
-RUN_COMMITS = 32
+RUN_COMMITS = 64
 RUN_BYTES = 4 * 1024 * 1024
 
 
