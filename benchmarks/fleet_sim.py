@@ -272,21 +272,23 @@ class Writer:
         newest = max(listed, default=self.head)
         if newest <= self.head:
             return
-        if not all(seq in self.polled for seq in range(self.head + 1, newest + 1)):
+        if all(seq in self.polled for seq in range(self.head + 1, newest + 1)):
+            for seq in range(self.head + 1, newest + 1):
+                self.apply(self.polled[seq])
+        else:
             await self._fetch(newest)
-        for seq in range(self.head + 1, newest + 1):
-            self.apply(self.polled[seq])
         self.polled = {seq: commit for seq, commit in self.polled.items() if seq > self.head}
         self.confirmed()
 
     async def _log_commits(self, seqs: range) -> list[Commit]:
         """The log's commits at `seqs`: those polled as they are, the rest one GET each, in chunks."""
-        unread = [seq for seq in seqs if seq not in self.polled]
+        held = dict(self.polled)  # polls of the process's other writes may prune it meanwhile
+        unread = [seq for seq in seqs if seq not in held]
         for chunk in itertools.batched(unread, FETCH_CONCURRENCY, strict=False):
             for commit in await asyncio.gather(*(self.bucket.get(seq) for seq in chunk)):
                 if commit is not None:
-                    self.polled[commit.seq] = commit
-        return [self.polled[seq] for seq in seqs]
+                    held[commit.seq] = commit
+        return [held[seq] for seq in seqs]
 
     async def _fetch(self, newest: int) -> None:
         """Apply the commits after the head up to `newest`, through runs where they reach back."""
