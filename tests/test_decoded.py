@@ -13,8 +13,9 @@ from a13n_harness.providers.memory import Origin
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Erase, Write
-from bucket_memory.format.codec import GENESIS_HASH, Commit, CorruptObjectError
+from bucket_memory.format.codec import GENESIS_HASH, Commit
 from bucket_memory.format.decoded import DECODED, DecodedObjects
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import log_key, run_key
 from bucket_memory.log.runs import Run
 from bucket_memory.objects.memory import MemoryObjectStore

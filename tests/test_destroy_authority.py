@@ -11,7 +11,7 @@ from a13n_harness.providers.memory import MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, MemoryAdmin
 from bucket_memory.destroy import Destroyer
-from bucket_memory.format.codec import CorruptObjectError
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.tombstone import DESTROYED, PROOF_KEY
 from bucket_memory.format.wire_values import PENDING_PREFIX, checkpoint_key, log_key
 from bucket_memory.objects.interface import CREATE, Create, IfHolds, Overwrite

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.format.changes import Change, Edit, Erase, Write
-from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.codec import Commit
 from bucket_memory.format.erasure_record import ErasureRecord
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import ERASURES_PREFIX, erasure_record_key, log_key
 from bucket_memory.history.rewriting import Redaction, Rewriting
 from bucket_memory.objects.interface import CREATE, ObjectVersion, VersionedObjectStore

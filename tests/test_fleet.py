@@ -23,7 +23,8 @@ from bucket_memory.fleet.intents import MAX_INTENT_BYTES, Intent
 from bucket_memory.fleet.waiting import KEPT_READ, Replan, Settled, Waiting
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Fold, Write
-from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import (
     LOG_PREFIX,
     PENDING_PREFIX,
@@ -33,6 +34,7 @@ from bucket_memory.format.wire_values import (
     run_key,
     run_seq,
 )
+from bucket_memory.log import head as head_module
 from bucket_memory.log import reader as reader_module
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
@@ -275,6 +277,18 @@ async def test_catching_up_reads_a_run_not_every_commit() -> None:
     counted.calls.clear()
     assert len(await reader.list()) == 4 * RUN_EVERY + 1
     assert counted.calls["get"] <= 1 + RUN_EVERY + 1, dict(counted.calls)  # probe, run, the commits from its seq
+
+
+async def test_a_writer_holds_no_more_recent_commits_than_a_run_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commits a writer keeps for the runs it writes are bounded by the bytes a run holds, not
+    only by their number: a fold's commits may be megabytes each (before: 64 of them, whatever their size)."""
+    monkeypatch.setattr(head_module, "RUN_BYTES", 4096)
+    store = LogFileStore(MemoryObjectStore())
+    for number in range(12):
+        await store.write(f"{number}.md", "x" * 1000, expected=None, origin=ORIGIN)
+    recent = store._log.head.recent
+    assert 1 < len(recent) < 12 and sum(commit.encoded_size for commit in recent) <= 4096
+    assert [commit.seq for commit in recent] == list(range(13 - len(recent), 13)), "the newest, in order"
 
 
 @pytest.mark.parametrize("forge", ["another text", "another memory", "truncated"])

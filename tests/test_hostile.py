@@ -23,7 +23,8 @@ from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
 from bucket_memory.cli import app
 from bucket_memory.files import search as search_module
 from bucket_memory.format.canonical_json import canonical
-from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import log_key
 from bucket_memory.objects.local import LocalObjectStore
 from bucket_memory.objects.memory import MemoryObjectStore

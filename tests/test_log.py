@@ -9,7 +9,8 @@ import pytest
 from a13n_harness.providers.memory import Changes, FullResync, MemoryStoreError, Origin
 
 from bucket_memory import LogFileStore, LogOptions, MemoryAdmin
-from bucket_memory.format.codec import Commit, CorruptObjectError
+from bucket_memory.format.codec import Commit
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key, log_key
 from bucket_memory.log.batch import Lost, Request
 from bucket_memory.log.committer import Committed

@@ -22,8 +22,9 @@ from bucket_memory.format import packed
 from bucket_memory.format.canonical_json import canonical
 from bucket_memory.format.changes import Write
 from bucket_memory.format.checkpoint_content import CheckpointContent
-from bucket_memory.format.codec import Checkpoint, CorruptObjectError
+from bucket_memory.format.codec import Checkpoint
 from bucket_memory.format.packed import PackedCheckpoint, decode_checkpoint
+from bucket_memory.format.signed import CorruptObjectError
 from bucket_memory.format.wire_values import CHECKPOINT_PREFIX, checkpoint_key
 from bucket_memory.objects.memory import MemoryObjectStore
 from bucket_memory.state.checkpoint_state import from_checkpoint

@@ -17,7 +17,7 @@ from a13n_harness.providers.memory import FileFormat, Origin
 from pydantic import Field
 
 from ..format.changes import IntentId
-from ..format.codec import CorruptObjectError, _Signed
+from ..format.signed import CorruptObjectError, Signed
 from ..format.wire_values import Hash, WireOrigin, checked_path, intent_key
 from ..state.operations import DeleteOp, MoveOp, Operation, WriteOp, checked_size
 
@@ -27,7 +27,7 @@ MAX_INTENT_BYTES = 4 * 1024 * 1024
 _MAX_MADE = 10**13 - 1
 
 
-class Intent(_Signed):
+class Intent(Signed):
     """One process's write, published for another to commit: `operation` as its caller asked it,
     `origin` naming the caller, `seq` the head its author saw (its base), `genesis` the memory (the
     hash of its commit 1: an intent copied from another memory is never folded), `made` when (its

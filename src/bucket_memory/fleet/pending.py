@@ -9,7 +9,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from ..format.codec import CorruptObjectError
+from ..format.signed import CorruptObjectError
 from ..log.commit_log import CommitLog
 from ..log.reader import gapless
 from ..objects.interface import CREATE, AlreadyExists

@@ -1,55 +1,30 @@
-"""The signed envelope of the on-disk format: commits and checkpoints as strict models, and their hash
-(the changes they carry are `changes`).
+"""Commits and checkpoints: the log's steps and the whole state as of one, each a `signed.Signed`
+object (the changes they carry are `changes`).
 
 A memory owns its commits (`log/<20 digits>.json`) and checkpoints (`checkpoints/<20 digits>.json`)
 under its prefix, and beside them runs (`log/<20 digits>.run.json`), intents (`pending/`) and
 erasure records (`erasures/`): `wire_values` names every key, and checks each value these models
 hold. Every object is canonical JSON (sorted keys, UTF-8, no spaces) whose `hash` is the SHA-256 of
-the rest. Decoding treats the bytes as hostile: size, nesting depth and numbers are bounded by the
-parser, every field is checked by a strict model, paths obey the harness's path rules, and the
-object must be exactly the bytes a writer encoded, proven by encoding it again (a checkpoint only
-served to a cold open is taken on its hash over the bytes read: see `decode`).
-Encoding runs the same decoder over its own output before anything is written, so no writer can
-commit an object that readers refuse. `tests/golden/` pins the format of the first release byte
-for byte.
+the rest, decoded as hostile input (`signed`); paths obey the harness's path rules.
+`tests/golden/` pins the format of the first release byte for byte.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
-import typing
 from collections.abc import Callable, Collection
 from datetime import datetime
-from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Literal, Self
 
-import pydantic_core
-from a13n_harness.providers.memory import MemoryStoreError, Origin
-from pydantic import (
-    Field,
-    ValidationError,
-    model_validator,
-)
+from a13n_harness.providers.memory import Origin
+from pydantic import Field, model_validator
 
-from ..runtime.off_loop import off_loop
 from .canonical_json import canonical_members, joined
-from .changes import Change, Edit, Erase, Fold, Sealed, SettledIntents, Wire, Write, sealed_form
+from .changes import Change, Edit, Erase, Fold, Sealed, SettledIntents, Write, sealed_form
 from .checkpoint_content import CheckpointContent
-from .decoded import DECODED
-from .tombstone import DESTROYED, FORGED
-from .wire_values import (
-    MAX_OBJECT_BYTES,
-    Hash,
-    Seq,
-    Time,
-    WireOrigin,
-    WirePathRows,
-    key_seq,
-    moment_of,
-    time_text,
-)
+from .signed import CorruptObjectError, Signed
+from .wire_values import Hash, Seq, Time, WireOrigin, WirePathRows, moment_of, time_text
 
 FORMAT = 1
 # Commits that carry an edit: readers of format 1 only refuse them with a message to upgrade.
@@ -65,177 +40,12 @@ MAX_VOID_CHARS = 512
 type VoidNote = Annotated[str, Field(min_length=1, max_length=MAX_VOID_CHARS)]
 
 
-class CorruptObjectError(MemoryStoreError):
-    """An object under the memory's prefix is not what the store wrote there; nothing is served past it."""
-
-    def __init__(self, location: str, key: str, reason: str) -> None:
-        super().__init__(
-            "unavailable",
-            f"{location}/{key} is corrupt ({reason}). The memory is not served past it; "
-            f"run `bucket-memory verify {location}` and restore the object from bucket versioning.",
-        )
-        self.key = key
-        self.reason = reason
-
-
 class OffChain(CorruptObjectError):
     """A commit that does not follow the state it was applied to in the hash chain: forged, or the
     log under that state was replaced since it was loaded (`recover` put the chain back)."""
 
 
-class _Unsound(Exception):
-    """Why bytes are not an object a writer made (`_Signed._checked`), its one argument."""
-
-
-class _Signed(Wire):
-    """An object whose `hash` covers the canonical encoding of every other field, stored at the one
-    key `stored_at` accepts: the key its `seq` names for a commit or a checkpoint; runs, intents and
-    erasure records name their own."""
-
-    seq: Seq
-    hash: Hash
-    # Whether `hash` covers the bytes as stored, less the `hash` member (see `hashed_as_read`).
-    _hash_covers_bytes: ClassVar[bool] = False
-    # Whether one decoded object serves every reader of the same bytes in the process (`decode`).
-    _shared: ClassVar[bool] = False
-
-    @property
-    def checkable(self) -> bool:
-        """Whether the hash can be checked against the content (not after an erasure in an old format)."""
-        return True
-
-    def encode(self) -> bytes:
-        return joined(self._members.values())
-
-    @property
-    def encoded_size(self) -> int:
-        """The length of `encode()`, known without joining it: the members, a comma between each
-        two, and the braces."""
-        return sum(map(len, self._members.values())) + len(self._members) + 1
-
-    def body_digest(self) -> str:
-        """The SHA-256 of the canonical encoding without `hash`: the same member bytes `encode`
-        joins, so a reader encodes a large checkpoint once, not once to hash and once to compare."""
-        return hashlib.sha256(joined(member for name, member in self._members.items() if name != "hash")).hexdigest()
-
-    @cached_property
-    def _members(self) -> dict[str, bytes]:
-        return canonical_members(self.model_dump(mode="json", by_alias=True))
-
-    @classmethod
-    def signed(cls, **fields: Any) -> Self:
-        """A new object with its hash, proven to decode back to itself before anyone writes it."""
-        unsigned = cls.model_validate({**fields, "hash": GENESIS_HASH}, strict=False)
-        made = unsigned._resigned(unsigned.body_digest())
-        # Hashed as readers check it and proven to decode from its bytes: what every reader in the
-        # process decodes them to, so none need to (a fleet's stores read each other's commits).
-        if cls._shared and made.refused() is None:
-            DECODED.keep(cls, made.encode(), made)
-        return made
-
-    def _resigned(self, hashed: str) -> Self:
-        """This object with `hash` set to `hashed`, proven to decode back to itself."""
-        members = dict(self._members)
-        members["hash"] = canonical_members({"hash": hashed})["hash"]
-        made = self.model_copy(update={"hash": hashed})
-        # The members just made are the new object's encoding: kept so that writing it encodes
-        # nothing again (a cached encoding of the original must not be carried along).
-        made.__dict__["_members"] = members
-        encoded = made.encode()
-        if len(encoded) > MAX_OBJECT_BYTES or type(self)._decoded(encoded) != made:
-            raise MemoryStoreError(
-                "too_large", f"This change would make an object readers refuse ({len(encoded)} bytes)."
-            )
-        return made
-
-    @classmethod
-    def decode(cls, location: str, key: str, data: bytes, *, served: bool = False) -> Self:
-        """The object in `data`, read from `key`, or `CorruptObjectError` naming what is wrong with it.
-
-        `served`: only its parsed content will be used (a cold open), so bytes that hash as read
-        need not be proven canonical too. Whoever can write the bucket can craft such bytes (a
-        duplicate member the parser drops, spaces); `verify`, erasure and recovery reason about the
-        bytes as stored, so they prove the form. Types that set `_shared` are decoded once a process
-        (`decoded.DECODED`, keyed by the bytes); each reader checks the key."""
-        if len(data) > MAX_OBJECT_BYTES:
-            raise CorruptObjectError(location, key, f"{len(data)} bytes, more than any object the store writes")
-        if data == DESTROYED:  # the reader that read it has found no proof (`LogReader.read_commit`)
-            raise CorruptObjectError(location, key, FORGED)
-        try:
-            if cls._shared and not served:
-                decoded = DECODED.once(cls, data, lambda: cls._checked(data, served=False))
-            else:
-                decoded = cls._checked(data, served=served)
-        except _Unsound as unsound:
-            raise CorruptObjectError(location, key, unsound.args[0]) from None
-        if not decoded.stored_at(key):
-            raise CorruptObjectError(location, key, "it holds another seq than its key names")
-        return decoded
-
-    @classmethod
-    def _checked(cls, data: bytes, *, served: bool) -> Self:
-        """The object in `data` with its hash and form checked as `decode` says, whatever key it was
-        read from: a pure function of the bytes. `_Unsound` names what is wrong."""
-        try:
-            decoded = cls._served(data) if served else cls._decoded(data)
-        except ValueError as error:  # pydantic's ValidationError among them
-            raise _Unsound(_reason(cls, data, error)) from None
-        if served and decoded.hashed_as_read(data):
-            pass
-        elif decoded.checkable and decoded.hash != decoded.body_digest():
-            raise _Unsound("its content does not match its hash")
-        elif decoded.encode() != data:
-            raise _Unsound("not in the canonical form the store writes")
-        if (refused := decoded.refused()) is not None:
-            raise _Unsound(refused)
-        return decoded
-
-    def refused(self) -> str | None:
-        """What a reader refuses in this object although it decodes and hashes; None for most types."""
-        return None
-
-    def stored_at(self, key: str) -> bool:
-        """Whether `key` is the one a writer stores this object at."""
-        return key_seq(key) == self.seq
-
-    def hashed_as_read(self, data: bytes) -> bool:
-        """Whether the bytes read, less their `hash` member, hash to `hash`: for content that is only
-        served, proof enough that it is what was hashed, so `decode` need not encode it again. Only
-        where the hash covers the stored bytes (not the sealed texts of a commit of format 3)."""
-        if not self._hash_covers_bytes:
-            return False
-        # Canonical JSON sorts `hash` after other members, never first, and an unescaped quote
-        # cannot occur inside a string, so the first match is the object's own member. Encoding a
-        # large checkpoint again was two thirds of a cold open's CPU; hashing the bytes read is a twentieth.
-        member = b',"hash":"' + self.hash.encode() + b'"'
-        at = data.find(member)
-        if at < 0:
-            return False
-        hashed = hashlib.sha256(memoryview(data)[:at])
-        hashed.update(memoryview(data)[at + len(member) :])
-        return hashed.hexdigest() == self.hash
-
-    @classmethod
-    async def read(cls, location: str, key: str, data: bytes) -> Self:
-        """`decode`, in a worker thread when the object is large."""
-        return await off_loop(len(data), functools.partial(cls.decode, location, key, data))
-
-    @classmethod
-    def _decoded(cls, data: bytes) -> Self:
-        return cls.model_validate_json(data, strict=True)
-
-    @classmethod
-    def _served(cls, data: bytes) -> Self:
-        # Parsing first and validating the parsed values takes half the CPU of strict JSON
-        # validation, which pydantic does item by item (a third of a cold open). The lax mode this
-        # needs (JSON arrays for tuples) also takes a few mistyped values, such as "5" for 5, as
-        # what they spell: still every constraint checked, and served only if the bytes hash as
-        # read, so no more than whoever wrote the hash could have written typed; `verify`, which
-        # decodes strictly, reports them.
-        return cls.model_validate(pydantic_core.from_json(data, cache_strings="keys"), strict=False)
-
-
-class Commit(_Signed):
+class Commit(Signed):
     """One committed step: its seq, a random id (to recognise our own PUT), and the hash chain.
     Format 1 carries whole texts; 2, edits too; 3 seals each text (`Sealed`), so that it can be
     erased with the chain intact, and may carry erasures; 4 is 3 settling intents (`folded`)."""
@@ -392,7 +202,7 @@ class Commit(_Signed):
         )
 
 
-class Checkpoint(_Signed):
+class Checkpoint(Signed):
     """The whole state as of commit `seq`: live files with their versions, and the tombstones the
     change feed needs. `genesis` (the hash of commit 1) names the memory; checkpoints of the first
     release lack it. `descriptions` are the files' descriptions, in the order of `files`, as the
@@ -436,22 +246,3 @@ class Checkpoint(_Signed):
     def made(cls, content: CheckpointContent) -> Checkpoint:
         """A new checkpoint holding `content`, signed (of format 2 when it holds an erased file)."""
         return cls.signed(**content._asdict(), format=2 if content.erased else 1)
-
-
-def _reason(model: type[_Signed], data: bytes, error: ValueError) -> str:
-    """Why an object failed to decode, in the words an operator needs."""
-    try:
-        parsed = pydantic_core.from_json(data)
-    except ValueError:
-        return "not a JSON document the store writes (truncated, overwritten or nested too deep?)"
-    kind = model.model_fields["kind"].default
-    if not isinstance(parsed, dict) or parsed.get("kind") != kind:
-        return f"not a bucket-memory {kind}"
-    readable = typing.get_args(model.model_fields["format"].annotation)
-    if parsed.get("format") not in readable:
-        return f"format {parsed.get('format')!r}; this bucket-memory reads format {readable[-1]} (upgrade it?)"
-    if not isinstance(error, ValidationError):
-        return f"malformed {kind}: {error}"
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"malformed {kind}: {where}: {first['msg']}"

@@ -6,7 +6,7 @@ input (strict validation, the hash, the canonical form proven by encoding again)
 fleet write's CPU. Decoding is a pure function of the bytes, so the bytes themselves are the key:
 bytes that differ in one bit are another key, decoded and checked in full, and a forger gains
 nothing. Only what depends on where the bytes were read (the key they were stored at, an erasure's
-verdict) is checked by each reader, after the cache (`codec._Signed.decode`). An erasure, made or
+verdict) is checked by each reader, after the cache (`signed.Signed.decode`). An erasure, made or
 applied, forgets every object held (`state.State.apply`, `history/erasure.py`): they may hold its texts.
 """
 
@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-# Enough for the commits and runs a fleet's stores catch up through together (a run holds 32
+# Enough for the commits and runs a fleet's stores catch up through together (a run holds 64
 # commits of a kilobyte or so), small beside a process's own state.
 MAX_ENTRIES = 1024
 MAX_BYTES = 8 * 1024 * 1024
@@ -51,7 +51,7 @@ class DecodedObjects:
 
     def keep(self, kind: type, data: bytes, made: object) -> None:
         """Hold `made` as what decoding `data` as `kind` makes: decoded here, or its writer's own
-        object, proven to decode from `data` before it was written (`codec._Signed.signed`)."""
+        object, proven to decode from `data` before it was written (`signed.Signed.signed`)."""
         if len(data) > self._size // 8:
             return
         key = (kind, data)

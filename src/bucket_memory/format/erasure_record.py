@@ -16,7 +16,8 @@ from pydantic import model_validator
 
 from .canonical_json import canonical
 from .changes import Erase, Wire
-from .codec import Commit, CorruptObjectError
+from .codec import Commit
+from .signed import CorruptObjectError
 from .wire_values import MAX_OBJECT_BYTES, Hash, Seq, Time, WirePath, erasure_record_parts
 
 # Records name a few paths each; anything larger is not one a writer made.

@@ -28,8 +28,9 @@ from pydantic import PrivateAttr, model_validator
 from .canonical_json import canonical
 from .changes import SettledIntents
 from .checkpoint_content import CheckpointContent
-from .codec import Checkpoint, CorruptObjectError, _Signed
+from .codec import Checkpoint
 from .directories import counted, directory_counts, located, names_a_file, row_of
+from .signed import CorruptObjectError, Signed
 from .tombstone import DESTROYED, FORGED
 from .wire_values import MAX_OBJECT_BYTES, Hash, Seq, Time, WirePathRows, WirePaths, checkpoint_key
 
@@ -38,7 +39,7 @@ _OPENING = re.compile(rb'\{"format":3,"kind":"checkpoint","texts_bytes":(0|[1-9]
 _BETWEEN = b'","index":'
 
 
-class CheckpointIndex(_Signed):
+class CheckpointIndex(Signed):
     """A packed checkpoint but its texts: its live files in path order, as columns (each file's
     path, bytes of UTF-8, bytes stored, version and description), their directories in order, the
     digest of each block of the texts, and the other members of a `Checkpoint`. A file named in
@@ -219,7 +220,7 @@ class PackedCheckpoint:
         data = b"".join((opening, texts, _BETWEEN, index.encode(), b"}"))
         key = checkpoint_key(content.seq)
         made = cls.decode("a new checkpoint", key, data) if len(data) <= MAX_OBJECT_BYTES else None
-        # As `_Signed.signed` does: nothing is written that does not read back as what was meant.
+        # As `Signed.signed` does: nothing is written that does not read back as what was meant.
         if made is None or [text for _, text, _ in made.content().files] != [text for _, text, _ in content.files]:
             raise MemoryStoreError("too_large", f"This change would make an object readers refuse ({len(data)} bytes).")
         return made

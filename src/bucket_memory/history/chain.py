@@ -12,7 +12,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
 from ..fleet.intents import read_intent
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -237,7 +238,7 @@ class History:
         async def run_problem(key: str) -> Problem | None:
             if (data := await reader.get(key)) is None:
                 return None  # compacted as it was read
-            if (run := read_run(location, run_seq(key) or 0, data)) is None:
+            if (run := await read_run(location, run_seq(key) or 0, data)) is None:
                 return Problem(key, "not a run of this memory's commits; readers pass it over")
             if any(commit.seq in commits and commit.hash != commits[commit.seq].hash for commit in run.commits):
                 return Problem(key, "a run whose commits differ from the log's; readers pass it over")

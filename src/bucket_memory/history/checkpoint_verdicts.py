@@ -9,7 +9,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import checkpoint_key
 from ..objects.interface import ObjectVersion
 from ..runtime.off_loop import off_loop

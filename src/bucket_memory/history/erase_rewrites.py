@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..format.changes import Edit, Erase, Write
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import log_key
 from ..objects.interface import ObjectVersion
 

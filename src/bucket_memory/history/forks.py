@@ -13,7 +13,8 @@ import logging
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Change, Edit, Write
-from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
+from ..format.codec import GENESIS_HASH, Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import LOG_PREFIX, log_key
 from ..objects.retry import gather_bounded
 from ..state.state import State

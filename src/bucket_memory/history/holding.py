@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..fleet.intents import read_intent
 from ..format.canonical_json import canonical
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
 from ..format.packed import decode_checkpoint
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX
 
 

@@ -10,7 +10,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
 from ..format.changes import Change, Erase, Sealed
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import LOG_PREFIX, log_key
 from ..log.erasure_records import RecordedAttempts
 from ..objects.interface import VersionedObjectStore

@@ -22,7 +22,8 @@ from a13n_harness.providers.memory import MemoryStoreError
 from ..files.store import LogFileStore
 from ..fleet.intents import read_intent
 from ..format.changes import Change
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,
@@ -354,7 +355,7 @@ async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> lis
     for seq in runs:
         # Retried as every request of recovery is: one 503 once ended `recover` with a bare TransientError.
         data = await retrying(functools.partial(stored.objects.get, run_key(seq)), what=f"Reading {run_key(seq)}")
-        run = None if data is None else read_run(stored.location, seq, data)
+        run = None if data is None else await read_run(stored.location, seq, data)
         if run is not None and (
             seq > head
             or any(
@@ -374,7 +375,7 @@ async def _garbage(reader: LogReader) -> list[str]:
     garbage = []
     for seq, key in runs:
         data = await reader.get(key)
-        if data is not None and read_run(reader.location, seq, data) is None:
+        if data is not None and await read_run(reader.location, seq, data) is None:
             garbage.append(key)
     for key in pending:
         if intent_key_parts(key) is None:

@@ -13,8 +13,9 @@ import logging
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
 from ..format.changes import Edit, Write
-from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError
+from ..format.codec import GENESIS_HASH, Commit
 from ..format.erasure_record import ErasureRecord
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,
     LOG_PREFIX,

@@ -8,8 +8,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..format.changes import Erase
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
 from ..format.erasure_record import ErasureRecord
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import ERASURES_PREFIX, erasure_record_key, erasure_record_parts, time_text
 from ..objects.interface import CREATE, AlreadyExists
 from ..objects.retry import gather_bounded, retrying

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..format.changes import Erase
-from ..format.codec import Commit, CorruptObjectError, OffChain
+from ..format.codec import Commit, OffChain
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import log_key, reloads
 from ..objects.interface import ObjectInfo
 from ..objects.retry import FETCH_CONCURRENCY, gather_bounded
@@ -20,7 +21,7 @@ from ..runtime import telemetry
 from ..state.state import State, Void
 from .options import LogOptions
 from .reader import LogReader, gapless
-from .runs import RUN_COMMITS, RUN_EVERY, commits_through_runs
+from .runs import RUN_BYTES, RUN_COMMITS, RUN_EVERY, commits_through_runs
 from .traffic import Traffic
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,9 @@ class Head:
         ):
             self.recent.clear()  # an erasure: no run written here holds a text from before it
         self.recent.append(commit)
+        # No more than a run can hold: a fold's commits may be megabytes each.
+        while len(self.recent) > 1 and sum(kept.encoded_size for kept in self.recent) > RUN_BYTES:
+            self.recent.popleft()
 
     def apply(self, commit: Commit, state: State | None = None) -> Void | None:
         """Apply another process's commit to `state` (the cached one by default); `Void` if it is.

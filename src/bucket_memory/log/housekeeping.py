@@ -13,8 +13,9 @@ import logging
 from dataclasses import dataclass
 
 from ..format.changes import text_bytes
-from ..format.codec import Checkpoint, CorruptObjectError
+from ..format.codec import Checkpoint
 from ..format.packed import PackedCheckpoint
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import checkpoint_key, intent_key_parts, run_key
 from ..objects.interface import CREATE, AlreadyExists, ObjectInfo
 from ..objects.retry import retrying, within_deadline

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import FileFormat, MemoryStoreError
 
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.tombstone import DESTROYED, PROOF_KEY, destroyed
 from ..format.wire_values import (
     CHECKPOINT_PREFIX,

@@ -10,8 +10,10 @@ that reach back to its head (one a `RUN_COMMITS` commits) and the log's own comm
 newest run's seq on (fewer than `RUN_EVERY` when every run was written), in one round trip.
 
 A run is a copy, never the record: a reader applies its commits through the same hash chain, and
-trusts them only because the log's own object at the run's seq, read in the same round trip,
-holds the same commit (its hash covers every commit before it). A run that is missing, damaged,
+trusts them only because the log's own object at the run's seq holds the same commit (its hash
+covers every commit before it): read in the same round trip, or lately from that key while the
+reader waited for its intent (what the key held then, which a reader polling it takes at its word
+too: docs/decisions/019-trust-model.md). A run that is missing, damaged,
 too short or another memory's is passed over, and the commits are read one by one (invariant 10
 of `log`).
 """
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING, Literal, Self
 from pydantic import model_validator
 
 from ..format.canonical_json import canonical_members
-from ..format.codec import Commit, CorruptObjectError, _Signed
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError, Signed
 from ..format.wire_values import run_key
 from ..objects.retry import gather_bounded
 
@@ -40,7 +43,7 @@ RUN_COMMITS = 64
 RUN_BYTES = 4 * 1024 * 1024
 
 
-class Run(_Signed):
+class Run(Signed):
     """Commits `seq - len(commits) + 1` to `seq`, in order and chained, as the log holds them."""
 
     _shared = True
@@ -102,13 +105,14 @@ def packable(recent: Sequence[Commit]) -> list[Commit]:
     return taken[::-1]
 
 
-def read_run(location: str, seq: int, data: bytes) -> Run | None:
+async def read_run(location: str, seq: int, data: bytes) -> Run | None:
     """The run stored for `seq`, or None when it is not one a writer made (passed over, not an
-    error): larger than a writer makes one, or refused by `Run.refused`."""
+    error): larger than a writer makes one, or refused by `Run.refused`. Decoded in a worker thread
+    when large (a run of 64 commits of a few kilobytes each)."""
     if len(data) > 2 * RUN_BYTES:  # JSON's escapes on top of the commits' own bytes
         return None
     try:
-        return Run.decode(location, run_key(seq), data)
+        return await Run.read(location, run_key(seq), data)
     except CorruptObjectError:
         return None
 
@@ -122,7 +126,7 @@ async def commits_through_runs(
     reach back, or they do not all check. A commit in `read` (one this process read from the log
     lately, at its own key) is not read again: the log's own commit at the newest run's seq
     vouches for the runs whether it is read now or was read while its reader waited."""
-    head = state.head
+    head, read = state.head, dict(read)  # as it is now: the caller's may change while we read
     newest = seqs[-1] if seqs else head
     listed = set(runs)
     top = max((seq for seq in listed if seq <= newest), default=head)
@@ -133,8 +137,10 @@ async def commits_through_runs(
         gather_bounded(tops, lambda seq: reader.get(run_key(seq))),
         _log_commits(reader, [seq for seq in seqs if seq >= top], read),
     )
-    location = reader.location
-    runs_read = [None if data is None else read_run(location, seq, data) for seq, data in zip(tops, found, strict=True)]
+    runs_read = [
+        None if data is None else await read_run(reader.location, seq, data)
+        for seq, data in zip(tops, found, strict=True)
+    ]
     commits = _chained(state.head_hash, head, runs_read[::-1], tail)
     if commits is None:
         return [*await _log_commits(reader, [seq for seq in seqs if seq < top], read), *tail]

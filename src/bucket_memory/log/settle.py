@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from a13n_harness.providers.memory import MemoryStoreError, Origin
 
-from ..format.codec import Commit, CorruptObjectError
+from ..format.codec import Commit
+from ..format.signed import CorruptObjectError
 from ..format.tombstone import MemoryDestroyed
 from ..format.wire_values import log_key
 from ..objects.interface import CREATE, AlreadyExists

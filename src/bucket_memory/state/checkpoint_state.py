@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from a13n_harness.providers.memory import FileFormat
 
-from ..format.codec import Checkpoint, CorruptObjectError
+from ..format.codec import Checkpoint
 from ..format.directories import directory_counts
 from ..format.packed import PackedCheckpoint, decode_checkpoint
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import checkpoint_key, stored_size_of
 from ..runtime.off_loop import off_loop
 from .folds import FoldWindow

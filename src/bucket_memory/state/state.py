@@ -12,10 +12,11 @@ from a13n_harness.providers.memory import FileFormat, MemoryStoreError, describe
 
 from ..format.changes import Change, Delete, Edit, Erase, Move, Purge, Write, text_bytes
 from ..format.checkpoint_content import CheckpointContent
-from ..format.codec import GENESIS_HASH, Commit, CorruptObjectError, OffChain
+from ..format.codec import GENESIS_HASH, Commit, OffChain
 from ..format.decoded import DECODED
 from ..format.delta import spliced
 from ..format.directories import parent_directories
+from ..format.signed import CorruptObjectError
 from ..format.wire_values import log_key, stored_size_of, time_text
 from ..runtime.off_loop import off_loop
 from .folds import FoldWindow
