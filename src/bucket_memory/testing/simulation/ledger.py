@@ -7,18 +7,25 @@ and the step trace that a failing seed prints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from .lineage import Lineage
 
 
 @dataclass(frozen=True, slots=True)
 class Ack:
-    """A change a writer was told is done: `text` at `path` as of commit `version` (None: a delete)."""
+    """A change a writer was told is done: `text` at `path` as of commit `version` (None: a delete).
+    `expected` is the version the change was made over (None: a create); a move of the file at
+    `source` (version `expected`) to `path` carries its `text` there."""
 
     path: str
     text: str | None
     version: int
     actor: str
     step: int
+    expected: int | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +36,7 @@ class Erased:
     seq: int
     texts: frozenset[str]
     step: int
+    names: frozenset[str] = frozenset()  # every name the store said the file had
 
 
 @dataclass
@@ -45,6 +53,8 @@ class Ledger:
     trace: list[str] = field(default_factory=list)
     reapplied: dict[int, list[int]] = field(default_factory=dict)  # seq -> where recover re-applied a fork there
     leaks: list[str] = field(default_factory=list)  # failures that reached a caller unmapped
+    moving: bool = False  # writers move files: a text may live under names its acks never gave
+    copied: list[int] = field(default_factory=list)  # steps of operator commands that write old texts anew
 
     def note(self, step: int, line: str) -> None:
         self.trace.append(f"{step:4d} {line}")
@@ -52,11 +62,17 @@ class Ledger:
     def acked(self, ack: Ack) -> None:
         self.acks.append(ack)
 
-    def erasure_done(self, path: str, seq: int, step: int) -> None:
+    def erasure_done(self, path: str, seq: int, step: int, names: Iterable[str] = ()) -> None:
         """The texts an erasure of `path` at commit `seq` must remove: every text acknowledged at
-        the path below it (a write unconfirmed then may land on either side of it)."""
-        texts = frozenset(ack.text for ack in self.acks if ack.path == path and ack.text and ack.version < seq)
-        self.erased.append(Erased(path, seq, texts, step))
+        the path below it (a write unconfirmed then may land on either side of it) and, where files
+        move, every text acknowledged of a file that had the path as one of its names (`lineage`)."""
+        texts = {ack.text for ack in self.acks if ack.path == path and ack.text and ack.version < seq}
+        if self.moving:
+            texts |= Lineage(self.acks).texts(path, seq)
+            # An operator's restore, import or rollback writes an old text anew, perhaps at a name
+            # the erased file never had: another file, which `erase` of this one leaves alone.
+            texts = {text for text in texts if not self._copied_since(text, step)}
+        self.erased.append(Erased(path, seq, frozenset(texts), step, frozenset(names)))
 
     def erased_texts(self) -> set[str]:
         return {text for erasure in self.erased for text in erasure.texts}
@@ -66,9 +82,17 @@ class Ledger:
         or one `found` in the log where the operator began to erase the path after the write (a
         killed erase still erased). An erasure that no erase begun since accounts for is no excuse:
         recover committed one of a file written after the erasure it finished (seed 303)."""
-        done = [(erasure.seq, erasure.path) for erasure in self.erased]
-        found = [(seq, path) for seq, path in found if self.erasing.get(path, -1) >= ack.step]
-        return any(erased == ack.path and seq > ack.version for seq, erased in [*done, *found])
+        done = {(erasure.seq, name) for erasure in self.erased for name in {erasure.path, *erasure.names}}
+        # An erasure commit names each name of the file: one the operator began counts for them all.
+        begun = {seq for seq, path in found if self.erasing.get(path, -1) >= ack.step}
+        done |= {(seq, path) for seq, path in found if seq in begun}
+        names = Lineage(self.acks).names(ack) if self.moving else {ack.path}
+        return any(erased in names and seq > ack.version for seq, erased in done)
+
+    def _copied_since(self, text: str, step: int) -> bool:
+        """Whether an operator's command that writes old texts anew ran between `text`'s write and `step`."""
+        written = min(ack.step for ack in self.acks if ack.text == text)
+        return any(written <= copied <= step for copied in self.copied)
 
     def moved(self, reapplied: tuple[tuple[int, int | None], ...]) -> None:
         """`recover` re-applied the commits of a fork at new seqs: an acknowledged write may now live
