@@ -112,7 +112,7 @@ async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw:
         ledger.erasing[path] = step
         plan = await admin.erase(path, origin=OPERATOR)
         if plan.erasure is not None:
-            ledger.erasure_done(path, plan.erasure, step, plan.paths)
+            ledger.erasure_done(path, plan.erasure, step)
         return f"{path} -> erasure at {plan.erasure}"
     if kind == "compact":
         return f"-> floor {(await admin.store.compact()).floor}"

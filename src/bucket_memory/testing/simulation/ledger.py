@@ -7,7 +7,6 @@ and the step trace that a failing seed prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .lineage import Lineage
@@ -36,7 +35,6 @@ class Erased:
     seq: int
     texts: frozenset[str]
     step: int
-    names: frozenset[str] = frozenset()  # every name the store said the file had
 
 
 @dataclass
@@ -62,7 +60,7 @@ class Ledger:
     def acked(self, ack: Ack) -> None:
         self.acks.append(ack)
 
-    def erasure_done(self, path: str, seq: int, step: int, names: Iterable[str] = ()) -> None:
+    def erasure_done(self, path: str, seq: int, step: int) -> None:
         """The texts an erasure of `path` at commit `seq` must remove: every text acknowledged at
         the path below it (a write unconfirmed then may land on either side of it) and, where files
         move, every text acknowledged of a file that had the path as one of its names (`lineage`)."""
@@ -72,7 +70,7 @@ class Ledger:
             # An operator's restore, import or rollback writes an old text anew, perhaps at a name
             # the erased file never had: another file, which `erase` of this one leaves alone.
             texts = {text for text in texts if not self._copied_since(text, step)}
-        self.erased.append(Erased(path, seq, frozenset(texts), step, frozenset(names)))
+        self.erased.append(Erased(path, seq, frozenset(texts), step))
 
     def erased_texts(self) -> set[str]:
         return {text for erasure in self.erased for text in erasure.texts}
@@ -82,12 +80,11 @@ class Ledger:
         or one `found` in the log where the operator began to erase the path after the write (a
         killed erase still erased). An erasure that no erase begun since accounts for is no excuse:
         recover committed one of a file written after the erasure it finished (seed 303)."""
-        done = {(erasure.seq, name) for erasure in self.erased for name in {erasure.path, *erasure.names}}
-        # An erasure commit names each name of the file: one the operator began counts for them all.
-        begun = {seq for seq, path in found if self.erasing.get(path, -1) >= ack.step}
-        done |= {(seq, path) for seq, path in found if seq in begun}
+        done = [(erasure.seq, erasure.path) for erasure in self.erased]
+        found = [(seq, path) for seq, path in found if self.erasing.get(path, -1) >= ack.step]
+        # `erase` of a path erases each file that had it as a name: a file the ledger saw move, by any.
         names = Lineage(self.acks).names(ack) if self.moving else {ack.path}
-        return any(erased in names and seq > ack.version for seq, erased in done)
+        return any(erased in names and seq > ack.version for seq, erased in [*done, *found])
 
     def _copied_since(self, text: str, step: int) -> bool:
         """Whether an operator's command that writes old texts anew ran between `text`'s write and `step`."""
