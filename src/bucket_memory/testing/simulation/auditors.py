@@ -97,6 +97,7 @@ async def forged_erasures(world: World, audit: AuditState, replay: Replay, cold:
 async def erased_gone(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
     """No text an erasure (reported done) removed is held by any current object or stored version,
     nor served by any reader."""
+    world.ledger.follow_moves(replay.base)
     texts = sorted(world.ledger.erased_texts())
     found = keys_holding(world.bucket, texts)
     for process in world.writers:

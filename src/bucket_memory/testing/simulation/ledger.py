@@ -7,7 +7,7 @@ and the step trace that a failing seed prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .lineage import Lineage
 
@@ -35,6 +35,7 @@ class Erased:
     seq: int
     texts: frozenset[str]
     step: int
+    followed: bool = True  # whether `texts` has the file's texts under its other names yet
 
 
 @dataclass
@@ -62,15 +63,24 @@ class Ledger:
 
     def erasure_done(self, path: str, seq: int, step: int) -> None:
         """The texts an erasure of `path` at commit `seq` must remove: every text acknowledged at
-        the path below it (a write unconfirmed then may land on either side of it) and, where files
-        move, every text acknowledged of a file that had the path as one of its names (`lineage`)."""
-        texts = {ack.text for ack in self.acks if ack.path == path and ack.text and ack.version < seq}
-        if self.moving:
-            texts |= Lineage(self.acks).texts(path, seq)
+        the path below it (a write unconfirmed then may land on either side of it); where files
+        move, `follow_moves` adds the texts of the files that had the path as a name."""
+        texts = frozenset(ack.text for ack in self.acks if ack.path == path and ack.text and ack.version < seq)
+        self.erased.append(Erased(path, seq, texts, step, followed=not self.moving))
+
+    def follow_moves(self, base: int) -> None:
+        """Add to each erasure not yet followed the texts of every file the ledger saw have its path
+        as a name (the store's promise: it erases each file that had the name), through the moves
+        above `base`: below its retained log's base the store knows a file by its path alone."""
+        for index, erasure in enumerate(self.erased):
+            if erasure.followed:
+                continue
+            lineage = Lineage([ack for ack in self.acks if ack.step <= erasure.step], since=base)
+            texts = erasure.texts | lineage.texts(erasure.path, erasure.seq)
             # An operator's restore, import or rollback writes an old text anew, perhaps at a name
             # the erased file never had: another file, which `erase` of this one leaves alone.
-            texts = {text for text in texts if not self._copied_since(text, step)}
-        self.erased.append(Erased(path, seq, frozenset(texts), step))
+            kept = frozenset(text for text in texts if not self._copied_since(text, erasure.step))
+            self.erased[index] = replace(erasure, texts=kept, followed=True)
 
     def erased_texts(self) -> set[str]:
         return {text for erasure in self.erased for text in erasure.texts}

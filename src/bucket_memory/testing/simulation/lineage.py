@@ -23,11 +23,12 @@ class Lineage:
     It answers every name a file had and every text acknowledged of the files that had a name
     before a commit: what `erase` of that name must remove (it erases each file that had it)."""
 
-    def __init__(self, acks: Iterable[Ack]) -> None:
+    def __init__(self, acks: Iterable[Ack], since: int = 0) -> None:
         self._parent: dict[Node, Node] = {}
         self._acks = [ack for ack in acks if ack.text is not None]
         for ack in self._acks:
-            if ack.expected is not None:
+            # A move at or below `since` is one the store no longer knows of (see `Ledger.follow_moves`).
+            if ack.expected is not None and (ack.source is None or ack.version > since):
                 self._join((ack.source or ack.path, ack.expected), (ack.path, ack.version))
             else:
                 self._root((ack.path, ack.version))
