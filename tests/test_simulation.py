@@ -17,6 +17,7 @@ from a13n_harness.providers.memory import Origin
 
 from bucket_memory import MemoryAdmin
 from bucket_memory.format.changes import Edit, Erase, Write
+from bucket_memory.history.erased_file import ErasedFile
 from bucket_memory.testing.faults import Faults
 from bucket_memory.testing.simulation.actors import fleet_writes
 from bucket_memory.testing.simulation.auditors import AuditState, audit_all
@@ -229,3 +230,75 @@ def test_the_exactly_once_auditor_excuses_no_erasure_made_without_an_erase_begun
     found = directed(script, Faults(latency=0.01))  # see the test above: warm readers' proofs take time
     named = [violation.split(" is not")[0] for violation in found]
     assert named == ["[exactly-once] w0's write of alice.md acked at 3"]
+
+
+# Moves: writers move files (Settings.moves); an erase follows a file through them.
+
+MOVES = 0.3
+MOVE_SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_MOVE_SEEDS", "30"))
+
+
+@pytest.mark.parametrize("seed", seeds(range(MOVE_SEEDS)))
+def test_a_seeded_history_with_moves_holds_every_promise(seed: int) -> None:
+    check(simulate(seed, Settings(moves=MOVES), skip=KNOWN))
+
+
+async def moved(world: World, source: str, destination: str) -> int:
+    store = world.writers[0].store
+    read = await store.read(source)
+    version = int(await store.move(source, destination, expected=read.version, origin=Origin(principal_id="w0")))
+    world.ledger.acked(Ack(destination, read.text, version, "w0", 0, int(read.version), source))
+    return version
+
+
+def moving(script: Callable[[World, AuditState], Awaitable[list[str]]]) -> list[str]:
+    """A directed run whose ledger follows moves, as a run with `Settings.moves` on does."""
+
+    async def followed(world: World, audit: AuditState) -> list[str]:
+        world.ledger.moving = True
+        return await script(world, audit)
+
+    return directed(followed, Faults(latency=0.01))  # warm readers' proofs take time (see above)
+
+
+def test_the_erased_gone_auditor_names_an_erase_that_forgets_a_files_earlier_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store whose erase knew a file by its current path alone would leave the texts it had
+    under an earlier name in the commits and versions of that name: the auditor names them."""
+
+    def forgetful(self: ErasedFile) -> None:
+        self.files = self.lineages.files_named(self.path)
+        self.names = {self.path}
+
+    async def script(world: World, audit: AuditState) -> list[str]:
+        await acked(world, "alice.md", "alice's secret\n")
+        await moved(world, "alice.md", "people/alice.md")
+        await acked(world, "people/alice.md", "alice's new secret\n")
+        await erased(world, "people/alice.md")
+        return await audit_all(world, audit, frozenset())
+
+    assert moving(script) == []
+    monkeypatch.setattr(ErasedFile, "refresh", forgetful)
+    found = moving(script)
+    assert found and all(violation.startswith("[erased-gone]") for violation in found)
+    assert any("alice's secret" in violation for violation in found)
+
+
+def test_recover_finishes_an_erasure_by_the_path_erased_not_another_file_that_had_one_of_its_names() -> None:
+    """Found with moves on (seed 17 at 0.3): the erasure of contract.md named alice.md too, an
+    earlier name of its file; recover finished it through alice.md, the first path it named, and
+    erased the texts of another file that had moved to alice.md and was deleted since."""
+
+    async def script(world: World, audit: AuditState) -> list[str]:
+        await acked(world, "alice.md", "the erased file's text\n")
+        await moved(world, "alice.md", "contract.md")
+        await acked(world, "notes/a.md", "another file's text\n")
+        version = await moved(world, "notes/a.md", "alice.md")
+        await world.writers[0].store.delete("alice.md", expected=str(version), origin=Origin(principal_id="w0"))
+        await erased(world, "contract.md")
+        found = await audit_all(world, audit, frozenset())
+        await MemoryAdmin(world.cold()).recover(None, origin=OPERATOR)
+        return found + await audit_all(world, audit, frozenset())
+
+    assert moving(script) == []

@@ -35,7 +35,8 @@ class ErasedPaths:
             if oldest is None or record.seq < oldest
             for path in record.paths
         ]
-        return sorted(set(in_log) | set(recorded))
+        # By seq alone: an erasure's paths keep the log's order, its erased path first (`_one_path_each`).
+        return sorted(dict.fromkeys([*in_log, *recorded]), key=lambda erasure: erasure[0])
 
     async def names(self) -> frozenset[str]:
         """Every path an erasure in the retained log names."""
@@ -85,7 +86,10 @@ class ErasedPaths:
 
 
 def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:
-    """The first path each erasure names (any of them finds its file)."""
+    """The first path each erasure names: the path erased (an erasure commits it first), whose
+    files are the erasure's. Another of its names may have been another file's too (one moved to
+    it), which going by that name would erase (seed 17 with moves); an erasure committed before
+    the erased path came first names its paths sorted."""
     first: dict[int, str] = {}
     for seq, path in erasures:
         first.setdefault(seq, path)
