@@ -23,7 +23,14 @@ from bucket_memory.testing.simulation.actors import fleet_writes
 from bucket_memory.testing.simulation.auditors import AuditState, audit_all
 from bucket_memory.testing.simulation.forger import Forger
 from bucket_memory.testing.simulation.ledger import Ack
-from bucket_memory.testing.simulation.run import SEED_VARIABLE, SKIP_VARIABLE, Outcome, replay_command, simulate
+from bucket_memory.testing.simulation.run import (
+    MOVES_VARIABLE,
+    SEED_VARIABLE,
+    SKIP_VARIABLE,
+    Outcome,
+    replay_command,
+    simulate,
+)
 from bucket_memory.testing.simulation.virtual_time import VirtualClock, run_virtual
 from bucket_memory.testing.simulation.world import OPERATOR, Settings, World
 
@@ -61,9 +68,9 @@ FOUND: dict[int, str] = {}
 PAST_THE_RANGE = (3859,)
 
 
-def check(outcome: Outcome, skip: frozenset[str] = KNOWN) -> None:
+def check(outcome: Outcome, skip: frozenset[str] = KNOWN, moves: float = 0.0) -> None:
     if outcome.violations:
-        pytest.fail(outcome.report(replay_command(outcome.seed, skip)), pytrace=False)
+        pytest.fail(outcome.report(replay_command(outcome.seed, skip, moves=moves)), pytrace=False)
 
 
 @pytest.fixture(autouse=True)
@@ -92,12 +99,14 @@ def test_a_seeded_history_holds_every_promise_at_scale(seed: int) -> None:
 
 
 def test_replay() -> None:
-    """Replays the seed in BUCKET_MEMORY_SEED with every auditor on (BUCKET_MEMORY_SKIP: names to switch off)."""
+    """Replays the seed in BUCKET_MEMORY_SEED with every auditor on (BUCKET_MEMORY_SKIP: names to switch
+    off; BUCKET_MEMORY_MOVES: the chance a write is a move)."""
     seed = os.environ.get(SEED_VARIABLE)
     if not seed:
         pytest.skip(f"set {SEED_VARIABLE} to the seed to replay")
     skip = frozenset(filter(None, os.environ.get(SKIP_VARIABLE, "").split(",")))
-    check(simulate(int(seed), skip=skip), skip)
+    moves = float(os.environ.get(MOVES_VARIABLE) or 0.0)
+    check(simulate(int(seed), Settings(moves=moves), skip=skip), skip, moves)
 
 
 def test_a_seed_runs_the_same_twice() -> None:
@@ -236,11 +245,14 @@ def test_the_exactly_once_auditor_excuses_no_erasure_made_without_an_erase_begun
 
 MOVES = 0.3
 MOVE_SEEDS = int(os.environ.get("BUCKET_MEMORY_SIM_MOVE_SEEDS", "30"))
+# Off in the seeds with moves until its fix lands: an erase leaves a file's texts under a name it
+# left by a move that compaction took out of the retained log (the directed test below).
+KNOWN_WITH_MOVES = KNOWN | {"erased-moved"}
 
 
-@pytest.mark.parametrize("seed", seeds(range(MOVE_SEEDS)))
+@pytest.mark.parametrize("seed", range(MOVE_SEEDS))
 def test_a_seeded_history_with_moves_holds_every_promise(seed: int) -> None:
-    check(simulate(seed, Settings(moves=MOVES), skip=KNOWN))
+    check(simulate(seed, Settings(moves=MOVES), skip=KNOWN_WITH_MOVES), KNOWN_WITH_MOVES, MOVES)
 
 
 async def moved(world: World, source: str, destination: str) -> int:
@@ -300,5 +312,26 @@ def test_recover_finishes_an_erasure_by_the_path_erased_not_another_file_that_ha
         found = await audit_all(world, audit, frozenset())
         await MemoryAdmin(world.cold()).recover(None, origin=OPERATOR)
         return found + await audit_all(world, audit, frozenset())
+
+    assert moving(script) == []
+
+
+@pytest.mark.xfail(strict=True, reason="erase follows moves through the retained log only")
+def test_an_erase_after_compaction_removes_the_texts_a_file_had_under_a_name_it_moved_from() -> None:
+    """Found with moves on (seeds 34, 128 at 0.3): once compaction has taken a move out of the
+    retained log, the checkpoint it starts from knows the file by its path alone, so `erase` of
+    it leaves the texts it had under its earlier name in the commits, checkpoints and versions
+    that hold them there (`erased-moved`; the docs promise every name it had)."""
+
+    async def script(world: World, audit: AuditState) -> list[str]:
+        await acked(world, "alice.md", "alice's secret\n")
+        await moved(world, "alice.md", "people/alice.md")
+        for index in range(8):  # enough commits that compaction leaves the move behind
+            await acked(world, "notes/a.md", f"note {index}\n")
+        world.clock.advance(120)
+        assert world.operator is not None
+        await world.operator.store.compact()
+        await erased(world, "people/alice.md")
+        return await audit_all(world, audit, frozenset())
 
     assert moving(script) == []

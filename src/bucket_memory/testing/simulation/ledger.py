@@ -7,6 +7,7 @@ and the step trace that a failing seed prints.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from .lineage import Lineage
@@ -36,6 +37,7 @@ class Erased:
     texts: frozenset[str]
     step: int
     followed: bool = True  # whether `texts` has the file's texts under its other names yet
+    beyond: frozenset[str] = frozenset()  # texts of the file the store no longer links to it
 
 
 @dataclass
@@ -70,20 +72,33 @@ class Ledger:
 
     def follow_moves(self, base: int) -> None:
         """Add to each erasure not yet followed the texts of every file the ledger saw have its path
-        as a name (the store's promise: it erases each file that had the name), through the moves
-        above `base`: below its retained log's base the store knows a file by its path alone."""
+        as a name (the store's promise: it erases each file that had the name). Those it reached
+        only through a move at or below `base`, its retained log's base, go to `beyond`: below the
+        base the store knows a file by its path alone, and leaves the texts it had under earlier
+        names in the objects that hold them there (`erased-moved`, a defect not fixed yet)."""
         for index, erasure in enumerate(self.erased):
             if erasure.followed:
                 continue
-            lineage = Lineage([ack for ack in self.acks if ack.step <= erasure.step], since=base)
-            texts = erasure.texts | lineage.texts(erasure.path, erasure.seq)
-            # An operator's restore, import or rollback writes an old text anew, perhaps at a name
-            # the erased file never had: another file, which `erase` of this one leaves alone.
-            kept = frozenset(text for text in texts if not self._copied_since(text, erasure.step))
-            self.erased[index] = replace(erasure, texts=kept, followed=True)
+            acks = [ack for ack in self.acks if ack.step <= erasure.step]
+            known = [ack for ack in acks if ack.source is None or ack.version > base]
+            held = {ack.text for ack in known if ack.path == erasure.path and ack.text and ack.version < erasure.seq}
+            texts = held | Lineage(acks, since=base).texts(erasure.path, erasure.seq)
+            beyond = (erasure.texts | Lineage(acks).texts(erasure.path, erasure.seq)) - texts
+            self.erased[index] = replace(
+                erasure, texts=self._kept(texts, erasure.step), beyond=self._kept(beyond, erasure.step), followed=True
+            )
 
     def erased_texts(self) -> set[str]:
         return {text for erasure in self.erased for text in erasure.texts}
+
+    def erased_beyond(self) -> set[str]:
+        """The texts erasures promise that the store cannot follow yet (see `follow_moves`)."""
+        return {text for erasure in self.erased for text in erasure.beyond} - self.erased_texts()
+
+    def _kept(self, texts: AbstractSet[str], step: int) -> frozenset[str]:
+        # An operator's restore, import or rollback writes an old text anew, perhaps at a name the
+        # erased file never had: another file, which `erase` of this one leaves alone.
+        return frozenset(text for text in texts if not self._copied_since(text, step))
 
     def erased_below(self, ack: Ack, found: list[tuple[int, str]] = []) -> bool:  # noqa: B006
         """Whether an erasure the operator ran removes acknowledged write `ack`: one reported done,

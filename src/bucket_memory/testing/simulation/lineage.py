@@ -25,10 +25,11 @@ class Lineage:
 
     def __init__(self, acks: Iterable[Ack], since: int = 0) -> None:
         self._parent: dict[Node, Node] = {}
-        self._acks = [ack for ack in acks if ack.text is not None]
+        # A move at or below `since` is one the store no longer knows of (see `Ledger.follow_moves`):
+        # neither its link nor its text at the destination counts.
+        self._acks = [ack for ack in acks if ack.text is not None and (ack.source is None or ack.version > since)]
         for ack in self._acks:
-            # A move at or below `since` is one the store no longer knows of (see `Ledger.follow_moves`).
-            if ack.expected is not None and (ack.source is None or ack.version > since):
+            if ack.expected is not None:
                 self._join((ack.source or ack.path, ack.expected), (ack.path, ack.version))
             else:
                 self._root((ack.path, ack.version))
