@@ -80,9 +80,10 @@ class Ledger:
             if erasure.followed:
                 continue
             acks = [ack for ack in self.acks if ack.step <= erasure.step]
-            known = [ack for ack in acks if ack.source is None or ack.version > base]
-            held = {ack.text for ack in known if ack.path == erasure.path and ack.text and ack.version < erasure.seq}
-            texts = held | Lineage(acks, since=base).texts(erasure.path, erasure.seq)
+            # A text a move at or below the base carried lives on under a name the store does not
+            # link to the other (whichever of the two is erased).
+            carried = {ack.text for ack in acks if ack.source is not None and ack.version <= base}
+            texts = Lineage(acks, since=base).texts(erasure.path, erasure.seq) - carried
             beyond = (erasure.texts | Lineage(acks).texts(erasure.path, erasure.seq)) - texts
             self.erased[index] = replace(
                 erasure, texts=self._kept(texts, erasure.step), beyond=self._kept(beyond, erasure.step), followed=True
@@ -107,9 +108,10 @@ class Ledger:
         recover committed one of a file written after the erasure it finished (seed 303)."""
         done = [(erasure.seq, erasure.path) for erasure in self.erased]
         found = [(seq, path) for seq, path in found if self.erasing.get(path, -1) >= ack.step]
-        # `erase` of a path erases each file that had it as a name: a file the ledger saw move, by any.
+        # `erase` of a path erases each file that had it as a name: a file the ledger saw move, by
+        # any; one whose history it did not see whole, by whichever.
         names = Lineage(self.acks).names(ack) if self.moving else {ack.path}
-        return any(erased in names and seq > ack.version for seq, erased in [*done, *found])
+        return any((names is None or erased in names) and seq > ack.version for seq, erased in [*done, *found])
 
     def _copied_since(self, text: str, step: int) -> bool:
         """Whether an operator's command that writes old texts anew ran between `text`'s write and `step`."""

@@ -34,10 +34,14 @@ class Lineage:
             else:
                 self._root((ack.path, ack.version))
 
-    def names(self, ack: Ack) -> set[str]:
-        """Every name the file of `ack` was acknowledged at."""
+    def names(self, ack: Ack) -> set[str] | None:
+        """Every name the file of `ack` was acknowledged at; None when its history is not the
+        ledger's alone (a change was made over a version no acknowledged change made: an answer
+        lost, or an operator's or recovery's commit), so its other names are unknown."""
         root = self._root((ack.path, ack.version))
-        return {path for path, _ in self._parent if self._root((path, _)) == root}
+        nodes = [node for node in self._parent if self._root(node) == root]
+        made = {(each.path, each.version) for each in self._acks}
+        return {path for path, _ in nodes} if all(node in made for node in nodes) else None
 
     def texts(self, path: str, below: int) -> set[str]:
         """The texts acknowledged below commit `below` of each file that had `path` as a name then."""
