@@ -85,6 +85,10 @@ class Ledger:
             carried = {ack.text for ack in acks if ack.source is not None and ack.version <= base}
             texts = Lineage(acks, since=base).texts(erasure.path, erasure.seq) - carried
             beyond = (erasure.texts | Lineage(acks).texts(erasure.path, erasure.seq)) - texts
+            # A move carries whatever the file held: an agent's forged text, say, which it may
+            # write again (seed 1612). Only the writers' own texts are the ledger's to follow.
+            written = {ack.text for ack in acks if ack.source is None}
+            texts, beyond = texts & written, beyond & written
             self.erased[index] = replace(
                 erasure, texts=self._kept(texts, erasure.step), beyond=self._kept(beyond, erasure.step), followed=True
             )
