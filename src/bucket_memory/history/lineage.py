@@ -111,9 +111,13 @@ class Lineages:
         return dict(self._ended.get(seq, {}))
 
     def erasure(self, path: str, files: set[int]) -> int | None:
-        """The newest erasure of `path`, if no text of those files came after it."""
+        """The newest erasure of `path`, if no text of those files came after it and each had the
+        path before it (one moved there since, its texts all older, is not the erased file: seed
+        2964 with moves)."""
         erased = max((seq for seq, paths in self._erased_by.items() if path in paths), default=None)
         if erased is None or self.live(files):
+            return None
+        if any(all(at >= erased for at, held in self._held.get(path, []) if held == file) for file in files):
             return None
         return erased if all(seq < erased for seq, _, file in self._texts if file in files) else None
 
