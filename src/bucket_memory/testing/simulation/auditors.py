@@ -44,8 +44,13 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
         return []
     found: list[str] = []
     erased = erasures(replay, world.ledger.erasing, audit.forged_erasures)
+    # A move of a file the agent forged carries no writer's text: recover, removing the forgery,
+    # leaves it nothing to move (seed 475 with moves).
+    written = {ack.text for ack in world.ledger.acks if ack.source is None}
     for ack in world.ledger.acks:
         if ack.text is None or ack.version <= replay.base or world.ledger.erased_below(ack, erased):
+            continue
+        if ack.source is not None and ack.text not in written:
             continue
         homes = [ack.version, *world.ledger.reapplied.get(ack.version, ())]
         held_at = [
