@@ -253,13 +253,15 @@ KNOWN_WITH_MOVES = KNOWN | {"erased-moved"}
 # Seeds with moves (scanned 0-2999 at 0.3) that still find a defect, each a test that must fail
 # until its fix lands: an import writes an erased text back at a name its file left (the directed
 # test below); verify still names, after recover, a checkpoint the first versions of its log
-# disprove (after an erase or recover killed part-way, not diagnosed yet); or a fork commit whose
+# disprove (an erase past compaction left the file's text unerased in commits of its earlier name,
+# the erased-moved defect: verify names one at once after such an erase, which recover repairs
+# there but not after the killed erases and recovers of these seeds); or a fork commit whose
 # moves no longer apply on the restored chain (recover re-applies nothing of it, and marks nothing).
 # Seeds 17, 304, 528 and 2964 found defects fixed since (their directed tests below).
 MOVES_FOUND: dict[int, str] = {
     834: "an import writes an erased text back at a name its file left",
     2003: "an import writes an erased text back at a name its file left",
-    **dict.fromkeys((417, 529, 1104, 1797, 2100, 2459), "a checkpoint the first versions of its log disprove"),
+    **dict.fromkeys((417, 529, 1104, 1797, 2100, 2459), "erased-moved: a checkpoint the first versions disprove"),
     **dict.fromkeys((439, 475, 2938), "a fork commit whose moves no longer apply stays off the chain"),
 }
 
