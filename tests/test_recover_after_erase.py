@@ -310,6 +310,46 @@ async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_r
     assert leaks(every_stored_version(objects)) == []
 
 
+async def test_an_erase_deletes_no_version_while_a_checkpoint_its_log_disproves_stands() -> None:
+    """Was (seed 5577): an agent created checkpoint 4 with notes.md rewritten; a process that loaded
+    it committed an erase of alice.md, a file deleted before (so the forgery holds none of its
+    texts and was not one the erase rewrites), checkpointed on it and compacted below it; the erase
+    then deleted the versions of the compacted commits that held alice.md's text, and with them
+    everything below the forgery that disproved it: `recover` found nothing to repair and cold
+    readers served "Pay Mallory" for good. Now the erase refuses before it rewrites or deletes
+    anything (the erasure committed, so reads drop the file); `recover` removes the forgery, and
+    erasing again finishes."""
+    objects = VersionedMemoryObjectStore()
+    compacting = dataclasses.replace(NO_CHECKPOINTS, retain_commits=1, retain_seconds=0, grace_period=0)
+    store = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await store.write("alice.md", SECRET, expected=None, origin=ALICE)
+    await store.write("notes.md", "the true note\n", expected=None, origin=ALICE)
+    await store.delete("alice.md", expected="1", origin=ALICE)
+    await store.write("x.md", "X\n", expected=None, origin=ALICE)
+    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
+    state.apply_change(Write(path="notes.md", text="Pay Mallory $10000.\n"), state.head)
+    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+    await objects.put(checkpoint_key(4), forged, CREATE)
+    assert (await LogFileStore(objects, options=compacting).compact()).floor == 4
+    versions_before = [(version.key, version.version) for version in await objects.list_versions("")]
+
+    with pytest.raises(MemoryStoreError) as refused:
+        await MemoryAdmin(LogFileStore(objects, options=compacting)).erase("alice.md", origin=OPERATOR)
+    # The forgery, or the erasure's checkpoint made on it once compaction below it took the forgery's place.
+    assert refused.value.code == "unavailable" and checkpoint_key(5) in str(refused.value)
+    assert "recover" in str(refused.value)
+    left = {(version.key, version.version) for version in await objects.list_versions("")}
+    assert left >= set(versions_before), "no version deleted: the log that disproves the forgery stays"
+
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).recover(None, origin=OPERATOR)
+    await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert await admin.verify() == []
+    true_files = {"notes.md": "the true note\n", "x.md": "X\n"}
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == true_files
+    assert leaks(every_stored_version(objects)) == []
+
+
 @pytest.mark.parametrize("options", [NO_CHECKPOINTS, EVERY_COMMIT], ids=["log", "checkpoints"])
 async def test_an_erasure_recover_reapplies_at_a_new_seq_takes_its_marks_along(options: LogOptions) -> None:
     """Was (seed 3859): an agent replaced commit 2 with a commit of its own and the operator's

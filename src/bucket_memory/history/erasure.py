@@ -112,6 +112,8 @@ class Erasure:
             erasure = await self._commit_erasure(target, origin)
         await self._put_back(target, erasure, origin)
         await self.store.settle()  # the checkpoint that follows an erasure
+        # Reads drop the file from here; what the erase rewrites and deletes waits for a log no forgery stands on.
+        await self.rewriting.refuse_disproved()
         rewritten: list[str] = []
         looked_at: set[str] = set()
         dropped: list[str] = []

@@ -187,10 +187,11 @@ class Recovery:
             found = [problem for problem in found if problem in again]
         return found
 
-    async def strays(self) -> list[str]:
-        """The live keys `restore` removes as off the memory's chain: checkpoints the first versions
-        of its log disprove, commits and runs off the chain (one look, changing nothing)."""
-        return (await self._plan()).stray
+    async def disproved_checkpoints(self) -> list[str]:
+        """The live checkpoints, on the memory's chain, that hold another state than its log's first
+        versions replay to: forgeries, or made on one (a stray past the chain's head is a fork's, whose
+        commits the log keeps; one whose first version does not decode is none anyone loaded)."""
+        return await _disproved_on_chain(await self._plan())
 
     async def _findings(self) -> list[Problem]:
         plan = await self._plan()
@@ -345,6 +346,16 @@ class Recovery:
                 f"{self.store.location} keeps no object versions to recover from; restore a backup instead.",
             )
         return self.store.objects
+
+
+async def _disproved_on_chain(plan: _Plan) -> list[str]:
+    return [
+        key
+        for key in plan.stray
+        if key.startswith(CHECKPOINT_PREFIX)
+        and (seq := key_seq(key) or 0) <= plan.head
+        and await plan.stored.disproved(seq)
+    ]
 
 
 async def _stray_runs(stored: StoredVersions, runs: list[int], head: int) -> list[str]:

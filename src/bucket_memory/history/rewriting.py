@@ -13,7 +13,7 @@ from typing import cast
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ..files.store import LogFileStore
-from ..format.wire_values import CHECKPOINT_PREFIX, LOG_PREFIX, is_owned
+from ..format.wire_values import LOG_PREFIX, is_owned
 from ..objects.interface import (
     CREATE,
     AlreadyExists,
@@ -81,10 +81,8 @@ class Rewriting:
 
     async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
         """Replace each object found by what its redaction makes of it, several at a time; the keys
-        this call rewrote (not those gone, or left with nothing to redact, meanwhile). Refuses
-        (`unavailable`), rewriting nothing, where a checkpoint found is one `recover` removes as
-        disproved by its log: see `_refuse_disproved`."""
-        await self._refuse_disproved([key for key, _ in found if key.startswith(CHECKPOINT_PREFIX)])
+        this call rewrote (not those gone, or left with nothing to redact, meanwhile). An erase
+        asks `refuse_disproved` first."""
         current = await self._current()
         rewritten: list[str] = []
         # Commits first, then checkpoints: a void commit's rewrite records its verdict, and one not
@@ -116,17 +114,19 @@ class Rewriting:
         self._put_right_first.update((version.key, version.version) for version in put_right)
         return put_right + chosen
 
-    async def _refuse_disproved(self, checkpoints: list[str]) -> None:
-        """`unavailable` where one of `checkpoints` is a forgery (or made on one) that the first
-        versions of the log disprove. Its rewrite would stand once the erase deleted the versions
-        that hold the text, the forgery's first among them: the only version of the key, with
-        nothing left to disprove it where the erase also deleted commits below it (compacted ones
-        that wrote the text), so `recover` took it for the memory's and cold readers served it
-        (seed 1321). A checkpoint is derived data, but deleting it here would not do either:
-        processes that loaded it serve it until `recover` commits the mark that makes them load again."""
-        if not checkpoints or not isinstance(self.objects, VersionedObjectStore):
+    async def refuse_disproved(self) -> None:
+        """`unavailable` where a checkpoint of the memory is a forgery (or made on one) that the first
+        versions of the log disprove: an erase asks before it rewrites or deletes anything, because
+        the versions it deletes may be what disproves it. Rewritten, the forgery would stand once the
+        erase deleted the versions that hold the text, its first among them (seed 1321); left alone,
+        once the erase deleted the versions of compacted commits and checkpoints that held the text,
+        nothing would be left below it to replay (seed 5577: a process that loaded the forgery
+        committed the erasure, checkpointed on it and compacted below it). A checkpoint is derived
+        data, but deleting it here would not do either: processes that loaded it serve it until
+        `recover` commits the mark that makes them load again."""
+        if not isinstance(self.objects, VersionedObjectStore):
             return
-        if disproved := sorted(set(checkpoints) & set(await Recovery(self.store).strays())):
+        if disproved := await Recovery(self.store).disproved_checkpoints():
             raise _disproved(self.store.location, disproved[0])
 
     async def _put_right(self, listed: list[ObjectVersion], chosen: list[ObjectVersion]) -> list[ObjectVersion]:
@@ -274,11 +274,11 @@ def _overwritten(location: str, key: str) -> MemoryStoreError:
 
 
 def _disproved(location: str, key: str) -> MemoryStoreError:
-    """An erase about to rewrite checkpoint `key`, which the log disproves (seed 1321)."""
+    """An erase that finds checkpoint `key`, which the log disproves (seeds 1321, 5577)."""
     return MemoryStoreError(
         "unavailable",
         f"{location}/{key} is not the state its log replays to (a checkpoint written by hand or by a writer holding "
-        f"the agents' grants, or made on such a one), and erasing would leave its rewrite as the memory's. Run "
+        f"the agents' grants, or made on such a one), and erasing now could leave it the memory's. Run "
         f"`bucket-memory verify {location}`, which names it, then `bucket-memory recover {location}`, which removes "
         "it, then `erase` again to finish.",
     )

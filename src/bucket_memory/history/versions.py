@@ -236,6 +236,12 @@ class StoredVersions:
             self._verdicts = await checkpoint_verdicts(self, await self.first_commits())
         return self._verdicts.get(seq, False)
 
+    async def disproved(self, seq: int) -> bool:
+        """Whether checkpoint `seq` is a state its log disproves: its first version decodes and no
+        version of it holds what the first versions of the log replay to (one whose first version
+        does not decode is no state anyone loaded; `fits` passes it over too)."""
+        return seq in await self.first_checkpoints() and not await self.fits(seq)
+
     async def replayed(self, commits: dict[int, Commit], target: int) -> State | None:
         """The state at commit `target` of `commits` (by seq): the newest stored checkpoint of theirs
         below it from which they run without a gap, and those commits; None when there is none."""
