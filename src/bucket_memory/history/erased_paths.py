@@ -35,7 +35,8 @@ class ErasedPaths:
             if oldest is None or record.seq < oldest
             for path in record.paths
         ]
-        return sorted(set(in_log) | set(recorded))
+        # By seq alone: an erasure's paths keep the log's order, its erased path first (`_one_path_each`).
+        return sorted(dict.fromkeys([*in_log, *recorded]), key=lambda erasure: erasure[0])
 
     async def names(self) -> frozenset[str]:
         """Every path an erasure in the retained log names."""
@@ -59,7 +60,7 @@ class ErasedPaths:
         # Not `all`: a writer whose cached head was a fork commit may land its next commit past the
         # restored chain meanwhile (the next recover re-applies it); that break must not keep the
         # erasures of the commits before it from being finished.
-        for path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
+        for _, path in _one_path_each(erasures_in(await self.history.applied(await self.history.chained_commits()))):
             try:
                 await Erasure(self.store).erase(path, origin=origin, finish_only=True)
             except MemoryStoreError as error:
@@ -75,18 +76,24 @@ class ErasedPaths:
         except MemoryStoreError:
             return []
         problems: list[Problem] = []
-        for path in _one_path_each(erasures):
+        for seq, path in _one_path_each(erasures):
             found = await Erasure(self.store).returned(path)
-            if found is not None:
+            # The newest erasure naming the path may be another's, which named it for its own file
+            # moved there: then the path's files are not this erasure's (seed 528 with moves), and
+            # that erasure is looked at by its own first path.
+            if found is not None and found[0] == seq:
                 erasure, keys = found
                 said = f"holds a text of {path}, which commit {erasure} erased; run `bucket-memory erase` on it again"
                 problems += [Problem(key, said) for key in keys]
         return problems
 
 
-def _one_path_each(erasures: list[tuple[int, str]]) -> list[str]:
-    """The first path each erasure names (any of them finds its file)."""
+def _one_path_each(erasures: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Each erasure's seq and the first path it names: the path erased (committed first), whose
+    files are the erasure's. Another of its names may have been another file's too (one moved to
+    it), which going by that name would erase (seed 17 with moves); an erasure committed before
+    the erased path came first names its paths sorted."""
     first: dict[int, str] = {}
     for seq, path in erasures:
         first.setdefault(seq, path)
-    return list(first.values())
+    return list(first.items())

@@ -304,7 +304,7 @@ class Erasure:
 
 def _erasure_plan(target: ErasedFile, head: int, state: State) -> tuple[Change, ...]:
     """The erasure's changes: one per name the file had, but names another file holds now (which
-    the erasure must not delete), the first vouching for the commits of old formats it will erase.
+    the erasure must not delete), the erased path's first and vouching for the commits of old formats it will erase.
     Planned on `head`, whose every commit the lineages took in, or on a newer head where the file is
     still at every path it was (appends are fine); else `version_mismatch`, and the lineages read on.
     (A plan sees only the paths the batch changed in `state.changed`, so it goes by `state.files`.)"""
@@ -312,6 +312,8 @@ def _erasure_plan(target: ErasedFile, head: int, state: State) -> tuple[Change, 
     if state.head != head and any(path not in state.files for path in live):
         raise MemoryStoreError("version_mismatch", "the file moved since its history was read")
     others = {path for path in state.files if path not in live and path != target.path}
-    paths = sorted(target.names - others)
+    # The erased path first: finishing the erasure (`ErasedPaths.erase_again`) goes by its first
+    # path, and another of the file's names may have been another file's too (a move to it).
+    paths = sorted(target.names - others, key=lambda path: (path != target.path, path))
     vouches = target.vouches(state.head + 1) or None
     return (Erase(path=paths[0], unchecked=vouches), *(Erase(path=path) for path in paths[1:]))

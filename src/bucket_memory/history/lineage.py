@@ -90,6 +90,14 @@ class Lineages:
         a text an erasure of those names removes, so the erasure records it in them."""
         return {seq: self.voids[seq] for seq, paths in self._void_paths.items() if paths & names}
 
+    def base_names(self, path: str) -> set[str]:
+        """`path` and every name of the file the base held there: a text a commit at or below the
+        base wrote at `path` is that file's, which an erasure of any of its names erases (one moved
+        away, its old name another file's now, is erased by its new name alone: seed 304 with moves)."""
+        held = self._held.get(path, [])
+        file = held[0][1] if held and held[0][0] == self.base else None
+        return {path} if file is None else self._names[file] | {path}
+
     def changed_after(self, path: str, seq: int) -> bool:
         """Whether a commit after `seq` wrote, moved or deleted a file at `path`."""
         return any(at > seq for at, _ in self._held.get(path, ()))
@@ -103,9 +111,13 @@ class Lineages:
         return dict(self._ended.get(seq, {}))
 
     def erasure(self, path: str, files: set[int]) -> int | None:
-        """The newest erasure of `path`, if no text of those files came after it."""
+        """The newest erasure of `path`, if no text of those files came after it and each had the
+        path before it (one moved there since, its texts all older, is not the erased file: seed
+        2964 with moves)."""
         erased = max((seq for seq, paths in self._erased_by.items() if path in paths), default=None)
         if erased is None or self.live(files):
+            return None
+        if any(all(at >= erased for at, held in self._held.get(path, []) if held == file) for file in files):
             return None
         return erased if all(seq < erased for seq, _, file in self._texts if file in files) else None
 
@@ -200,7 +212,7 @@ def erasure_problems(base: State, commits: Mapping[int, Commit]) -> list[tuple[i
         for index, change in enumerate(commit.changes):
             if not isinstance(change, Write | Edit) or change.erased is None:
                 continue
-            by_name = seq <= lineages.base and change.path not in erased.get(change.erased, set())
+            by_name = seq <= lineages.base and not erased.get(change.erased, set()) & lineages.base_names(change.path)
             if by_name or (seq, index) in unfounded:
                 found.append((seq, f"its change {index + 1} is marked erased by a commit that erased no such file"))
         if not commit.checkable and vouched.get(seq) != commit.body_digest():

@@ -21,6 +21,8 @@ from .world import OPERATOR, PATHS, Process, World
 # What a caller may be answered under faults (a kill inside a task group arrives in a group):
 # none of these binds the store to anything.
 ANSWERS = (MemoryStoreError, SimulatedCrash, UnmappedError, BaseExceptionGroup)
+# The operator's commands that write old texts anew: as new files, perhaps at names they never had.
+COPIERS = ("restore", "import", "rollback", "recover-as-of")
 
 
 async def write_once(world: World, process: Process, step: int, path: str, draw: random.Random) -> None:
@@ -29,6 +31,10 @@ async def write_once(world: World, process: Process, step: int, path: str, draw:
     text = f"{process.name}-s{step}-{draw.randrange(10**6):06d} {path}\n"
     try:
         current = {entry.path: entry.version for entry in await store.list()}
+        # Drawn only when moves are on, so that a run without them keeps its schedule.
+        if path in current and world.settings.moves and draw.random() < world.settings.moves:
+            await move_once(world, process, step, path, [other for other in PATHS if other not in current], draw)
+            return
         if path in current and draw.random() < 0.15:
             await store.delete(path, expected=current[path], origin=Origin(principal_id=process.name))
             world.ledger.note(step, f"{process.name} delete {path} -> done")  # a delete answers no version
@@ -37,8 +43,31 @@ async def write_once(world: World, process: Process, step: int, path: str, draw:
     except ANSWERS as error:
         world.ledger.note(step, f"{process.name} write {path} -> {_answer(error)}")
         return
-    world.ledger.acked(Ack(path, text, int(version), process.name, step))
+    expected = int(current[path]) if path in current else None
+    world.ledger.acked(Ack(path, text, int(version), process.name, step, expected))
     world.ledger.note(step, f"{process.name} write {path} {text.split()[0]} -> acked at {version}")
+
+
+async def move_once(
+    world: World, process: Process, step: int, source: str, free: list[str], draw: random.Random
+) -> None:
+    """A move of the file at `source` to a path free in the writer's listing, over the version it read."""
+    if not free:
+        world.ledger.note(step, f"{process.name} move {source} -> no free path")
+        return
+    destination = draw.choice(free)
+    try:
+        read = await process.store.read(source)
+        version = await process.store.move(
+            source, destination, expected=read.version, origin=Origin(principal_id=process.name)
+        )
+    except ANSWERS as error:
+        world.ledger.note(step, f"{process.name} move {source} {destination} -> {_answer(error)}")
+        return
+    ack = Ack(destination, read.text, int(version), process.name, step, int(read.version), source)
+    world.ledger.acked(ack)
+    moved = f"{source}@{read.version} {read.text.split()[0] if read.text else ''} to {destination}"
+    world.ledger.note(step, f"{process.name} move {moved} -> acked at {version}")
 
 
 async def fleet_writes(world: World, step: int) -> None:
@@ -76,6 +105,8 @@ async def operator_act(world: World, step: int, kind: str) -> None:
 
 async def _command(world: World, admin: MemoryAdmin, step: int, kind: str, draw: random.Random) -> str:
     ledger = world.ledger
+    if kind in COPIERS:
+        ledger.copied.append(step)
     if kind == "erase":
         path = draw.choice(PATHS)
         ledger.erasing[path] = step

@@ -13,7 +13,8 @@ from a13n_harness.providers.memory import Changes, MemoryStoreError
 
 from ...files.store import LogFileStore
 from .bucket import keys_holding
-from .replay import Replay, erasures, replay_retained
+from .ledger import Ack
+from .replay import Replay, Replayed, erasures, replay_retained
 from .world import World
 
 # Commits whose texts repeat earlier ones by design: the operator's restore, rollback and import.
@@ -36,13 +37,20 @@ type Auditor = Callable[[World, AuditState, Replay, LogFileStore], Awaitable[lis
 
 async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
     """Each acknowledged write is in the commit it was acknowledged at, and in no other writer's
-    commit, until an erase the operator ran removes it (while the log is intact and retains it)."""
+    commit, until an erase the operator ran removes it (while the log is intact and retains it).
+    An acknowledged move's commit holds the text at its destination and not at its source; a
+    commit that moves a text to a path writes it no second time."""
     if audit.tainted or replay.broken:
         return []
     found: list[str] = []
     erased = erasures(replay, world.ledger.erasing, audit.forged_erasures)
+    # A move of a file the agent forged carries no writer's text: recover, removing the forgery,
+    # leaves it nothing to move (seed 475 with moves).
+    written = {ack.text for ack in world.ledger.acks if ack.source is None}
     for ack in world.ledger.acks:
         if ack.text is None or ack.version <= replay.base or world.ledger.erased_below(ack, erased):
+            continue
+        if ack.source is not None and ack.text not in written:
             continue
         homes = [ack.version, *world.ledger.reapplied.get(ack.version, ())]
         held_at = [
@@ -56,16 +64,28 @@ async def exactly_once(world: World, audit: AuditState, replay: Replay, cold: Lo
         if not held_at:
             held = None if commit is None else commit.touched.get(ack.path, "(path untouched)")
             found.append(f"{ack.actor}'s write of {ack.path} acked at {ack.version} is not there: holds {held!r}")
+        if ack.source is not None:
+            found += _left_behind(ack, [replay.commits[seq] for seq in held_at])
         copies = [
             seq
             for seq, made in replay.commits.items()
-            if made.by not in _REWRITERS and made.touched.get(ack.path) == ack.text
+            if made.by not in _REWRITERS and made.touched.get(ack.path) == ack.text and ack.path not in made.moved_to
         ]
         if len(copies) > 1:
             found.append(
                 f"{ack.actor}'s write of {ack.path} acked at {ack.version} was committed {len(copies)} times: {copies}"
             )
     return found
+
+
+def _left_behind(ack: Ack, homes: list[Replayed]) -> list[str]:
+    """An acknowledged move whose commit still holds the text at the source (or left it untouched)."""
+    assert ack.source is not None
+    return [
+        f"{ack.actor}'s move of {ack.source} to {ack.path} acked at {ack.version} left it at {ack.source} in {made.seq}"
+        for made in homes
+        if made.touched.get(ack.source, ack.text) == ack.text
+    ]
 
 
 async def forged_erasures(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
@@ -82,7 +102,19 @@ async def forged_erasures(world: World, audit: AuditState, replay: Replay, cold:
 async def erased_gone(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
     """No text an erasure (reported done) removed is held by any current object or stored version,
     nor served by any reader."""
-    texts = sorted(world.ledger.erased_texts())
+    world.ledger.follow_moves(replay.base)
+    return await _held_anywhere(world, sorted(world.ledger.erased_texts()))
+
+
+async def erased_moved(world: World, audit: AuditState, replay: Replay, cold: LogFileStore) -> list[str]:
+    """As `erased-gone`, for the texts a file had under names it left by a move that compaction
+    has since taken out of the retained log (the store then knows the file by its path alone)."""
+    world.ledger.follow_moves(replay.base)
+    texts = sorted(world.ledger.erased_beyond())
+    return await _held_anywhere(world, texts) if texts else []  # no reads where there is nothing to look for
+
+
+async def _held_anywhere(world: World, texts: list[str]) -> list[str]:
     found = keys_holding(world.bucket, texts)
     for process in world.writers:
         if process.alive:
@@ -146,6 +178,7 @@ AUDITORS: dict[str, Auditor] = {
     "exactly-once": exactly_once,
     "forged-erase": forged_erasures,
     "erased-gone": erased_gone,
+    "erased-moved": erased_moved,
     "verdicts": verdicts_stable,
     "readers-agree": readers_agree,
     "feed-cursor": feed_cursor,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from a13n_harness.providers.memory import MemoryStoreError
 
 from ...files.store import LogFileStore
-from ...format.changes import Erase
+from ...format.changes import Erase, Move
 from ...format.wire_values import reapplied_fork
 from ...state.state import State
 
@@ -17,7 +17,8 @@ from ...state.state import State
 @dataclass(frozen=True, slots=True)
 class Replayed:
     """One retained commit as replayed: its verdict ("valid" or why void), who made it, the paths
-    it changed and the text each holds after it (None: deleted, or its text erased)."""
+    it changed and the text each holds after it (None: deleted, or its text erased), the paths its
+    erase changes name and those its moves carried a file to (a move writes no text anew)."""
 
     seq: int
     hash: str
@@ -25,6 +26,7 @@ class Replayed:
     by: str
     touched: dict[str, str | None]
     erases: tuple[str, ...] = ()
+    moved_to: tuple[str, ...] = ()
 
 
 @dataclass
@@ -74,6 +76,7 @@ async def replay_retained(store: LogFileStore) -> Replay:
             _by(commit.origin),
             touched,
             tuple(change.path for change in commit.changes if isinstance(change, Erase)),
+            tuple(change.destination for change in commit.changes if isinstance(change, Move)),
         )
     return replay
 

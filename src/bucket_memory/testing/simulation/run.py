@@ -27,6 +27,7 @@ from .world import OPERATOR, Settings, World
 
 SEED_VARIABLE = "BUCKET_MEMORY_SEED"
 SKIP_VARIABLE = "BUCKET_MEMORY_SKIP"
+MOVES_VARIABLE = "BUCKET_MEMORY_MOVES"  # the replayed run's `Settings.moves`
 # How often each kind of step is drawn.
 WEIGHTS = {
     "fleet": 30,
@@ -72,10 +73,13 @@ def simulate(seed: int, settings: Settings | None = None, *, skip: frozenset[str
     return run_virtual(seed, lambda clock: _run(seed, settings or Settings(), skip, clock), expected=EXPECTED)
 
 
-def replay_command(seed: int, skip: frozenset[str] = frozenset(), test: str = "tests/test_simulation.py") -> str:
+def replay_command(
+    seed: int, skip: frozenset[str] = frozenset(), test: str = "tests/test_simulation.py", moves: float = 0.0
+) -> str:
     """The one command that replays seed `seed` exactly, with the same auditors switched off."""
     skipping = f"{SKIP_VARIABLE}={','.join(sorted(skip))} " if skip else ""
-    return f"{SEED_VARIABLE}={seed} {skipping}.venv/bin/pytest {test} -k test_replay"
+    moving = f"{MOVES_VARIABLE}={moves} " if moves else ""
+    return f"{SEED_VARIABLE}={seed} {moving}{skipping}.venv/bin/pytest {test} -k test_replay"
 
 
 async def _run(seed: int, settings: Settings, skip: frozenset[str], clock: VirtualClock) -> Outcome:

@@ -32,13 +32,14 @@ FAULTS = Faults(
 @dataclass(frozen=True, slots=True)
 class Settings:
     """The shape of one run: how many fleet writers, steps, the faults and kill chance per request,
-    and whether the misbehaving agent acts."""
+    whether the misbehaving agent acts, and how often writers move files."""
 
     writers: int = 3
     steps: int = 40
     faults: Faults = FAULTS
     kill_chance: float = 0.003
     forgeries: bool = True
+    moves: float = 0.0  # the chance a writer's change of an existing file is a move to a free path
 
 
 def log_options(clock: VirtualClock) -> LogOptions:
@@ -85,6 +86,7 @@ class World:
     @classmethod
     def made(cls, seed: int, settings: Settings, clock: VirtualClock) -> World:
         world = cls(seed, settings, clock, SimBucket(clock), random.Random(f"schedule-{seed}"))
+        world.ledger.moving = settings.moves > 0
         world.writers = [world.born(f"w{index}") for index in range(settings.writers)]
         world.operator = world.born("op")
         return world
