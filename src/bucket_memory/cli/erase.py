@@ -32,7 +32,8 @@ def erase(
     """Erase every text a file ever had: from the memory, its history, its checkpoints and the bucket's
     old versions of them, for good (data-protection requests, a leaked secret).
 
-    The file follows its moves: every name it had is erased. One commit records the erasure, naming
+    The file follows its moves: every name it had is erased (a name it had only before the retained
+    log is unknown: erase it too; --dry-run lists the names it knows). One commit records the erasure, naming
     the file and you (never its text); history then shows its versions as erased, and `verify` still
     checks the whole log. Shows what it will rewrite and delete first, and asks (or needs --yes off a
     terminal). Needs the operator's permissions (`bucket-memory policy --operator`). Running it again
