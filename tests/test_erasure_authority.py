@@ -8,6 +8,7 @@ checked against, so no later erasure can turn it live.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -207,6 +208,47 @@ async def test_an_erase_killed_before_rewriting_a_void_commit_leaves_it_void(mon
             await admin.read_at("payroll.md", str(void.seq))
         assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"notes.md": "notes\n"}
         await admin.erase("alice.md", origin=OPERATOR)
+
+
+async def test_an_erase_records_a_void_commits_verdict_before_it_erases_the_text_below(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 8135): the erase rewrote every commit several at a time; killed at the void commit
+    (whose rewrite records its verdict) after the commit below it that wrote the text its edit was
+    checked against had been rewritten, the replay applied the void edit to an erased text, which
+    it no longer fails: void turned valid. Now the void commits' rewrites land before any other."""
+    objects = VersionedMemoryObjectStore()
+    writer = LogFileStore(objects, options=NO_CHECKPOINTS)
+    await writer.write("alice.md", "alice's notes\n", expected=None, origin=ALICE)
+    await writer.write("notes.md", "notes\n", expected=None, origin=ALICE)
+    void = await forge(
+        writer,
+        Edit(path="alice.md", at=0, removed="not her text", inserted="x", size=5),
+        Write(path="payroll.md", text="pay mallory\n"),
+    )
+    rewrite = Rewriting._rewrite
+    rewritten: list[str] = []
+
+    async def killed_at_the_void_commit(
+        self: Rewriting, key: str, redact: Redaction, current: ObjectVersion | None
+    ) -> bool:
+        if key == log_key(void.seq):
+            await asyncio.sleep(0)  # the other rewrites of its batch, if any, start first
+            raise SimulatedCrash("the erase's process was killed before it rewrote the void commit")
+        rewritten.append(key)
+        return await rewrite(self, key, redact, current)
+
+    monkeypatch.setattr(Rewriting, "_rewrite", killed_at_the_void_commit)
+    with pytest.raises(BaseException):  # noqa: B017, PT011 (the crash, alone or in a group)
+        await MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS)).erase("alice.md", origin=OPERATOR)
+    monkeypatch.undo()
+    assert rewritten == [], "nothing rewritten before the void commit's verdict is recorded"
+    admin = MemoryAdmin(LogFileStore(objects, options=NO_CHECKPOINTS))
+    assert [problem.key for problem in await admin.verify() if "void" in problem.message] == [log_key(void.seq)]
+    with pytest.raises(MemoryStoreError):
+        await admin.read_at("payroll.md", str(void.seq))
+    await admin.erase("alice.md", origin=OPERATOR)
+    assert await files_of(LogFileStore(objects, options=NO_CHECKPOINTS)) == {"notes.md": "notes\n"}
 
 
 async def test_an_import_after_compaction_never_brings_an_erased_text_back(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from ..format.changes import Change
 from ..format.checkpoint_content import CheckpointContent, redacted_content
 from ..format.codec import SEALED_FORMAT, Commit
 from ..format.packed import decode_checkpoint
+from ..format.wire_values import log_key
 from ..objects.retry import gather_bounded
 from ..runtime.off_loop import off_loop
 from .lineage import Lineages
@@ -62,6 +63,11 @@ class ErasedFile:
             return lambda _, change: getattr(change, "path", None) in self.names
         indexes = self.lineages.texts(self.files).get(seq, set())
         return lambda index, _: index in indexes
+
+    @property
+    def void_commits(self) -> set[str]:
+        """The keys of the void commits that name the file: an erase records their verdicts first."""
+        return {log_key(seq) for seq in self.lineages.voids_naming(self.names)}
 
     def stale_marks(self) -> dict[int, set[int]]:
         """Per seq, the indexes of the file's erased texts whose marks name no erasure of it: an

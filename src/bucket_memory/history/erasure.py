@@ -122,7 +122,7 @@ class Erasure:
             copies = await self._copies(target)
             if not found and not copies:
                 break
-            rewritten.extend(await self.rewriting.rewrite_all(found))  # each read once, rewritten if it holds one
+            rewritten.extend(await self.rewriting.rewrite_all(found, first=target.void_commits))  # each read once
             if copies:
                 what = f"Deleting copies of {target.path} in {self.store.location}"
                 await retrying(functools.partial(self.store.objects.delete, copies), what=what)
@@ -134,7 +134,8 @@ class Erasure:
         # or not, goes too.
         if again := await holding_now(self.store, target, erasure):
             logger.warning("%s: %s held a text of %s again; erased again", self.store.location, again, path)
-            rewritten.extend(await self.rewriting.rewrite_all(await candidates(self.store, target, erasure, set())))
+            again_found = await candidates(self.store, target, erasure, set())
+            rewritten.extend(await self.rewriting.rewrite_all(again_found, first=target.void_commits))
         if more := await self._old_versions(target, erasure):
             await self.rewriting.delete_versions(more)
             deleted += more

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 from a13n_harness.providers.memory import MemoryStoreError
@@ -79,18 +79,22 @@ class Rewriting:
             except MemoryStoreError as error:  # the refusal above is what the operator must see
                 logger.warning("could not delete %s/%s: %s", self.store.location, key, error)
 
-    async def rewrite_all(self, found: Sequence[tuple[str, Redaction]]) -> list[str]:
-        """Replace each object found by what its redaction makes of it, several at a time; the keys
-        this call rewrote (not those gone, or left with nothing to redact, meanwhile). An erase
-        asks `refuse_disproved` first."""
+    async def rewrite_all(self, found: Sequence[tuple[str, Redaction]], *, first: Collection[str] = ()) -> list[str]:
+        """Replace each object found by what its redaction makes of it, several at a time, the keys
+        in `first` (void commits, whose rewrites record their verdicts) before the other commits,
+        and commits before checkpoints; the keys this call rewrote (not those gone, or left with
+        nothing to redact, meanwhile). An erase asks `refuse_disproved` first."""
         current = await self._current()
         rewritten: list[str] = []
-        # Commits first, then checkpoints: a void commit's rewrite records its verdict, and one not
-        # rewritten yet, replayed from a checkpoint rewritten before it (a run killed between the
-        # two), has its edit applied to an erased text, which it no longer fails: void turned
-        # valid (seed 715).
+        # A void commit's rewrite records its verdict; one not rewritten yet when a run is killed,
+        # replayed over a text erased before it (in a commit or checkpoint below it), has its edit
+        # applied to that erased text, which it no longer fails: void turned valid (seeds 715, 8135).
         commits = [item for item in found if item[0].startswith(LOG_PREFIX)]
-        for batch in (commits, [item for item in found if not item[0].startswith(LOG_PREFIX)]):
+        for batch in (
+            [item for item in commits if item[0] in first],
+            [item for item in commits if item[0] not in first],
+            [item for item in found if not item[0].startswith(LOG_PREFIX)],
+        ):
             done = await gather_bounded(batch, lambda item: self._rewrite(item[0], item[1], current.get(item[0])))
             rewritten += [key for (key, _), landed in zip(batch, done, strict=True) if landed]
         return rewritten
