@@ -273,6 +273,12 @@ MOVES_FOUND: dict[int, str] = {
     # that differs from the log's replay (3796, perhaps the erased-moved limit).
     3295: "after recover, a text marked erased by a commit that erased no such file",
     3796: "after recover, a checkpoint differs from the state the log replays to",
+    # Found scanning 4200-5399 with moves, not read yet (5220 may be the ledger's, or a lost write: read it first).
+    4385: "an erased text still held by a current commit",
+    4426: "an erased text still held by a current commit",
+    4466: "after recover, a commit off the chain that recover should re-apply",
+    4655: "after recover, a checkpoint the first versions of its log disprove",
+    5220: "an acknowledged write is not in the commit it was acknowledged at",
 }
 
 
