@@ -34,8 +34,8 @@ from bucket_memory.format.wire_values import (
     run_key,
     run_seq,
 )
-from bucket_memory.log import head as head_module
 from bucket_memory.log import reader as reader_module
+from bucket_memory.log import runs as runs_module
 from bucket_memory.log.reader import LogReader
 from bucket_memory.log.runs import RUN_EVERY, Run
 from bucket_memory.objects.interface import CREATE, ObjectInfo, ObjectStore
@@ -282,7 +282,7 @@ async def test_catching_up_reads_a_run_not_every_commit() -> None:
 async def test_a_writer_holds_no_more_recent_commits_than_a_run_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The commits a writer keeps for the runs it writes are bounded by the bytes a run holds, not
     only by their number: a fold's commits may be megabytes each (before: 64 of them, whatever their size)."""
-    monkeypatch.setattr(head_module, "RUN_BYTES", 4096)
+    monkeypatch.setattr(runs_module, "RUN_BYTES", 4096)
     store = LogFileStore(MemoryObjectStore())
     for number in range(12):
         await store.write(f"{number}.md", "x" * 1000, expected=None, origin=ORIGIN)

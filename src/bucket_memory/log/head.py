@@ -6,12 +6,10 @@ The invariants cited by number are those of `log`'s module docstring.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
 from a13n_harness.providers.memory import MemoryStoreError
 
-from ..format.changes import Erase
 from ..format.codec import Commit, OffChain
 from ..format.signed import CorruptObjectError
 from ..format.wire_values import log_key, reloads
@@ -21,7 +19,7 @@ from ..runtime import telemetry
 from ..state.state import State, Void
 from .options import LogOptions
 from .reader import LogReader, gapless
-from .runs import RUN_BYTES, RUN_COMMITS, RUN_EVERY, commits_through_runs
+from .runs import RUN_EVERY, RecentCommits, commits_through_runs
 from .traffic import Traffic
 
 logger = logging.getLogger(__name__)
@@ -57,8 +55,7 @@ class Head:
         self._state: State | None = None
         self._clock = options.clock
         self.traffic = Traffic()  # how fast others commit, from the commits of theirs applied here
-        # The newest commits applied, consecutive up to the head: what a run written here holds.
-        self.recent: deque[Commit] = deque(maxlen=RUN_COMMITS)
+        self.recent = RecentCommits()
         self.run_due: int | None = None  # a commit of ours whose run housekeeping is to write
         self.made: Commit | None = None  # the newest commit of ours that landed
         self.owed = 0  # the newest commit that acknowledged a write of ours, perhaps not applied yet
@@ -97,20 +94,10 @@ class Head:
     def advance(self, planned: State, commit: Commit) -> None:
         """Take in `planned`, layered on the cached state by `commit`, ours, which has landed."""
         self.current().absorb(planned)
-        self._remember(commit)
+        self.recent.keep(commit)
         self.made = commit
         if commit.seq % RUN_EVERY == 0 and self.traffic.shared and self.options.fleet_commit:
             self.run_due = commit.seq  # a fleet's readers catch up through it
-
-    def _remember(self, commit: Commit) -> None:
-        if (self.recent and self.recent[-1].seq != commit.seq - 1) or any(
-            isinstance(change, Erase) for change in commit.changes
-        ):
-            self.recent.clear()  # an erasure: no run written here holds a text from before it
-        self.recent.append(commit)
-        # No more than a run can hold: a fold's commits may be megabytes each.
-        while len(self.recent) > 1 and sum(kept.encoded_size for kept in self.recent) > RUN_BYTES:
-            self.recent.popleft()
 
     def apply(self, commit: Commit, state: State | None = None) -> Void | None:
         """Apply another process's commit to `state` (the cached one by default); `Void` if it is.
@@ -126,7 +113,7 @@ class Head:
             raise
         if target is self._state:
             self.traffic.note(commit.moment.timestamp())
-            self._remember(commit)
+            self.recent.keep(commit)
             self.reload_due = self.reload_due or reloads(commit.origin)
         return void
 
@@ -279,7 +266,7 @@ class Head:
             self.recent.clear()
             for commit in await commits_through_runs(self.reader, state, [seq for seq, _ in listed], runs):
                 state.apply(commit, reader.location)
-                self._remember(commit)
+                self.recent.keep(commit)
             self._state, self._proven = state, sent
             telemetry.count_cold_start()
             return

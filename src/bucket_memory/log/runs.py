@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Self
 
 from pydantic import model_validator
 
 from ..format.canonical_json import canonical_members
+from ..format.changes import Erase
 from ..format.codec import Commit
 from ..format.signed import CorruptObjectError, Signed
 from ..format.wire_values import run_key
@@ -91,6 +93,38 @@ class Run(Signed):
         if any(getattr(change, "erased", None) is not None for commit in self.commits for change in commit.changes):
             return "it holds an erased change"
         return None
+
+
+class RecentCommits:
+    """The newest commits applied by one process, consecutive up to its head: what a run it writes
+    holds. At most `RUN_COMMITS` of them and `RUN_BYTES` (a fold's commits may be megabytes each),
+    the oldest let go first; a gap, or an erasure (no run written here holds a text from before
+    it), starts them again."""
+
+    def __init__(self) -> None:
+        self._commits: deque[Commit] = deque()
+        self._bytes = 0  # kept as commits come and go: summed anew, it cost each apply tens of µs
+
+    def __iter__(self) -> Iterator[Commit]:
+        return iter(self._commits)
+
+    def __len__(self) -> int:
+        return len(self._commits)
+
+    def clear(self) -> None:
+        self._commits.clear()
+        self._bytes = 0
+
+    def keep(self, commit: Commit) -> None:
+        """Take in `commit`, applied next."""
+        if (self._commits and self._commits[-1].seq != commit.seq - 1) or any(
+            isinstance(change, Erase) for change in commit.changes
+        ):
+            self.clear()
+        self._commits.append(commit)
+        self._bytes += commit.encoded_size
+        while len(self._commits) > 1 and (len(self._commits) > RUN_COMMITS or self._bytes > RUN_BYTES):
+            self._bytes -= self._commits.popleft().encoded_size
 
 
 def packable(recent: Sequence[Commit]) -> list[Commit]:
