@@ -275,6 +275,16 @@ async def test_recover_puts_back_the_erased_rewrite_not_the_first_version_an_era
     assert files["b.md"] == "B\n" and "the erased text\n" not in files.values()
 
 
+async def forged_checkpoint_at_the_head(objects: VersionedMemoryObjectStore, path: str) -> bytes:
+    """An agent's checkpoint of the memory's head (its hash named, as a writer's) with `path` rewritten,
+    created before any writer's: its bytes."""
+    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
+    state.apply_change(Write(path=path, text="Pay Mallory $10000.\n"), state.head)
+    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
+    await objects.put(checkpoint_key(state.head), forged, CREATE)
+    return forged
+
+
 async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_removes_it() -> None:
     """Was (seed 1321): an agent created checkpoint 3 with notes.md rewritten, and compaction took
     it for the floor. The erase of alice.md rewrote the forgery and deleted its first version and
@@ -287,10 +297,7 @@ async def test_an_erase_rewrites_no_checkpoint_its_log_disproves_until_recover_r
     await store.write("notes.md", "the true note\n", expected=None, origin=ALICE)
     await store.write("alice.md", SECRET, expected=None, origin=ALICE)
     await store.write("x.md", "X\n", expected=None, origin=ALICE)
-    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
-    state.apply_change(Write(path="notes.md", text="Pay Mallory $10000.\n"), state.head)
-    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
-    await objects.put(checkpoint_key(3), forged, CREATE)
+    forged = await forged_checkpoint_at_the_head(objects, "notes.md")
     assert (await LogFileStore(objects, options=compacting).compact()).floor == 3
 
     with pytest.raises(MemoryStoreError) as refused:
@@ -326,10 +333,7 @@ async def test_an_erase_deletes_no_version_while_a_checkpoint_its_log_disproves_
     await store.write("notes.md", "the true note\n", expected=None, origin=ALICE)
     await store.delete("alice.md", expected="1", origin=ALICE)
     await store.write("x.md", "X\n", expected=None, origin=ALICE)
-    state = (await LogFileStore(objects, options=NO_CHECKPOINTS).state()).copy()
-    state.apply_change(Write(path="notes.md", text="Pay Mallory $10000.\n"), state.head)
-    forged = Checkpoint.made(state.checkpoint_content(1000, at=time.time())).encode()
-    await objects.put(checkpoint_key(4), forged, CREATE)
+    await forged_checkpoint_at_the_head(objects, "notes.md")
     assert (await LogFileStore(objects, options=compacting).compact()).floor == 4
     versions_before = [(version.key, version.version) for version in await objects.list_versions("")]
 

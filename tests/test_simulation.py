@@ -377,6 +377,11 @@ def test_an_erase_after_compaction_removes_the_texts_a_file_had_under_a_name_it_
     assert moving(script) == []
 
 
+async def verify_named(world: World) -> list[str]:
+    """What `verify` names on the run's bucket, one line a problem."""
+    return [f"[verify] {problem.key}: {problem.message}" for problem in await MemoryAdmin(world.cold()).verify()]
+
+
 def test_verify_takes_an_erased_text_of_the_base_commit_for_its_files_under_a_later_name() -> None:
     """Found with moves on (seed 304 at 0.3): the commit the retained log starts from wrote a
     file's text at alice.md; the file moved to payroll.md, another took alice.md, and the erasure
@@ -394,8 +399,7 @@ def test_verify_takes_an_erased_text_of_the_base_commit_for_its_files_under_a_la
         await moved(world, "alice.md", "payroll.md")
         await acked(world, "alice.md", "another file\n")
         await erased(world, "payroll.md")
-        problems = await MemoryAdmin(world.cold()).verify()
-        return [f"[verify] {problem.key}: {problem.message}" for problem in problems]
+        return await verify_named(world)
 
     assert moving(script) == []
 
@@ -414,8 +418,7 @@ def test_verify_holds_no_file_to_an_erasure_that_named_its_path_for_another_file
         await acked(world, "payroll.md", "the payroll\n")
         await moved(world, "payroll.md", "alice.md")
         await erased(world, "payroll.md")
-        problems = await MemoryAdmin(world.cold()).verify()
-        return [f"[verify] {problem.key}: {problem.message}" for problem in problems]
+        return await verify_named(world)
 
     assert moving(script) == []
 
